@@ -1,0 +1,301 @@
+"""Configuration: frozen dataclasses with named presets, JSON round trips and checked overrides.
+
+``ModelConfig.preset("base", vocab_size=37000)`` is the paper's base model (PAPER.md, Table 3);
+every modern alternative (pre-LN, RoPE, SwiGLU, ...) is a plain field whose default is the
+paper's choice. ``TrainConfig`` holds the recipe of Section 5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+ACTIVATIONS = ("relu", "gelu", "silu", "swiglu")
+NORM_POSITIONS = ("post", "pre")
+NORM_TYPES = ("layernorm", "rmsnorm")
+POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none")
+TYINGS = ("none", "decoder", "all")
+
+# Each preset is a set of overrides on the paper's defaults (which are the `base` row).
+_PRESETS: dict[str, dict[str, Any]] = {
+    "base": {},
+    "big": {"d_model": 1024, "d_ff": 4096, "n_heads": 16, "dropout": 0.3},
+    "small": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "n_heads": 4, "d_ff": 1024},
+    "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 64, "n_heads": 4, "d_ff": 256,
+             "max_positions": 256},
+}
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        hint = difflib.get_close_matches(str(value), allowed, n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ValueError(f"{name}={value!r} is not supported{extra}; choose one of {', '.join(allowed)}")
+
+
+def _unknown_key_error(key: str, known: list[str], what: str) -> ValueError:
+    hint = difflib.get_close_matches(key, known, n=1)
+    extra = f"; did you mean {hint[0]!r}?" if hint else ""
+    return ValueError(f"unknown {what} option {key!r}{extra} (known: {', '.join(sorted(known))})")
+
+
+class _ConfigMixin:
+    """JSON round trips and checked overrides shared by the config dataclasses."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[arg-type]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        for key in data:
+            if key not in known:
+                raise _unknown_key_error(key, known, cls.__name__)
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path):
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+    def with_overrides(self, overrides: dict[str, Any]):
+        """Return a copy with ``overrides`` applied; string values are parsed to the field's type."""
+        known = {f.name: f for f in fields(self)}  # type: ignore[arg-type]
+        changes = {}
+        for key, value in overrides.items():
+            if key not in known:
+                raise _unknown_key_error(key, list(known), type(self).__name__)
+            changes[key] = parse_value(key, value, _field_type(type(self), key)) if isinstance(value, str) else value
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def _field_type(cls: type, name: str) -> Any:
+    return typing.get_type_hints(cls)[name]
+
+
+def parse_value(key: str, text: str, kind: Any) -> Any:
+    """Parse ``text`` (from ``--set key=value``) into the type ``kind`` of a config field."""
+    args = typing.get_args(kind)
+    if args and type(None) in args:  # Optional[X]
+        if text.lower() in ("none", "null", ""):
+            return None
+        kind = next(a for a in args if a is not type(None))
+    try:
+        if kind is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        raise ValueError(f"{key}={text!r}: expected a value of type {kind.__name__}") from None
+    return text
+
+
+@dataclass(frozen=True)
+class ModelConfig(_ConfigMixin):
+    """Every architectural choice of the encoder-decoder Transformer (§3).
+
+    Defaults are the paper's base model. Fields:
+        encoder_layers, decoder_layers: N, layers per stack (6).
+        d_model: model width (512). n_heads: h (8); d_k = d_v = d_model / h.
+        d_ff: inner width of the position-wise feed-forward network (2048).
+        dropout: on sub-layer outputs and on embeddings + positions (0.1).
+        attention_dropout: on attention weights (0.0; a tensor2tensor addition).
+        activation_dropout: inside the FFN, after the activation (0.0; a fairseq addition).
+        activation: "relu" (paper), "gelu", "silu" (Marian's "swish") or "swiglu" (Shazeer 2020).
+        norm_position: "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (x + Sublayer(LN(x)),
+            with a final norm after each stack; Wang et al. 2019).
+        norm_type: "layernorm" (paper) or "rmsnorm" (Zhang & Sennrich 2019).
+        norm_eps: epsilon of the norms (1e-5, PyTorch's; tensor2tensor used 1e-6).
+        positional: "sinusoidal" (paper, interleaved sin/cos), "sinusoidal_concat" ([sin | cos],
+            fairseq and Marian), "learned", "rope" (Su et al. 2021), "alibi" (Press et al. 2022)
+            or "none".
+        scale_embedding: multiply embeddings by sqrt(d_model) (paper: yes).
+        tying: "all" (source embedding = target embedding = output projection; needs a shared
+            vocabulary, paper), "decoder" (target embedding = output projection), "none".
+        vocab_size: the shared vocabulary's size, or the source vocabulary's when
+            ``tgt_vocab_size`` is set. tgt_vocab_size: None for a shared vocabulary.
+        pad_id, bos_id, eos_id, unk_id: special ids (SentencePiece is trained to agree).
+        decoder_start_id: the first decoder input; None means bos_id (Marian uses pad_id).
+        max_positions: the longest sequence the model accepts (and the learned table size).
+        output_bias: a bias on the output projection (Marian's final_logits_bias).
+    """
+
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    activation: str = "relu"
+    norm_position: str = "post"
+    norm_type: str = "layernorm"
+    norm_eps: float = 1e-5
+    positional: str = "sinusoidal"
+    scale_embedding: bool = True
+    tying: str = "all"
+    vocab_size: int = 37000
+    tgt_vocab_size: Optional[int] = None
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    unk_id: int = 3
+    decoder_start_id: Optional[int] = None
+    max_positions: int = 1024
+    output_bias: bool = False
+
+    def __post_init__(self) -> None:
+        _choice("activation", self.activation, ACTIVATIONS)
+        _choice("norm_position", self.norm_position, NORM_POSITIONS)
+        _choice("norm_type", self.norm_type, NORM_TYPES)
+        _choice("positional", self.positional, POSITIONALS)
+        _choice("tying", self.tying, TYINGS)
+        for name in ("encoder_layers", "decoder_layers", "d_model", "n_heads", "d_ff", "vocab_size",
+                     "max_positions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                             f"change one of them (e.g. n_heads={_divisor_near(self.d_model, self.n_heads)})")
+        if self.positional == "rope" and self.head_dim % 2:
+            raise ValueError(f"positional='rope' needs an even head dimension, got {self.head_dim}; "
+                             "change d_model or n_heads")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.tying == "all" and self.tgt_vocab_size is not None:
+            raise ValueError("tying='all' shares one matrix across source, target and output, so it needs "
+                             "a shared vocabulary: set tgt_vocab_size=None, or use tying='decoder'")
+        specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
+        for name, value in specials.items():
+            if not 0 <= value < min(self.vocab_size, self.target_vocab_size):
+                raise ValueError(f"{name}={value} is outside the vocabulary (size {self.vocab_size})")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
+
+    @property
+    def start_id(self) -> int:
+        return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "ModelConfig":
+        """A named preset (``base``, ``big``, ``small``, ``tiny``) with field overrides."""
+        if name not in _PRESETS:
+            raise _unknown_key_error(name, list(_PRESETS), "preset")
+        known = [f.name for f in fields(cls)]
+        for key in overrides:
+            if key not in known:
+                raise _unknown_key_error(key, known, "ModelConfig")
+        return cls(**{**_PRESETS[name], **overrides})
+
+    @staticmethod
+    def preset_names() -> list[str]:
+        return list(_PRESETS)
+
+
+def _divisor_near(d_model: int, heads: int) -> int:
+    divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
+    return min(divisors, key=lambda h: abs(h - heads))
+
+
+@dataclass(frozen=True)
+class TrainConfig(_ConfigMixin):
+    """The training recipe (§5) and the run's bookkeeping.
+
+    Fields:
+        max_tokens: token budget of one batch on one device, padded positions counted (per side).
+        update_freq: batches accumulated into one optimizer update.
+        max_steps, max_epochs, max_time: stop at whichever comes first (0 = no limit; time in s).
+        lr_schedule: "inverse_sqrt" (paper: factor * d_model^-0.5 * min(s^-0.5, s * w^-1.5)) or
+            "inverse_sqrt_peak" (the same shape, scaled so that the peak at step ``warmup`` is
+            ``peak_lr``). lr_factor: the paper's factor (1.0). warmup: 4000.
+        adam_beta1, adam_beta2, adam_eps: 0.9, 0.98, 1e-9. weight_decay: 0.
+        label_smoothing: 0.1. clip_norm: 0 (off, as the paper).
+        seed: for weights, dropout and batch order.
+        log_every: steps between metric lines. valid_every: steps between validations
+            (0: at epoch ends only). valid_beam: 1 (greedy) or a beam size for validation BLEU.
+        valid_max_sentences: translate at most this many validation sentences for BLEU (0: all).
+        save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper: 10).
+        keep_last: checkpoints kept. patience: validations without a better BLEU before stopping
+            (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
+    """
+
+    max_tokens: int = 4096
+    update_freq: int = 1
+    max_steps: int = 0
+    max_epochs: int = 0
+    max_time: float = 0.0
+    lr_schedule: str = "inverse_sqrt"
+    lr_factor: float = 1.0
+    peak_lr: float = 7e-4
+    warmup: int = 4000
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0
+    seed: int = 1
+    log_every: int = 50
+    valid_every: int = 0
+    valid_beam: int = 1
+    valid_max_sentences: int = 0
+    save_every: int = 0
+    save_minutes: float = 10.0
+    keep_last: int = 5
+    patience: int = 0
+    max_bad_steps: int = 5
+
+    def __post_init__(self) -> None:
+        _choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
+        if self.max_tokens < 1 or self.update_freq < 1 or self.warmup < 1:
+            raise ValueError("max_tokens, update_freq and warmup must be at least 1")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.keep_last < 1:
+            raise ValueError(f"keep_last must be at least 1, got {self.keep_last}")
+
+
+def split_overrides(pairs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Route ``key=value`` overrides to ModelConfig or TrainConfig (``model.x`` / ``train.x`` also work)."""
+    model_keys = {f.name for f in fields(ModelConfig)}
+    train_keys = {f.name for f in fields(TrainConfig)}
+    model, train = {}, {}
+    for key, value in pairs.items():
+        section, _, name = key.rpartition(".")
+        if section not in ("", "model", "train"):
+            raise ValueError(f"unknown section {section!r} in {key!r}: use model.KEY or train.KEY")
+        if name in model_keys and section != "train":
+            model[name] = value
+        elif name in train_keys and section != "model":
+            train[name] = value
+        else:
+            raise _unknown_key_error(name, sorted(model_keys | train_keys), "config")
+    return model, train

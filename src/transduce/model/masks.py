@@ -1,0 +1,25 @@
+"""Masks, built in one place with one convention: boolean, True = may attend (as SDPA).
+
+Shapes broadcast against attention scores ``(B, H, T, S)``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """Keys that are real tokens. ``tokens (B, S)`` -> ``(B, 1, 1, S)``."""
+    return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, S)
+
+
+def causal_mask(queries: int, keys: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
+    """Query i (at absolute position ``offset + i``) may attend keys 0 .. offset + i.
+
+    Example: with 3 cached tokens (offset 3) and 2 new queries, query 0 sees keys 0..3 and
+    query 1 sees keys 0..4 of the 5 keys. Returns ``(1, 1, T, S)``.
+    """
+    q = torch.arange(queries, device=device)[:, None] + offset  # (T, 1)
+    k = torch.arange(keys, device=device)[None, :]  # (1, S)
+    return (k <= q)[None, None]  # (1, 1, T, S)

@@ -1,0 +1,60 @@
+"""Reference equivalence: the paper's configuration equals torch.nn's Transformer layers."""
+
+import torch
+from torch import nn
+
+from transduce import Transformer
+
+from ..conftest import random_batch, tiny_config
+
+
+def _copy_attention(ours, theirs: nn.MultiheadAttention, fused: bool) -> None:
+    D = theirs.embed_dim
+    if fused:
+        ours.qkv.weight.copy_(theirs.in_proj_weight)
+        ours.qkv.bias.copy_(theirs.in_proj_bias)
+    else:
+        ours.q.weight.copy_(theirs.in_proj_weight[:D])
+        ours.q.bias.copy_(theirs.in_proj_bias[:D])
+        ours.kv.weight.copy_(theirs.in_proj_weight[D:])
+        ours.kv.bias.copy_(theirs.in_proj_bias[D:])
+    ours.out.weight.copy_(theirs.out_proj.weight)
+    ours.out.bias.copy_(theirs.out_proj.bias)
+
+
+def _copy_ffn_and_norms(ours, theirs, n_norms: int) -> None:
+    ours.ffn.w1.load_state_dict(theirs.linear1.state_dict())
+    ours.ffn.w2.load_state_dict(theirs.linear2.state_dict())
+    for i in range(1, n_norms + 1):
+        getattr(ours, f"sub{i}").norm.load_state_dict(getattr(theirs, f"norm{i}").state_dict())
+
+
+@torch.no_grad()
+def test_logits_equal_torch_nn_transformer_layers():
+    cfg = tiny_config(encoder_layers=2, decoder_layers=3, vocab_size=50)
+    D, H, F = cfg.d_model, cfg.n_heads, cfg.d_ff
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, F, dropout=0.0, batch_first=True),
+                                cfg.encoder_layers, enable_nested_tensor=False)
+    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(D, H, F, dropout=0.0, batch_first=True),
+                                cfg.decoder_layers)
+    for p in list(enc.parameters()) + list(dec.parameters()):  # make biases and norms non-trivial
+        p.add_(torch.randn_like(p) * 0.1)
+    model = Transformer(cfg).eval()
+    for ours, theirs in zip(model.encoder, enc.layers):
+        _copy_attention(ours.self_attn, theirs.self_attn, fused=True)
+        _copy_ffn_and_norms(ours, theirs, 2)
+    for ours, theirs in zip(model.decoder, dec.layers):
+        _copy_attention(ours.self_attn, theirs.self_attn, fused=True)
+        _copy_attention(ours.cross_attn, theirs.multihead_attn, fused=False)
+        _copy_ffn_and_norms(ours, theirs, 3)
+
+    src, src_len = random_batch(4, 9, 50)
+    tgt, tgt_len = random_batch(4, 7, 50, generator=torch.Generator().manual_seed(3))
+    src_pad, tgt_pad = src == 0, tgt == 0
+    memory = enc(model.src_embed(src), src_key_padding_mask=src_pad)
+    hidden = dec(model.tgt_embed(tgt), memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(7),
+                 tgt_is_causal=True, memory_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad)
+    reference = model.output(hidden)
+    ours = model(src, tgt)
+    real = ~tgt_pad
+    torch.testing.assert_close(ours[real], reference[real], atol=1e-5, rtol=0)

@@ -1,0 +1,191 @@
+import itertools
+
+import pytest
+import torch
+
+from transduce import ModelConfig, Transformer
+from transduce.model.attention import attend
+from transduce.model.positions import sinusoidal_table
+
+from ...conftest import random_batch, tiny_config
+
+POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none"]
+
+
+def test_shapes_and_padding_from_config():
+    cfg = tiny_config(pad_id=5, bos_id=6, eos_id=7, unk_id=8)
+    model = Transformer(cfg).eval()
+    src, _ = random_batch(3, 9, cfg.vocab_size, pad_id=5)
+    tgt, _ = random_batch(3, 6, cfg.vocab_size, pad_id=5)
+    assert model(src, tgt).shape == (3, 6, cfg.vocab_size)
+    assert model.encode(src).shape == (3, 9, cfg.d_model)
+
+
+@pytest.mark.parametrize("positional", POSITIONALS)
+def test_causality(positional):
+    model = Transformer(tiny_config(positional=positional)).eval()
+    src, _ = random_batch(2, 7, 40)
+    tgt = torch.randint(4, 40, (2, 8))
+    base = model(src, tgt)
+    for t in range(8):
+        changed = tgt.clone()
+        changed[:, t] = (changed[:, t] + 1 - 4) % 36 + 4
+        out = model(src, changed)
+        torch.testing.assert_close(out[:, :t], base[:, :t], atol=1e-6, rtol=0)
+        assert not torch.allclose(out[:, t:], base[:, t:])
+
+
+@pytest.mark.parametrize("positional", POSITIONALS)
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_padding_invariance(positional, norm_position):
+    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).eval()
+    src = torch.randint(4, 40, (2, 6))
+    tgt = torch.randint(4, 40, (2, 5))
+    base = model(src, tgt)
+    pad_src = torch.cat([src, torch.zeros(2, 4, dtype=torch.long)], 1)
+    pad_tgt = torch.cat([tgt, torch.zeros(2, 3, dtype=torch.long)], 1)
+    torch.testing.assert_close(model(pad_src, tgt), base, atol=1e-5, rtol=0)
+    torch.testing.assert_close(model(src, pad_tgt)[:, :5], base, atol=1e-5, rtol=0)
+
+
+def test_permutation_equivariance_only_without_positions():
+    x = torch.randint(4, 40, (2, 7))
+    perm = torch.randperm(7)
+    for positional, equivariant in [("none", True), ("sinusoidal", False)]:
+        model = Transformer(tiny_config(positional=positional)).eval()
+        out, out_perm = model.encode(x), model.encode(x[:, perm])
+        assert torch.allclose(out[:, perm], out_perm, atol=1e-5) == equivariant
+
+
+def test_sinusoid_offset_is_a_linear_map_independent_of_position():
+    # PE(pos + k) = M_k PE(pos): M_k is block-diagonal rotation by k * w_i for each frequency pair.
+    d = 16
+    pe = sinusoidal_table(200, d, dtype=torch.float64)
+    for k in (1, 3, 17):
+        # Solve M_k from many positions at once, then check it reproduces PE(pos + k) everywhere.
+        A, B = pe[: 100], pe[k : 100 + k]
+        M = torch.linalg.lstsq(A, B).solution.T  # (d, d)
+        for pos in (0, 5, 50, 150):
+            torch.testing.assert_close(M @ pe[pos], pe[pos + k], atol=1e-6, rtol=0)
+        # and the rotation the paper's argument predicts does the same, whatever the position
+        w = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+        R = torch.zeros(d, d, dtype=torch.float64)
+        for i, wi in enumerate(w):
+            c, s = torch.cos(k * wi), torch.sin(k * wi)
+            R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        for pos in (0, 5, 50, 150):
+            torch.testing.assert_close(R @ pe[pos], pe[pos + k], atol=1e-9, rtol=0)
+
+
+def test_sinusoid_layouts():
+    inter, concat = sinusoidal_table(10, 8, "interleaved"), sinusoidal_table(10, 8, "concat")
+    torch.testing.assert_close(inter[:, 0::2], concat[:, :4])
+    torch.testing.assert_close(inter[:, 1::2], concat[:, 4:])
+    assert inter[3, 0] == pytest.approx(torch.sin(torch.tensor(3.0)).item(), abs=1e-6)
+
+
+@pytest.mark.parametrize("positional", POSITIONALS)
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_incremental_decoding_matches_full_pass(positional, norm_position):
+    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).eval()
+    src, _ = random_batch(3, 8, 40)
+    tgt = torch.randint(4, 40, (3, 7))
+    full = model(src, tgt)
+    memory = model.encode(src)
+    cache = model.start_decoding(src, memory, capacity=2)  # forces the buffers to grow
+    steps = [model.decode(tgt[:, :3], cache)]  # a forced prefix of 3, then one token at a time
+    steps += [model.decode(tgt[:, t : t + 1], cache) for t in range(3, 7)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+    assert cache.length == 7
+
+
+def test_cache_reorder_equals_recomputing_and_beams_share_cross_keys():
+    model = Transformer(tiny_config()).eval()
+    src, _ = random_batch(2, 6, 40)
+    tgt = torch.randint(4, 40, (6, 4))  # 2 sentences x 3 beams
+    memory = model.encode(src)
+    cache = model.start_decoding(src, memory, beam=3)
+    model.decode(tgt[:, :3], cache)
+    order = torch.tensor([2, 2, 0, 4, 3, 5])  # beams move within their own sentence
+    cache.reorder(order)
+    step = model.decode(tgt[:, 3:4], cache)
+    fresh = model(src.repeat_interleave(3, 0), torch.cat([tgt[order, :3], tgt[:, 3:4]], 1))
+    torch.testing.assert_close(step[:, 0], fresh[:, 3], atol=1e-5, rtol=0)
+    assert cache.layers[0].cross_k.size(0) == 2  # per sentence, never per beam
+
+
+def test_fast_and_explicit_attention_agree_and_masked_rows_are_zero():
+    q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
+    mask = torch.rand(2, 1, 4, 5) > 0.3
+    mask[0, :, 1] = False  # one query sees no key at all
+    fast, _ = attend(q, k, v, mask)
+    slow, weights = attend(q, k, v, mask, need_weights=True)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+    assert not torch.isnan(fast).any() and not torch.isnan(slow).any()
+    assert (slow[0, :, 1] == 0).all() and (fast[0, :, 1] == 0).all()
+    torch.testing.assert_close(weights.sum(-1)[1], torch.ones(3, 4))
+    bias = -torch.rand(1, 3, 4, 5)
+    torch.testing.assert_close(attend(q, k, v, mask[1:], bias)[0][1:], attend(q, k, v, mask[1:], bias, need_weights=True)[0][1:],
+                               atol=1e-5, rtol=0)
+
+
+def test_need_weights_returns_every_layer_and_head_and_same_logits():
+    model = Transformer(tiny_config(encoder_layers=2, decoder_layers=3)).eval()
+    src, _ = random_batch(2, 6, 40)
+    tgt = torch.randint(4, 40, (2, 5))
+    logits, att = model(src, tgt, need_weights=True)
+    torch.testing.assert_close(logits, model(src, tgt), atol=1e-5, rtol=0)
+    assert [w.shape for w in att.encoder] == [(2, 4, 6, 6)] * 2
+    assert [w.shape for w in att.decoder] == [(2, 4, 5, 5)] * 3
+    assert [w.shape for w in att.cross] == [(2, 4, 5, 6)] * 3
+    assert torch.all(att.decoder[0][0].triu(1) == 0)  # causal
+
+
+PAPER_COUNTS = {"base": 63_082_496, "big": 214_245_376}
+
+
+@pytest.mark.parametrize("preset", ["base", "big"])
+def test_parameter_counts_match_the_paper(preset):
+    with torch.device("meta"):
+        model = Transformer(ModelConfig.preset(preset, vocab_size=37000))
+    assert model.num_parameters()["total"] == PAPER_COUNTS[preset]
+    assert sum(p.numel() for p in model.parameters()) == PAPER_COUNTS[preset]  # parameters() dedups
+
+
+def test_tying_shares_one_tensor():
+    model = Transformer(tiny_config(tying="all"))
+    w = model.output.weight
+    assert model.src_embed.tokens.weight is w and model.tgt_embed.tokens.weight is w
+    dec = Transformer(tiny_config(tying="decoder", tgt_vocab_size=30))
+    assert dec.tgt_embed.tokens.weight is dec.output.weight
+    assert dec.src_embed.tokens.weight is not dec.output.weight
+    assert dec.output.weight.shape == (30, 64)
+    none = Transformer(tiny_config(tying="none"))
+    assert none.output.weight is not none.tgt_embed.tokens.weight
+
+
+@pytest.mark.parametrize("activation, norm_type", list(itertools.product(["relu", "gelu", "silu", "swiglu"],
+                                                                         ["layernorm", "rmsnorm"])))
+def test_every_activation_and_norm_runs(activation, norm_type):
+    model = Transformer(tiny_config(activation=activation, norm_type=norm_type, output_bias=True))
+    src, _ = random_batch(2, 5, 40)
+    out = model(src, torch.randint(4, 40, (2, 3)))
+    out.sum().backward()
+    assert torch.isfinite(out).all()
+
+
+def test_tiny_model_overfits_one_batch():
+    torch.manual_seed(0)
+    model = Transformer(tiny_config())
+    src, _ = random_batch(8, 10, 40)
+    tgt, _ = random_batch(8, 9, 40, generator=torch.Generator().manual_seed(5))
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for step in range(300):
+        loss = torch.nn.functional.cross_entropy(model(src, tgt_in).transpose(1, 2), tgt_out, ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if loss.item() < 0.1:
+            break
+    assert loss.item() < 0.1
