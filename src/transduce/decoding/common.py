@@ -1,0 +1,119 @@
+"""What every search strategy shares: the decoding state, length limits, constraints, results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Hypothesis:
+    """One output: target ids (without start and eos), the sum of their log-probabilities
+    (eos included), and the score search ranked it by (length-normalized for beam search)."""
+
+    tokens: list[int]
+    logprob: float
+    score: float
+
+
+@dataclass
+class SearchOptions:
+    """Limits and constraints shared by greedy, beam and sampling.
+
+    max_len_a, max_len_b: at most ``a * source_length + b`` output tokens, eos included
+        (the paper: input length + 50). The source length counts real tokens with eos.
+    min_len: eos is forbidden before this many output tokens (eos excluded).
+    prefix: per sentence, target ids the output must start with (forced decoding of a prefix).
+    use_cache: False recomputes the whole prefix at each step (for tests).
+    """
+
+    max_len_a: float = 1.0
+    max_len_b: int = 50
+    min_len: int = 0
+    prefix: Optional[Sequence[Sequence[int]]] = None
+    use_cache: bool = True
+
+
+class Stepper:
+    """The decoding state of ``N = B * beam`` hypotheses over B sentences; calls only ``encode``
+    and the incremental ``decode`` (or, without the cache, the full forward pass)."""
+
+    def __init__(self, model, src: Tensor, beam: int, use_cache: bool = True) -> None:
+        self.model = model
+        self.beam = beam
+        self.use_cache = use_cache
+        self.src = src  # (B, S)
+        if use_cache:
+            memory = model.encode(src)  # (B, S, D)
+            self.cache = model.start_decoding(src, memory, beam=beam)
+
+    @torch.no_grad()
+    def logprobs(self, tokens: Tensor) -> Tensor:
+        """``tokens (N, t)`` (start token first) -> next-token log-probabilities ``(N, V)``, float32."""
+        if self.use_cache:
+            logits = self.model.decode(tokens[:, self.cache.length :], self.cache)[:, -1]  # (N, V)
+        else:
+            src = self.src.repeat_interleave(self.beam, dim=0)  # (N, S)
+            logits = self.model(src, tokens)[:, -1]  # (N, V)
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def reorder(self, rows: Tensor) -> None:
+        if self.use_cache:
+            self.cache.reorder(rows)
+
+    def select(self, sentences: Tensor) -> None:
+        """Keep only ``sentences`` (indices into the current B)."""
+        self.src = self.src.index_select(0, sentences)
+        if self.use_cache:
+            self.cache.select_sentences(sentences)
+
+
+def max_lengths(model, src: Tensor, options: SearchOptions) -> Tensor:
+    """Per sentence, the most output tokens allowed (eos included), capped by the model's positions."""
+    src_len = src.ne(model.config.pad_id).sum(1)  # (B,)
+    limit = (options.max_len_a * src_len.double() + options.max_len_b).floor().long()
+    return limit.clamp(min=1, max=model.config.max_positions)
+
+
+def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id: int) -> Optional[Tensor]:
+    """Per-sentence forced prefixes as ``(B, P)`` padded with -1 (no constraint)."""
+    if not prefix or not any(prefix):
+        return None
+    if len(prefix) != batch:
+        raise ValueError(f"got {len(prefix)} prefixes for {batch} sentences")
+    width = max(len(p) for p in prefix)
+    out = torch.full((batch, width), -1, dtype=torch.long)
+    for b, p in enumerate(prefix):
+        out[b, : len(p)] = torch.as_tensor(list(p), dtype=torch.long)
+    return out
+
+
+def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int,
+              prefix: Optional[Tensor], per_row: int = 1) -> Tensor:
+    """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based).
+
+    Never pad or the start/bos tokens; no eos before ``min_len``; only eos at the last allowed
+    position; only the prefix token while a forced prefix lasts. ``max_len`` and ``prefix`` are
+    per sentence; each sentence owns ``per_row`` consecutive rows (its beams).
+    """
+    neg_inf = float("-inf")
+    banned = {config.pad_id, config.bos_id, config.start_id} - {config.eos_id}
+    logprobs[:, list(banned)] = neg_inf
+    if step < min_len:
+        logprobs[:, config.eos_id] = neg_inf
+    last = (max_len - 1 <= step).repeat_interleave(per_row)  # (N,) rows that must end now
+    if last.any():
+        eos = logprobs[last, config.eos_id].clone()
+        logprobs[last] = neg_inf
+        logprobs[last, config.eos_id] = eos
+    if prefix is not None and step < prefix.size(1):
+        forced = prefix[:, step].repeat_interleave(per_row)  # (N,)
+        rows = (forced >= 0).nonzero().squeeze(1)
+        if len(rows):
+            keep = logprobs[rows, forced[rows]].clone()
+            logprobs[rows] = neg_inf
+            logprobs[rows, forced[rows]] = keep
+    return logprobs

@@ -1,0 +1,60 @@
+"""Sampling (temperature, top-k, top-p), with greedy as its zero-temperature case."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .common import Hypothesis, SearchOptions, Stepper, constrain, max_lengths, prefix_tensor
+
+
+def filter_logits(logprobs: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+    """Rescale by temperature and keep only the top-k / nucleus (top-p) tokens of each row ``(N, V)``."""
+    scores = logprobs / temperature
+    if top_k > 0:
+        kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]  # (N, 1)
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = scores.sort(dim=-1, descending=True)
+        probs = sorted_scores.softmax(-1)
+        outside = probs.cumsum(-1) - probs >= top_p  # mass before this token already reaches p
+        sorted_scores = sorted_scores.masked_fill(outside, float("-inf"))
+        scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+    return scores
+
+
+@torch.no_grad()
+def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: bool = False,
+           temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+           generator: Optional[torch.Generator] = None) -> list[Hypothesis]:
+    """Draw one output per sentence of ``src (B, S)`` (or take the argmax when ``greedy``)."""
+    options = options or SearchOptions()
+    config = model.config
+    B = src.size(0)
+    stepper = Stepper(model, src, beam=1, use_cache=options.use_cache)
+    max_len = max_lengths(model, src, options)  # (B,)
+    prefix = prefix_tensor(options.prefix, B, config.pad_id)
+    tokens = torch.full((B, 1), config.start_id, dtype=torch.long, device=src.device)  # (B, t)
+    logprob = torch.zeros(B)
+    done = torch.zeros(B, dtype=torch.bool)
+    for step in range(int(max_len.max())):
+        lp = constrain(stepper.logprobs(tokens), step, config, max_len, options.min_len, prefix)  # (B, V)
+        if greedy:
+            nxt = lp.argmax(-1)
+        else:
+            probs = filter_logits(lp, temperature, top_k, top_p).softmax(-1)
+            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        nxt = nxt.masked_fill(done, config.pad_id)  # finished rows only pad
+        logprob += lp.gather(1, nxt[:, None]).squeeze(1).masked_fill(done, 0.0)
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        done |= nxt == config.eos_id
+        if done.all():
+            break
+    return [_finish(row, float(score), config) for row, score in zip(tokens[:, 1:].tolist(), logprob)]
+
+
+def _finish(row: list[int], logprob: float, config) -> Hypothesis:
+    out = row[: row.index(config.eos_id)] if config.eos_id in row else row
+    return Hypothesis(out, logprob, logprob)
