@@ -72,7 +72,8 @@ def test_small_pieces():
     fin_s, fin_t, fin_l = merge_finished(torch.tensor([[-1.0, float("-inf")]]), torch.zeros(1, 2, 3, dtype=torch.long),
                                          torch.tensor([[-1.0, float("-inf")]]), torch.tensor([[-0.5, -3.0]]),
                                          torch.ones(1, 2, 3, dtype=torch.long), torch.tensor([[-0.7, -3.5]]))
-    assert fin_s.tolist() == [[-0.5, -1.0]] and fin_t[0, :, 0].tolist() == [1, 0] and fin_l.tolist() == [[-0.7, -1.0]]
+    assert fin_s.tolist() == [[-0.5, -1.0]] and fin_t[0, :, 0].tolist() == [1, 0]
+    assert fin_l[0].tolist() == pytest.approx([-0.7, -1.0])
 
 
 @pytest.mark.parametrize("alpha, kind", [(0.6, "gnmt"), (1.0, "power"), (0.0, "gnmt")])
