@@ -240,7 +240,7 @@ class TrainConfig(_ConfigMixin):
         label_smoothing: 0.1. clip_norm: 0 (off, as the paper).
         seed: for weights, dropout and batch order.
         log_every: steps between metric lines. valid_every: steps between validations
-            (0: at epoch ends only). valid_beam: 1 (greedy) or a beam size for validation BLEU.
+            (0: at each epoch end; -1: never). valid_beam: 1 (greedy) or a beam size for validation BLEU.
         valid_max_sentences: translate at most this many validation sentences for BLEU (0: all).
         save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper: 10).
         keep_last: checkpoints kept. patience: validations without a better BLEU before stopping

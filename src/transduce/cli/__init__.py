@@ -1,0 +1,1 @@
+"""The ``transduce`` command line: one module per subcommand."""

@@ -1,0 +1,29 @@
+"""``transduce average``: checkpoint averaging (paper: the last 5 for base, 20 for big)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..checkpoint import average_checkpoints, list_checkpoints
+from ..errors import TransduceError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("average", help="average the weights of a run's last checkpoints")
+    p.add_argument("run_dir")
+    p.add_argument("--last", type=int, default=5, help="how many of the latest checkpoints (paper: 5 base, 20 big)")
+    p.add_argument("--out", help="the averaged checkpoint folder (default: RUN_DIR/averaged)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    found = list_checkpoints(args.run_dir)
+    if not found:
+        raise TransduceError(f"{args.run_dir} has no checkpoints to average")
+    if len(found) < args.last:
+        print(f"note: only {len(found)} checkpoints exist; averaging all of them")
+    chosen = found[-args.last :]
+    out = Path(args.out) if args.out else Path(args.run_dir) / "averaged"
+    average_checkpoints(chosen, out)
+    print(f"averaged {', '.join(p.name for p in chosen)} into {out}")
+    return 0

@@ -1,0 +1,48 @@
+"""``transduce``: the command-line entry point. Each subcommand lives in a module of its own
+with ``add_parser(subparsers)`` and ``run(args)``; errors meant for the user print without a
+traceback and exit with status 2."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .. import __version__
+from ..errors import TransduceError
+
+COMMANDS = {
+    "demo": "demo", "info": "info", "prepare": "prepare", "train": "train", "average": "average",
+    "translate": "translate", "evaluate": "evaluate", "plot": "plot", "attention": "attention",
+    "plot-pe": "plot_pe", "download": "download", "import-hf": "import_hf", "export": "export",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="transduce", description=__doc__.split("\n")[0].strip("`: "))
+    parser.add_argument("--version", action="version", version=f"transduce {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module in COMMANDS.items():
+        importlib.import_module(f".{module}", __package__).add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.run(args)
+    except TransduceError as error:
+        print(f"transduce {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:  # config validation speaks to the user too
+        print(f"transduce {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""§5.4 Label smoothing: cross-entropy against a smoothed target distribution."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, pad_id: int) -> tuple[Tensor, Tensor]:
+    """Summed label-smoothed loss and summed NLL over the non-pad positions.
+
+    Convention: the target gets 1 - eps, and eps is spread uniformly over the V - 1 classes that
+    are not padding (the target among them), so padding gets no probability mass and padded
+    positions contribute nothing. For ``logits (N, V)`` and ``target (N,)``:
+
+        loss = (1 - eps) * NLL + eps * mean_{c != pad} (-log p(c))
+
+    Returns ``(loss_sum, nll_sum)``, float32 scalars.
+    """
+    logprobs = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
+    keep = target != pad_id  # (N,)
+    nll = -logprobs.gather(1, target[:, None]).squeeze(1)  # (N,)
+    V = logprobs.size(-1)
+    smooth = -(logprobs.sum(-1) - logprobs[:, pad_id]) / (V - 1)  # (N,) mean over non-pad classes
+    loss = (1.0 - epsilon) * nll + epsilon * smooth
+    return loss[keep].sum(), nll[keep].sum()

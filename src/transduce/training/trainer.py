@@ -1,0 +1,411 @@
+"""The training loop (§5), read top to bottom: batch, autocast forward, loss, accumulate, clip,
+step, schedule, log, validate, checkpoint. It never loses work: checkpoints are atomic and a
+resumed run continues exactly where the checkpoint left it (same batches, same RNG states)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from ..checkpoint import list_checkpoints, read_info, write_checkpoint
+from ..config import ModelConfig, TrainConfig
+from ..data import ParallelDataset, TokenBatchSampler, collate, load_meta
+from ..errors import TransduceError
+from ..evaluate import score
+from ..model import Transformer
+from ..translator import DecodeConfig, autocast, translate_ids
+from . import distributed
+from .loss import label_smoothed_nll
+from .schedule import learning_rate
+
+
+class TrainingError(TransduceError):
+    """Training cannot go on (the message says why and what to do)."""
+
+
+@dataclass
+class Progress:
+    """Everything that says where training stands; saved in each checkpoint's trainer.json."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0
+    batch_in_epoch: int = 0  # this rank's batches of the epoch already consumed
+    elapsed: float = 0.0  # training seconds, over all sessions of the run
+    target_tokens: int = 0
+    best_bleu: float = -1.0
+    best_step: int = 0
+    validations_since_best: int = 0
+    skipped_updates: int = 0
+
+
+@dataclass
+class RunSettings:
+    """What a run needs beyond the two configs."""
+
+    data_dir: str
+    run_dir: str
+    device: str = "cpu"
+    precision: str = "fp32"
+    compile: bool = False
+    quiet: bool = False
+    init_from: Optional[str] = None
+    extra: dict = field(default_factory=dict)
+
+
+def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> None:
+    """A model and a prepared dataset fit: vocabulary sizes and special ids agree."""
+    vocab = meta["vocab_size"]
+    if config.vocab_size != vocab["src"] or config.target_vocab_size != vocab["tgt"]:
+        raise TrainingError(f"{data_dir} has vocabularies of {vocab['src']}/{vocab['tgt']} but the model expects "
+                            f"{config.vocab_size}/{config.target_vocab_size}; use the data the run was made with")
+    for name, value in meta["special_ids"].items():
+        if getattr(config, name) != value:
+            raise TrainingError(f"{data_dir} uses {name}={value} but the model has {getattr(config, name)}")
+
+
+class Trainer:
+    """Trains ``model_config`` on ``settings.data_dir``, writing everything into ``settings.run_dir``."""
+
+    def __init__(self, model_config: ModelConfig, train_config: TrainConfig, settings: RunSettings,
+                 resume: bool = False, log=print) -> None:
+        self.cfg, self.tc, self.settings = model_config, train_config, settings
+        self.run_dir = Path(settings.run_dir)
+        self.device = torch.device(settings.device)
+        self.dist = distributed.setup(self.device)
+        if self.dist.enabled and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.dist.local_rank)
+            torch.cuda.set_device(self.device)
+        self.log = log if self.dist.is_main else (lambda *a, **k: None)
+        self.meta = load_meta(settings.data_dir)
+        check_model_against_data(model_config, self.meta, settings.data_dir)
+        self.train_set = ParallelDataset(settings.data_dir, "train")
+        self.valid_set = ParallelDataset(settings.data_dir, "valid") if "valid" in self.meta["splits"] else None
+        self.sampler = TokenBatchSampler(self.train_set.src_lengths, self.train_set.tgt_lengths, train_config.max_tokens,
+                                         seed=train_config.seed, world_size=self.dist.world_size, rank=self.dist.rank)
+        torch.manual_seed(train_config.seed)
+        self.model = Transformer(model_config).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(train_config.adam_beta1,
+                                          train_config.adam_beta2), eps=train_config.adam_eps,
+                                          weight_decay=train_config.weight_decay)
+        self.progress = Progress()
+        self._prepare_run_dir(resume)
+        # Dropout differs per rank (seed + rank), as with any data-parallel run.
+        torch.manual_seed(train_config.seed + self.dist.rank)
+        if resume:
+            self._resume()
+        elif settings.init_from:
+            self._init_from(settings.init_from)
+        self.ddp = None
+        self.forward_model = self.model
+        if self.dist.enabled:
+            self.ddp = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            self.forward_model = self.ddp
+        if settings.compile:
+            self.forward_model = torch.compile(self.forward_model)
+        self.tokenizer_files = [Path(settings.data_dir) / self.meta["spm"]["src"],
+                                Path(settings.data_dir) / self.meta["spm"]["tgt"]]
+
+    # --- the run directory ----------------------------------------------------------------
+
+    def _prepare_run_dir(self, resume: bool) -> None:
+        config_path = self.run_dir / "config.json"
+        resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict(),
+                    "settings": {k: v for k, v in asdict(self.settings).items() if k != "run_dir"}}
+        if resume:
+            if not config_path.is_file():
+                raise TrainingError(f"--resume: {self.run_dir} is not a run directory (no config.json); "
+                                    "start a new run without --resume")
+            saved = json.loads(config_path.read_text())
+            changed = [k for k, v in saved["model"].items() if resolved["model"].get(k) != v]
+            if changed:
+                details = ", ".join(f"{k}: {saved['model'][k]} -> {resolved['model'][k]}" for k in changed)
+                raise TrainingError(f"--resume: the model differs from the one {self.run_dir} was trained with "
+                                    f"({details}); resume with the same model options or start a new run")
+        elif list_checkpoints(self.run_dir):
+            raise TrainingError(f"{self.run_dir} already holds checkpoints; pass --resume to continue that run, "
+                                "or choose another --out")
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            config_path.write_text(json.dumps(resolved, indent=2) + "\n")
+
+    def _resume(self) -> None:
+        found = list_checkpoints(self.run_dir)
+        if not found:
+            self.log(f"--resume: {self.run_dir} has no checkpoint yet; starting from the beginning")
+            return
+        folder = found[-1]
+        from safetensors.torch import load_model
+
+        load_model(self.model, str(folder / "model.safetensors"), strict=False)
+        state = torch.load(folder / "state.pt", map_location="cpu", weights_only=True)
+        self.optimizer.load_state_dict(state["optimizer"])
+        rng = state["rng"]
+        torch.set_rng_state(rng[self.dist.rank] if self.dist.rank < len(rng) else rng[0])
+        if self.device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"][min(self.dist.rank, len(state["cuda_rng"]) - 1)], self.device)
+        self.progress = Progress(**json.loads((folder / "trainer.json").read_text())["progress"])
+        self.log(f"resumed from {folder} (step {self.progress.step}, epoch {self.progress.epoch + 1}, "
+                 f"batch {self.progress.batch_in_epoch})")
+
+    def _init_from(self, path: str) -> None:
+        from ..checkpoint import resolve
+        from safetensors.torch import load_model
+
+        folder = resolve(path)
+        info = read_info(folder)
+        if info["model"] != self.cfg.to_dict():
+            diff = [k for k, v in info["model"].items() if self.cfg.to_dict().get(k) != v]
+            raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
+        load_model(self.model, str(folder / "model.safetensors"), strict=False)
+        self.log(f"initialized the weights from {folder}")
+
+    # --- one update -----------------------------------------------------------------------
+
+    def update(self, micro_batches: list) -> dict[str, float]:
+        """Forward, backward and (unless the loss is not finite) one optimizer step."""
+        tc, world = self.tc, self.dist.world_size
+        self.model.train()
+        # Normalize by the target tokens of the whole update (all micro-batches, all ranks), so that
+        # accumulation and data parallelism give the gradient of one big batch.
+        tokens = torch.tensor(float(sum(b.target_tokens for b in micro_batches)))
+        total_tokens = float(distributed.all_reduce_sum(tokens, self.dist))
+        loss_sum = nll_sum = 0.0
+        for i, batch in enumerate(micro_batches):
+            batch = batch.to(self.device)
+            sync = self.ddp is None or i == len(micro_batches) - 1
+            with (nullcontext() if sync else self.ddp.no_sync()), autocast(self.device, self.settings.precision):
+                logits = self.forward_model(batch.src, batch.tgt_in)  # (B, T, V)
+                loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing,
+                                               self.cfg.pad_id)
+            (loss * world / total_tokens).backward()
+            loss_sum += float(loss.detach())
+            nll_sum += float(nll.detach())
+        sums = distributed.all_reduce_sum(torch.tensor([loss_sum, nll_sum]), self.dist)
+        step = self.progress.step + 1
+        lr = learning_rate(step, tc.lr_schedule, self.cfg.d_model, tc.warmup, tc.lr_factor, tc.peak_lr)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm if tc.clip_norm > 0 else math.inf)
+        finite = math.isfinite(float(sums[0])) and math.isfinite(float(grad_norm))
+        if finite:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"loss": float(sums[0]) / total_tokens, "nll": float(sums[1]) / total_tokens, "lr": lr,
+                "grad_norm": float(grad_norm), "tokens": total_tokens, "finite": finite}
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def train(self) -> dict[str, Any]:
+        """Train until a limit (steps, epochs, time) or early stopping; returns a summary."""
+        from tqdm.auto import tqdm
+
+        tc, p = self.tc, self.progress
+        if not (tc.max_steps or tc.max_epochs or tc.max_time):
+            raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
+        bar = tqdm(total=tc.max_steps or None, initial=p.step, desc="training", unit=" step",
+                   disable=True if (self.settings.quiet or not self.dist.is_main) else None, dynamic_ncols=True)
+        session_start = time.time()
+        start_elapsed = p.elapsed
+        last_save = time.time()
+        window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
+        bad_in_a_row = 0
+        reason = None
+        try:
+            while reason is None:
+                batches = self.sampler.batches(p.epoch, start=p.batch_in_epoch)
+                for start in range(0, len(batches), tc.update_freq):
+                    group = batches[start : start + tc.update_freq]
+                    micro = [collate(self.train_set, b, self.cfg.pad_id, self.cfg.start_id, self.cfg.eos_id)
+                             for b in group]
+                    stats = self.update(micro)
+                    p.batch_in_epoch += len(group)
+                    p.elapsed = start_elapsed + time.time() - session_start
+                    if not stats["finite"]:
+                        bad_in_a_row += 1
+                        p.skipped_updates += 1
+                        self.log(f"step {p.step + 1}: the loss or gradient is not finite; update skipped "
+                                 f"({bad_in_a_row} in a row)")
+                        if bad_in_a_row >= tc.max_bad_steps:
+                            raise TrainingError(f"{bad_in_a_row} non-finite losses in a row: training diverged. "
+                                                "Lower the learning rate (--set lr_factor=...), raise warmup, or "
+                                                "set clip_norm; the last checkpoint is intact")
+                        continue
+                    bad_in_a_row = 0
+                    p.step += 1
+                    p.target_tokens += int(stats["tokens"])
+                    for key in ("loss", "nll", "tokens"):
+                        window[key] += stats[key] * (1 if key == "tokens" else stats["tokens"])
+                    window["steps"] += 1
+                    bar.update(1)
+                    if p.step % tc.log_every == 0:
+                        self._log_train(window, stats, bar)
+                        window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
+                    if tc.valid_every > 0 and p.step % tc.valid_every == 0:
+                        self._validate_and_track()
+                    due = (tc.save_every and p.step % tc.save_every == 0) or \
+                        (tc.save_minutes and time.time() - last_save >= 60 * tc.save_minutes)
+                    reason = self._limit_reached()
+                    due, stop = self._agree(bool(due), reason is not None)  # ranks decide together
+                    reason = (reason or "another rank stopped") if stop else None
+                    if due and not stop:
+                        self.save()
+                        last_save = time.time()
+                    if reason:
+                        break
+                else:
+                    p.epoch += 1
+                    p.batch_in_epoch = 0
+                    if tc.valid_every == 0:
+                        self._validate_and_track()
+                    reason = self._limit_reached()
+                    _, stop = self._agree(False, reason is not None)
+                    reason = (reason or "another rank stopped") if stop else None
+        except KeyboardInterrupt:
+            reason = "interrupted"
+            self.log("interrupted: saving a checkpoint before stopping")
+        finally:
+            bar.close()
+        self.save()
+        summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),
+                   "best_bleu": p.best_bleu, "best_step": p.best_step}
+        self._write_metrics({"type": "end", **summary})
+        self.log(f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min; "
+                 f"best valid BLEU {p.best_bleu:.2f} at step {p.best_step}" if p.best_bleu >= 0 else
+                 f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min")
+        distributed.teardown(self.dist)
+        return summary
+
+    def _agree(self, save: bool, stop: bool) -> tuple[bool, bool]:
+        """Rank 0's clock and validation decide for every rank, so that no rank waits alone."""
+        if not self.dist.enabled:
+            return save, stop
+        flags = torch.tensor([float(save), float(stop)]) if self.dist.is_main else torch.zeros(2)
+        distributed.all_reduce_sum(flags, self.dist)
+        return bool(flags[0]), bool(flags[1])
+
+    def _limit_reached(self) -> Optional[str]:
+        tc, p = self.tc, self.progress
+        if tc.max_steps and p.step >= tc.max_steps:
+            return f"max_steps {tc.max_steps}"
+        if tc.max_epochs and p.epoch >= tc.max_epochs:
+            return f"max_epochs {tc.max_epochs}"
+        if tc.max_time and p.elapsed >= tc.max_time:
+            return f"max_time {tc.max_time:.0f}s"
+        if tc.patience and p.validations_since_best >= tc.patience:
+            return f"no better validation BLEU in {tc.patience} validations"
+        return None
+
+    def _log_train(self, window: dict, last: dict, bar) -> None:
+        seconds = max(time.time() - window["time"], 1e-9)
+        loss = window["loss"] / max(window["tokens"], 1)
+        nll = window["nll"] / max(window["tokens"], 1)
+        record = {"type": "train", "step": self.progress.step, "epoch": self.progress.epoch + 1, "loss": round(loss, 4),
+                  "nll": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2), "lr": last["lr"],
+                  "grad_norm": round(last["grad_norm"], 4),
+                  "tokens_per_s": round(window["tokens"] / seconds, 1),
+                  "elapsed": round(self.progress.elapsed, 1)}
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+        if bar.disable:
+            self.log(" ".join(f"{k}={v}" for k, v in record.items() if k != "type"))
+        self._write_metrics(record)
+
+    def _write_metrics(self, record: dict) -> None:
+        if not self.dist.is_main:
+            return
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if not hasattr(self, "_tb"):
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))
+            except Exception:  # TensorBoard is optional
+                self._tb = None
+        if self._tb is not None and "step" in record:
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key != "step":
+                    self._tb.add_scalar(f"{record['type']}/{key}", value, record["step"])
+
+    # --- validation -----------------------------------------------------------------------
+
+    def _validate_and_track(self) -> None:
+        if self.valid_set is None:
+            return
+        result = self.validate() if self.dist.is_main else None
+        distributed.barrier(self.dist)
+        if not self.dist.is_main:
+            return
+        p = self.progress
+        if result["bleu"] > p.best_bleu:
+            p.best_bleu, p.best_step, p.validations_since_best = result["bleu"], p.step, 0
+            self.save(best=True)
+        else:
+            p.validations_since_best += 1
+        self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
+                 f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}")
+
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """Validation loss/perplexity and BLEU/chrF of translations of the validation set."""
+        model, tc, cfg = self.model, self.tc, self.cfg
+        model.eval()
+        ds = self.valid_set
+        sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, tc.max_tokens, shuffle=False)
+        loss_sum = nll_sum = tokens = 0.0
+        for indices in sampler.batches(0):
+            batch = collate(ds, indices, cfg.pad_id, cfg.start_id, cfg.eos_id).to(self.device)
+            with autocast(self.device, self.settings.precision):
+                logits = model(batch.src, batch.tgt_in)
+            loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing, cfg.pad_id)
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
+        n = len(ds) if not tc.valid_max_sentences else min(len(ds), tc.valid_max_sentences)
+        sources = [ds[i][0].tolist() for i in range(n)]
+        decode = DecodeConfig(beam=tc.valid_beam, max_tokens=max(tc.max_tokens, 2048))
+        hyps = translate_ids(model, sources, decode, precision=self.settings.precision)
+        from ..data.dataset import load_tokenizer
+
+        tokenizer = load_tokenizer(self.settings.data_dir, self.meta)
+        texts = [tokenizer.decode_tgt(h[0].tokens) for h in hyps]
+        scores = score(texts, ds.raw_text("tgt")[:n])
+        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
+                  "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
+                  "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
+                  "elapsed": round(self.progress.elapsed, 1)}
+        self._write_metrics(result)
+        return result
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def checkpoint_info(self) -> dict:
+        return {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
+                "tokenizer": {"src": Path(self.meta["spm"]["src"]).name, "tgt": Path(self.meta["spm"]["tgt"]).name},
+                "step": self.progress.step}
+
+    def save(self, best: bool = False) -> None:
+        """Write a checkpoint (atomic), keep the last K; with ``best``, (re)write ``best/`` only."""
+        if best:  # only rank 0 validates, so only rank 0 comes here
+            write_checkpoint(self.run_dir / "best", self.model, self.checkpoint_info(), self.tokenizer_files)
+            return
+        rngs = [torch.get_rng_state()]
+        if self.dist.enabled:
+            gathered: list = [None] * self.dist.world_size
+            torch.distributed.all_gather_object(gathered, torch.get_rng_state())
+            rngs = gathered
+        if not self.dist.is_main:
+            return
+        state = {"optimizer": self.optimizer.state_dict(), "rng": rngs,
+                 "cuda_rng": [torch.cuda.get_rng_state(self.device)] if self.device.type == "cuda" else None}
+        folder = self.run_dir / "checkpoints" / f"step_{self.progress.step:08d}"
+        write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
+                         {"progress": asdict(self.progress), "train": self.tc.to_dict()})
+        for old in list_checkpoints(self.run_dir)[: -self.tc.keep_last]:
+            shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,42 @@
+"""Small generated corpora and runs shared by the integration tests."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+WORDS = "the a cat dog sat on mat house big small red blue runs walks sees".split()
+
+
+def write_reverse_task(folder: Path, n_train: int = 2000, n_valid: int = 100, seed: int = 0, max_words: int = 6,
+                       valid: bool = True) -> None:
+    """Target = source words in reverse order: a task a tiny model learns in seconds."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    splits = [("train", n_train)] + ([("valid", n_valid)] if valid else [])
+    for split, n in splits:
+        src = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, max_words))) for _ in range(n)]
+        (folder / f"{split}.en").write_text("\n".join(src) + "\n")
+        (folder / f"{split}.de").write_text("\n".join(" ".join(reversed(s.split())) for s in src) + "\n")
+
+
+def prepare_reverse_task(folder: Path, valid: bool = True, vocab_size: int = 64, **kw) -> Path:
+    from transduce.data import PrepareOptions, prepare
+
+    write_reverse_task(folder / "raw", valid=valid, **kw)
+    out = folder / "data"
+    prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(folder / "raw" / "train"),
+                           valid_prefix=str(folder / "raw" / "valid") if valid else None, vocab_size=vocab_size, threads=1),
+            out, log=None)
+    return out
+
+
+def cli(*args: str, check: bool = True, input: str | None = None, env=None) -> subprocess.CompletedProcess:
+    """Run ``python -m transduce ARGS`` and return the finished process."""
+    result = subprocess.run([sys.executable, "-m", "transduce", *args], capture_output=True, text=True, input=input,
+                            env=env, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"transduce {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return result

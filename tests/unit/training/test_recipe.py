@@ -1,0 +1,33 @@
+import math
+
+import pytest
+import torch
+
+from transduce.training import inverse_sqrt, inverse_sqrt_peak, label_smoothed_nll
+
+
+def test_schedule_values():
+    assert inverse_sqrt(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert inverse_sqrt(4000, 512, 4000) == pytest.approx(6.99e-4, rel=1e-3)
+    assert inverse_sqrt(16000, 512, 4000) == pytest.approx(512**-0.5 * 16000**-0.5)
+    assert inverse_sqrt(16000, 512, 4000) == pytest.approx(inverse_sqrt(4000, 512, 4000) / 2)
+    assert inverse_sqrt_peak(4000, 7e-4, 4000) == pytest.approx(7e-4)
+    assert inverse_sqrt_peak(16000, 7e-4, 4000) == pytest.approx(3.5e-4)
+    assert inverse_sqrt_peak(2000, 7e-4, 4000) == pytest.approx(3.5e-4)
+
+
+def test_label_smoothing_equals_hand_computation():
+    # V = 4 with pad = 0; eps = 0.1 spread over the 3 non-pad classes.
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0], [1.0, 1.0, 1.0, 1.0], [5.0, 0.0, 0.0, 0.0]])
+    target = torch.tensor([3, 1, 0])  # the last position is padding
+    loss, nll = label_smoothed_nll(logits, target, 0.1, pad_id=0)
+    lp = torch.log_softmax(logits, -1)
+    by_hand = 0.0
+    for row, t in ((0, 3), (1, 1)):
+        q = {c: 0.1 / 3 for c in (1, 2, 3)}
+        q[t] += 0.9
+        by_hand += -sum(q[c] * lp[row, c].item() for c in q)
+    assert loss.item() == pytest.approx(by_hand, rel=1e-6)
+    assert nll.item() == pytest.approx(-(lp[0, 3] + lp[1, 1]).item(), rel=1e-6)
+    loss0, nll0 = label_smoothed_nll(logits, target, 0.0, pad_id=0)
+    assert loss0.item() == pytest.approx(nll0.item())
