@@ -19,7 +19,9 @@ def _seed_everything():
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+    threads = torch.get_num_threads()
     yield
+    torch.set_num_threads(threads)  # in-process CLI calls may change it
 
 
 def tiny_config(**overrides):

@@ -33,10 +33,27 @@ def prepare_reverse_task(folder: Path, valid: bool = True, vocab_size: int = 64,
     return out
 
 
-def cli(*args: str, check: bool = True, input: str | None = None, env=None) -> subprocess.CompletedProcess:
-    """Run ``python -m transduce ARGS`` and return the finished process."""
-    result = subprocess.run([sys.executable, "-m", "transduce", *args], capture_output=True, text=True, input=input,
-                            env=env, timeout=600)
+def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: bool = False,
+        env=None) -> subprocess.CompletedProcess:
+    """Run ``transduce ARGS`` (in this process, or in a fresh one) and return what it did."""
+    if subprocess_:
+        result = subprocess.run([sys.executable, "-m", "transduce", *args], capture_output=True, text=True,
+                                input=input, env=env, timeout=600)
+    else:
+        import contextlib
+        import io
+
+        from transduce.cli.main import main
+
+        out, err = io.StringIO(), io.StringIO()
+        stdin = sys.stdin
+        sys.stdin = io.StringIO(input or "")
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(list(args))
+        finally:
+            sys.stdin = stdin
+        result = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
     if check and result.returncode != 0:
         raise AssertionError(f"transduce {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return result
