@@ -156,5 +156,5 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
     missing, unexpected = model.load_state_dict(state, strict=False)
     info = dict(infos[-1])
     info["averaged_from"] = [f.name for f in folders]
-    tokenizer_files = [folders[-1] / info["tokenizer"]["src"], folders[-1] / info["tokenizer"]["tgt"]]
+    tokenizer_files = [folders[-1] / name for name in info["tokenizer"].values() if name]
     return write_checkpoint(out, model, info, tokenizer_files)

@@ -101,6 +101,14 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     return results  # type: ignore[return-value]
 
 
+def tokenizer_from_info(folder: Path, info: dict) -> Tokenizer:
+    """The tokenizer a checkpoint folder names in its model.json."""
+    tok = info["tokenizer"]
+    vocab = {k: folder / tok[k] for k in ("vocab", "tgt_vocab") if tok.get(k)}
+    return Tokenizer(folder / tok["src"], folder / tok["tgt"], vocab.get("vocab"), vocab.get("tgt_vocab"),
+                     unk_id=info["model"].get("unk_id", 3))
+
+
 class Translator:
     """A model and its tokenizer, ready to translate text."""
 
@@ -116,8 +124,7 @@ class Translator:
         folder = resolve(path)
         dev = pick_device(device)
         model, info = load_model_from(folder, dev)
-        tok = info["tokenizer"]
-        tokenizer = Tokenizer(folder / tok["src"], folder / tok["tgt"])
+        tokenizer = tokenizer_from_info(folder, info)
         return cls(model, tokenizer, info, dev, precision)
 
     @property

@@ -1,6 +1,28 @@
-"""placeholder"""
+"""``transduce export``: to Hugging Face Marian or CTranslate2."""
+
+from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export")
-    p.set_defaults(run=lambda args: 1)
+    p = sub.add_parser("export", help="export a model to Hugging Face (Marian) or CTranslate2")
+    p.add_argument("model", help="a run directory or checkpoint folder")
+    p.add_argument("--to", choices=["hf", "ctranslate2"], required=True)
+    p.add_argument("out", help="the folder to write")
+    p.add_argument("--quantization", choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
+                   help="CTranslate2 weight quantization")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    if args.to == "hf":
+        from ..interop.huggingface import export_hf
+
+        if args.quantization:
+            print("note: --quantization applies to --to ctranslate2 only; ignored")
+        path = export_hf(args.model, args.out)
+    else:
+        from ..interop.ctranslate2 import export_ctranslate2
+
+        path = export_ctranslate2(args.model, args.out, args.quantization)
+    print(f"wrote {path}")
+    return 0

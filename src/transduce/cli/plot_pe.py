@@ -1,6 +1,20 @@
-"""placeholder"""
+"""``transduce plot-pe``: the sinusoidal positional encoding of §3.5 as a picture."""
+
+from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("plot-pe")
-    p.set_defaults(run=lambda args: 1)
+    p = sub.add_parser("plot-pe", help="draw the sinusoidal positional encoding")
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--positions", type=int, default=100)
+    p.add_argument("--layout", choices=["interleaved", "concat"], default="interleaved",
+                   help="interleaved sin/cos (the paper) or [sin | cos] (fairseq, Marian)")
+    p.add_argument("--out", required=True, help="the PNG to write")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..visualize import plot_positional_encoding
+
+    print(f"wrote {plot_positional_encoding(args.d_model, args.positions, args.out, args.layout)}")
+    return 0

@@ -1,0 +1,62 @@
+"""Helpers shared by the benchmark scripts: timing, medians, markdown tables, machine facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def measure(fn: Callable[[], float | None], trials: int, warmup: int = 2) -> dict:
+    """Run ``fn`` warmup + trials times; each call returns its own work count or None.
+
+    Returns median/min/max seconds (and work/s when fn returns a count).
+    """
+    for _ in range(warmup):
+        fn()
+    times, work = [], []
+    for _ in range(trials):
+        start = time.perf_counter()
+        count = fn()
+        times.append(time.perf_counter() - start)
+        work.append(count)
+    out = {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "trials": trials}
+    if work[0] is not None:
+        rates = sorted(w / t for w, t in zip(work, times))
+        out.update(rate_median=statistics.median(rates), rate_min=rates[0], rate_max=rates[-1])
+    return out
+
+
+def gemm_peak(dtype: torch.dtype, n: int = 2048, trials: int = 5) -> float:
+    """This machine's matmul throughput in GFLOP/s at n x n x n (median of trials)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    result = measure(lambda: (a @ b, None)[1], trials, warmup=2)
+    return 2 * n**3 / result["median_s"] / 1e9
+
+
+def machine() -> dict:
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "python": platform.python_version()}
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def save(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path

@@ -1,0 +1,1 @@
+"""Interop with Hugging Face Marian models and CTranslate2 (optional extras, imported lazily)."""

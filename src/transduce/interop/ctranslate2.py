@@ -1,0 +1,114 @@
+"""Export to CTranslate2 with CTranslate2's own converter framework (its ``Converter`` class and
+``TransformerSpec``), filled from transduce's weights.
+
+Why not through the Hugging Face export and CTranslate2's Marian loader: that loader assumes
+Marian's conventions, i.e. the pad token is the last vocabulary entry (it deletes that row) and
+the decoder starts from a zero embedding. transduce models keep pad at id 0 and start from a
+learned bos embedding, so the Marian route would change the model. The spec route expresses
+it exactly, including the paper's interleaved positional encodings (CTranslate2 stores the
+table itself).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..checkpoint import load_model_from, resolve
+from ..errors import TransduceError
+
+
+def _spec(model, info: dict, folder: Path):
+    import ctranslate2.specs.common_spec as common_spec
+    from ctranslate2.specs.transformer_spec import TransformerSpec
+
+    from ..model.positions import sinusoidal_table
+    from ..translator import tokenizer_from_info
+
+    c = model.config
+    if c.norm_type != "layernorm" or c.activation == "swiglu" or c.positional not in ("sinusoidal", "sinusoidal_concat"):
+        option = "norm_type" if c.norm_type != "layernorm" else "activation" if c.activation == "swiglu" else "positional"
+        raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 by transduce")
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "silu": common_spec.Activation.SWISH}[c.activation]
+    spec = TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.n_heads,
+                                       pre_norm=c.norm_position == "pre", activation=activation)
+    state = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    layout = "interleaved" if c.positional == "sinusoidal" else "concat"
+    table = sinusoidal_table(c.max_positions, c.d_model, layout).numpy()
+    scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
+
+    def linear(target, name, rows=None):
+        target.weight = state[f"{name}.weight"] if rows is None else state[f"{name}.weight"][rows]
+        target.bias = state[f"{name}.bias"] if rows is None else state[f"{name}.bias"][rows]
+
+    def norm(target, name):
+        target.gamma, target.beta = state[f"{name}.weight"], state[f"{name}.bias"]
+
+    for stack, embed in ((spec.encoder, "src_embed"), (spec.decoder, "tgt_embed")):
+        embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
+        embeddings.weight = state[f"{embed}.tokens.weight"]
+        stack.scale_embeddings = scale
+        stack.position_encodings.encodings = table
+    if c.norm_position == "pre":
+        norm(spec.encoder.layer_norm, "encoder_norm")
+        norm(spec.decoder.layer_norm, "decoder_norm")
+    for i, layer in enumerate(spec.encoder.layer):
+        linear(layer.self_attention.linear[0], f"encoder.{i}.self_attn.qkv")
+        linear(layer.self_attention.linear[1], f"encoder.{i}.self_attn.out")
+        norm(layer.self_attention.layer_norm, f"encoder.{i}.sub1.norm")
+        linear(layer.ffn.linear_0, f"encoder.{i}.ffn.w1")
+        linear(layer.ffn.linear_1, f"encoder.{i}.ffn.w2")
+        norm(layer.ffn.layer_norm, f"encoder.{i}.sub2.norm")
+    for i, layer in enumerate(spec.decoder.layer):
+        linear(layer.self_attention.linear[0], f"decoder.{i}.self_attn.qkv")
+        linear(layer.self_attention.linear[1], f"decoder.{i}.self_attn.out")
+        norm(layer.self_attention.layer_norm, f"decoder.{i}.sub1.norm")
+        linear(layer.attention.linear[0], f"decoder.{i}.cross_attn.q")
+        linear(layer.attention.linear[1], f"decoder.{i}.cross_attn.kv")
+        linear(layer.attention.linear[2], f"decoder.{i}.cross_attn.out")
+        norm(layer.attention.layer_norm, f"decoder.{i}.sub2.norm")
+        linear(layer.ffn.linear_0, f"decoder.{i}.ffn.w1")
+        linear(layer.ffn.linear_1, f"decoder.{i}.ffn.w2")
+        norm(layer.ffn.layer_norm, f"decoder.{i}.sub3.norm")
+    spec.decoder.projection.weight = state["output.weight"]
+    if "output_bias" in state:
+        spec.decoder.projection.bias = state["output_bias"]
+    tokenizer = tokenizer_from_info(folder, info)
+    src_tokens = tokenizer.src_pieces(range(c.vocab_size))
+    tgt_tokens = tokenizer.tgt_pieces(range(c.target_vocab_size))
+    spec.register_source_vocabulary(src_tokens)
+    spec.register_target_vocabulary(tgt_tokens)
+    spec.config.unk_token = tgt_tokens[c.unk_id]
+    spec.config.bos_token = tgt_tokens[c.bos_id]
+    spec.config.eos_token = tgt_tokens[c.eos_id]
+    spec.config.decoder_start_token = tgt_tokens[c.start_id]
+    return spec
+
+
+def export_ctranslate2(model_path: str | Path, out: str | Path, quantization: str | None = None) -> Path:
+    """Write a CTranslate2 model folder, with the SentencePiece files beside it for tokenizing."""
+    try:
+        from ctranslate2.converters.converter import Converter
+    except ImportError:
+        raise TransduceError("exporting to CTranslate2 needs the optional package: "
+                             "pip install 'transduce[ctranslate2]'") from None
+    folder = resolve(model_path)
+    model, info = load_model_from(folder)
+
+    class _TransduceConverter(Converter):
+        def _load(self):
+            return _spec(model, info, folder)
+
+    out = Path(out)
+    with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
+        staging = Path(tmp) / "ct2"
+        _TransduceConverter().convert(str(staging), quantization=quantization, force=True)
+        for name in {info["tokenizer"]["src"], info["tokenizer"]["tgt"]}:
+            shutil.copyfile(folder / name, staging / name)
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.move(str(staging), str(out))
+    return out

@@ -1,0 +1,128 @@
+"""Pictures: attention heatmaps per layer and head, the sinusoids of §3.5, training curves.
+
+matplotlib is imported lazily and with the non-interactive Agg backend, so these work on a
+machine with no display.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out: str | Path, dpi: int = 110, tight: bool = True) -> Path:
+    """Write atomically (temporary file, rename): never a half-written picture."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=dpi, bbox_inches="tight" if tight else None)
+    tmp.replace(out)
+    _pyplot().close(fig)
+    return out
+
+
+def grid_size(rows: int, heads: int, longest: int) -> tuple[float, float]:
+    """Figure size in inches of an attention grid: ``rows`` panels high, ``heads`` wide."""
+    cell = max(2.0, 0.22 * longest)
+    return cell * heads + 1.6, cell * rows + 1.0
+
+
+DPI = 100
+
+
+def attention_figure(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequence[str]]], title: str,
+                     out: str | Path) -> Path:
+    """A grid of heatmaps: one row per ``(label, weights (H, Q, K), query labels, key labels)``
+    panel (a layer of one attention kind), one column per head. The picture is exactly
+    ``grid_size(...)`` inches at ``DPI`` dots per inch."""
+    plt = _pyplot()
+    heads = panels[0][1].shape[0]
+    longest = max(max(len(q), len(k)) for _, _, q, k in panels)
+    fig, axes = plt.subplots(len(panels), heads, figsize=grid_size(len(panels), heads, longest), squeeze=False)
+    fontsize = 8 if longest <= 20 else 6
+    for r, (label, weights, q_labels, k_labels) in enumerate(panels):
+        for h in range(heads):
+            ax = axes[r][h]
+            ax.imshow(weights[h], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(len(k_labels)))
+            ax.set_xticklabels(k_labels, rotation=90, fontsize=fontsize)
+            ax.set_yticks(range(len(q_labels)))
+            ax.set_yticklabels(q_labels if h == 0 else [], fontsize=fontsize)
+            ax.set_title(f"{label}, head {h + 1}", fontsize=9)
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    return _save(fig, out, DPI, tight=False)  # not "tight": the size stays the grid's
+
+
+def attention_panels(attention, src_tokens: Sequence[str], tgt_tokens: Sequence[str], kinds=("encoder", "decoder", "cross")):
+    """Panels for ``attention_figure`` from ``transduce.model.Attention`` (batch index 0).
+
+    tgt_tokens label the decoder inputs (start token + target)."""
+    panels = []
+    labels = {"encoder": (src_tokens, src_tokens, "encoder self"), "decoder": (tgt_tokens, tgt_tokens, "decoder self"),
+              "cross": (tgt_tokens, src_tokens, "cross")}
+    for kind in kinds:
+        q, k, name = labels[kind]
+        for layer, w in enumerate(getattr(attention, kind)):
+            panels.append((f"{name} L{layer + 1}", w[0].float().cpu().numpy(), q, k))
+    return panels
+
+
+def plot_positional_encoding(d_model: int, positions: int, out: str | Path, layout: str = "interleaved") -> Path:
+    """The table PE(pos, i) of §3.5 as a heatmap, and a few of its sinusoids as curves."""
+    from .model.positions import sinusoidal_table
+
+    plt = _pyplot()
+    table = sinusoidal_table(positions, d_model, layout).numpy()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 8), gridspec_kw={"height_ratios": [3, 2]})
+    image = top.imshow(table, cmap="RdBu", aspect="auto", vmin=-1, vmax=1)
+    top.set_xlabel("dimension i")
+    top.set_ylabel("position")
+    top.set_title(f"sinusoidal positional encoding ({layout}), d_model = {d_model}")
+    fig.colorbar(image, ax=top)
+    # even columns (sines) from fast to slow frequencies
+    dims = sorted({min(d_model - 2, 2 * (d_model // k)) if k else 0 for k in (0, 64, 32, 16, 8)})
+    for dim in dims:
+        bottom.plot(table[:, dim], label=f"dim {dim}")
+    bottom.set_xlabel("position")
+    bottom.legend(fontsize=8, ncol=3)
+    return _save(fig, out)
+
+
+def plot_training(run_dir: str | Path, out: str | Path) -> Path:
+    """Training and validation loss, validation BLEU and the learning rate from ``metrics.jsonl``."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        from .errors import TransduceError
+
+        raise TransduceError(f"{run_dir} has no metrics.jsonl; is it a run directory?")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    train = [r for r in records if r.get("type") == "train"]
+    valid = [r for r in records if r.get("type") == "valid"]
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    axes[0].plot([r["step"] for r in train], [r["loss"] for r in train], label="train (label-smoothed)")
+    axes[0].plot([r["step"] for r in valid], [r["loss"] for r in valid], "o-", label="valid")
+    axes[0].set_title("loss")
+    axes[0].legend()
+    axes[1].plot([r["step"] for r in valid], [r["bleu"] for r in valid], "o-", color="tab:green")
+    axes[1].set_title("validation BLEU")
+    axes[2].plot([r["step"] for r in train], [r["lr"] for r in train], color="tab:red")
+    axes[2].set_title("learning rate")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.suptitle(str(run_dir))
+    return _save(fig, out)

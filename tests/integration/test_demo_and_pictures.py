@@ -1,0 +1,103 @@
+"""The demo end to end (reduced), attention pictures, plots, and the download command."""
+
+import gzip
+import http.server
+import shutil
+import threading
+from functools import partial
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from transduce.visualize import DPI, grid_size
+
+from ..conftest import MULTI30K
+from ..helpers import cli, prepare_reverse_task
+
+
+def test_demo_runs_end_to_end_in_a_reduced_form(tmp_path):
+    out = tmp_path / "demo"
+    result = cli("demo", "--out", str(out), "--max-steps", "30", "--max-time", "60", "--train-size", "2000",
+                 "--test-size", "50", "--quiet")
+    assert "exact match:" in result.stdout and "files written:" in result.stdout
+    for name in ("attention.png", "cross_attention.png", "curves.png", "positional_encoding.png", "test.hyp.de"):
+        assert (out / name).is_file() and str(out / name) in result.stdout
+    assert len((out / "test.hyp.de").read_text().splitlines()) == 50
+    assert (out / "run" / "checkpoints").is_dir()
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("attn")
+    data = prepare_reverse_task(root, n_train=300, n_valid=20)
+    cli("train", str(data), "--out", str(root / "run"), "--max-steps", "3", "--preset", "tiny", "--quiet",
+        "--set", "encoder_layers=2", "--set", "decoder_layers=3", "--set", "n_heads=4", "--precision", "fp32")
+    return root / "run"
+
+
+def test_attention_png_size_matches_the_layer_by_head_grid(small_run, tmp_path):
+    out = tmp_path / "att.png"
+    cli("attention", str(small_run), "--src", "the cat sat", "--tgt", "sat cat the", "--out", str(out))
+    width, height = Image.open(out).size
+    rows = 2 + 3 + 3  # encoder layers + decoder self + cross
+    longest = max(len("▁the ▁cat ▁sat </s>".split()), 4)
+    w, h = grid_size(rows, 4, longest)
+    assert (width, height) == (round(w * DPI), round(h * DPI))
+    cross = tmp_path / "cross.png"
+    cli("attention", str(small_run), "--src", "the cat sat", "--out", str(cross), "--kinds", "cross")
+    assert Image.open(cross).size[1] < height  # 3 rows instead of 8
+
+
+def test_plots(small_run, tmp_path):
+    cli("plot", str(small_run), "--out", str(tmp_path / "curves.png"))
+    cli("plot-pe", "--d-model", "512", "--out", str(tmp_path / "pe.png"))
+    assert Image.open(tmp_path / "curves.png").size[0] > 500 and Image.open(tmp_path / "pe.png").size[0] > 500
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A loopback HTTP server of the test's own, serving a folder."""
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a, **k: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+
+
+def fill(root: Path) -> None:
+    for split, lines in (("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)):
+        for lang in ("en", "de"):
+            source = MULTI30K / f"{split}.{lang}.gz"
+            if source.is_file():
+                shutil.copyfile(source, root / source.name)
+            else:  # without the shared copy, serve generated files of the right length
+                (root / f"{split}.{lang}.gz").write_bytes(gzip.compress(b"line\n" * lines))
+
+
+def test_download_from_a_loopback_server(server, tmp_path):
+    root, url = server
+    fill(root)
+    out = tmp_path / "m30k"
+    result = cli("download", "multi30k", str(out), "--base-url", url)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in root.iterdir())
+    assert (out / "train.en.gz").read_bytes() == (root / "train.en.gz").read_bytes()
+    assert "next: transduce prepare" in result.stdout
+    again = cli("download", "multi30k", str(out), "--base-url", url)
+    assert again.stdout.count("already there") == 6
+
+
+def test_download_refuses_a_truncated_gzip(server, tmp_path):
+    root, url = server
+    fill(root)
+    data = (root / "val.de.gz").read_bytes()
+    (root / "val.de.gz").write_bytes(data[: len(data) // 2])
+    out = tmp_path / "m30k"
+    result = cli("download", "multi30k", str(out), "--base-url", url, check=False)
+    assert result.returncode == 2
+    assert "val.de.gz: the download is not a complete gzip file" in result.stderr
+    assert not (out / "val.de.gz").exists() and not list(out.glob(".*"))
