@@ -1,0 +1,339 @@
+"""transduce against its peers on identical weights: Hugging Face MarianMTModel, torch.nn.Transformer
+(training) and CTranslate2 (inference), each system in a process of its own, one after another.
+
+    python benchmarks/peers.py train     [--quick] [--shapes small base]
+    python benchmarks/peers.py inference [--quick] [--shapes small base]
+    python benchmarks/peers.py scaling   [--quick]
+
+The weights are a random-init MarianMTModel (vocabulary 8,000) saved once, imported into transduce
+(``import-hf``) and exported to CTranslate2 from there. Batches are Multi30k's (``../shared/data``),
+cut at the same token budget for every system. Every figure is the median of at least 3 trials
+(min-max beside it), at 1 and 2 threads, best of the two reported. Prints markdown tables with the
+ratios and writes ``benchmarks/results/peers_<what>.json``. Needs the dev extra (transformers,
+ctranslate2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import MULTI30K, machine, measure, save, table  # noqa: E402
+
+SHAPES = {"small": dict(d_model=256, layers=3, heads=4, ffn=1024), "base": dict(d_model=512, layers=6, heads=8, ffn=2048)}
+VOCAB = 8000
+
+
+# --- shared setup ---------------------------------------------------------------------------
+
+
+def make_models(root: Path, shape: str) -> dict:
+    """A random Marian model (HF folder), its transduce import and a CTranslate2 export of that."""
+    import torch
+    import transformers
+
+    from transduce.interop.ctranslate2 import export_ctranslate2
+    from transduce.interop.huggingface import import_hf
+
+    folder = root / shape
+    if (folder / "done").is_file():
+        return {"hf": folder / "hf", "transduce": folder / "transduce", "ct2": folder / "ct2",
+                "ct2_int8": folder / "ct2_int8"}
+    s = SHAPES[shape]
+    config = transformers.MarianConfig(
+        vocab_size=VOCAB, decoder_vocab_size=VOCAB, d_model=s["d_model"], encoder_layers=s["layers"],
+        decoder_layers=s["layers"], encoder_attention_heads=s["heads"], decoder_attention_heads=s["heads"],
+        encoder_ffn_dim=s["ffn"], decoder_ffn_dim=s["ffn"], max_position_embeddings=512, activation_function="relu",
+        scale_embedding=True, pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1,
+        forced_eos_token_id=None, dropout=0.1)
+    torch.manual_seed(0)
+    hf = transformers.MarianMTModel(config)
+    hf.save_pretrained(folder / "hf")
+    _tokenizer_files(folder / "hf")
+    import_hf(folder / "hf", folder / "transduce")
+    export_ctranslate2(folder / "transduce", folder / "ct2")
+    export_ctranslate2(folder / "transduce", folder / "ct2_int8", quantization="int8")
+    (folder / "done").write_text("ok")
+    return make_models(root, shape)
+
+
+def _tokenizer_files(folder: Path) -> None:
+    """Placeholder tokenizer files: benchmarks feed token ids, but the import wants the files."""
+    import sentencepiece as spm
+
+    words = [f"w{i}" for i in range(400)]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter([" ".join(words[i : i + 20]) for i in range(0, 400, 5)] * 5),
+                                   model_prefix=str(folder / "spm"), vocab_size=300, minloglevel=2)
+    vocab = {"</s>": 0, "<unk>": 1, **{f"tok{i}": i for i in range(2, VOCAB - 1)}, "<pad>": VOCAB - 1}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    for name in ("source.spm", "target.spm"):
+        (folder / name).write_bytes((folder / "spm.model").read_bytes())
+
+
+def multi30k_ids(split: str, count: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
+    """Multi30k sentences as ids of an 8k joint BPE, remapped into the Marian id layout (eos 0, pad 7999)."""
+    from transduce.data import ParallelDataset, PrepareOptions, prepare
+
+    data = HERE / "results" / "multi30k-8k"
+    prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"), valid_prefix=str(MULTI30K / "val"),
+                           vocab_size=VOCAB), data, log=None)
+    ds = ParallelDataset(data, split)
+    n = len(ds) if count is None else count
+    remap = lambda ids: [int(i) if 2 <= i < VOCAB - 1 else 1 for i in ids]  # noqa: E731
+    pairs = [ds[i] for i in range(n)]
+    return [remap(s) for s, _ in pairs], [remap(t) for _, t in pairs]
+
+
+# --- workers (one system per process) -------------------------------------------------------
+
+
+def train_worker(system: str, model_dir: str, precision: str, threads: int, trials: int) -> dict:
+    import torch
+
+    from transduce.data import TokenBatchSampler, pad_sequences
+    from transduce.training import label_smoothed_nll
+
+    torch.set_num_threads(threads)
+    src_ids, tgt_ids = multi30k_ids("train")
+    sampler = TokenBatchSampler([len(s) for s in src_ids], [len(t) for t in tgt_ids], 4096, seed=1)
+    pad, eos = VOCAB - 1, 0
+    batches = []
+    for b in sampler.batches(0)[:12]:
+        src = pad_sequences([src_ids[i] for i in b], pad, suffix=eos)
+        tgt_in = pad_sequences([tgt_ids[i] for i in b], pad, prefix=pad)
+        tgt_out = pad_sequences([tgt_ids[i] for i in b], pad, suffix=eos)
+        batches.append((src, tgt_in, tgt_out))
+    model, forward = _train_model(system, model_dir)
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
+    state = {"i": 0, "losses": []}
+
+    def step():
+        src, tgt_in, tgt_out = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        with ctx():
+            logits = forward(src, tgt_in)
+            loss, nll = label_smoothed_nll(logits.flatten(0, 1), tgt_out.flatten(), 0.1, pad)
+        tokens = int((tgt_out != pad).sum())
+        (loss / tokens).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        state["losses"].append(round(float(nll) / tokens, 4))
+        return tokens
+
+    torch.manual_seed(0)  # the same dropout masks for systems that draw them in the same order
+    result = measure(step, trials=trials)
+    result["nll_per_step"] = state["losses"]
+    return result
+
+
+def _train_model(system: str, model_dir: str):
+    import torch
+
+    if system == "transduce":
+        from transduce import load
+
+        model = load(model_dir, device="cpu").model  # imported with Marian's dropout, 0.1
+        return model, model
+    if system == "hf":
+        import transformers
+
+        model = transformers.MarianMTModel.from_pretrained(model_dir)
+        pad = model.config.pad_token_id
+        return model, lambda src, tgt: model(input_ids=src, attention_mask=(src != pad).long(),
+                                             decoder_input_ids=tgt).logits
+    if system == "torchnn":
+        cfg = json.loads((Path(model_dir) / "config.json").read_text())
+        D, V = cfg["d_model"], cfg["vocab_size"]
+        net = torch.nn.Transformer(D, cfg["encoder_attention_heads"], cfg["encoder_layers"], cfg["decoder_layers"],
+                                   cfg["encoder_ffn_dim"], dropout=0.1, batch_first=True)
+        embed = torch.nn.Embedding(V, D)
+        model = torch.nn.ModuleDict({"net": net, "embed": embed})
+        pad = V - 1
+
+        def forward(src, tgt):
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+            h = net(embed(src) * D**0.5, embed(tgt) * D**0.5, tgt_mask=mask, src_key_padding_mask=src == pad,
+                    memory_key_padding_mask=src == pad, tgt_is_causal=True)
+            return h @ embed.weight.T
+
+        return model, forward
+    raise ValueError(system)
+
+
+def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads: int, trials: int,
+                     length: int = 30, sentences: int = 200) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    src_ids, _ = multi30k_ids("valid", sentences)
+    pad, eos = VOCAB - 1, 0
+    beam = 4 if mode == "beam4" else 1
+    chunks = [src_ids[i : i + batch] for i in range(0, len(src_ids), batch)]
+    outputs: list = []
+    if system == "transduce":
+        from transduce import load
+        from transduce.data import pad_sequences
+        from transduce.decoding import SearchOptions, beam_search, greedy_search
+
+        model = load(model_dir, device="cpu").model
+        # `length` decoder steps: length - 1 tokens with eos forbidden, then the forced eos
+        options = SearchOptions(max_len_a=0, max_len_b=length, min_len=length - 1)
+
+        def run_all():
+            outputs.clear()
+            with torch.inference_mode():
+                for chunk in chunks:
+                    src = pad_sequences(chunk, pad, suffix=eos)
+                    if beam == 1:
+                        outputs.extend(len(h.tokens) + 1 for h in greedy_search(model, src, options))
+                    else:
+                        outputs.extend(len(h[0].tokens) + 1 for h in beam_search(model, src, beam, options=options))
+            return len(src_ids)
+    elif system == "hf":
+        import transformers
+
+        from transduce.data import pad_sequences
+
+        model = transformers.MarianMTModel.from_pretrained(model_dir).eval()
+
+        def run_all():
+            outputs.clear()
+            with torch.inference_mode():
+                for chunk in chunks:
+                    src = pad_sequences(chunk, pad, suffix=eos)
+                    out = model.generate(input_ids=src, attention_mask=(src != pad).long(), num_beams=beam,
+                                         do_sample=False, min_new_tokens=length, max_new_tokens=length,
+                                         early_stopping=False)
+                    outputs.extend(int((row[1:] != pad).sum()) for row in out)
+            return len(src_ids)
+    else:  # ct2 / ct2_int8
+        import ctranslate2
+
+        translator = ctranslate2.Translator(model_dir, device="cpu", intra_threads=threads, inter_threads=1)
+        vocab = [f"tok{i}" for i in range(VOCAB)]
+        vocab[0], vocab[1] = "</s>", "<unk>"
+        token_chunks = [[[vocab[i] for i in s] + ["</s>"] for s in chunk] for chunk in chunks]
+
+        def run_all():
+            outputs.clear()
+            for chunk in token_chunks:
+                results = translator.translate_batch(chunk, beam_size=beam, min_decoding_length=length,
+                                                     max_decoding_length=length, max_batch_size=batch)
+                outputs.extend(len(r.hypotheses[0]) for r in results)
+            return len(src_ids)
+    result = measure(run_all, trials=trials, warmup=1)
+    result["lengths"] = sorted(set(outputs))
+    return result
+
+
+def scaling_worker(system: str, model_dir: str, threads: int, trials: int) -> dict:
+    out = {}
+    for length in (16, 64, 256):
+        r = inference_worker(system, model_dir, "greedy", 1, threads, trials, length=length, sentences=3)
+        out[str(length)] = {"ms_per_token": 1000 * r["median_s"] / (3 * length), "lengths": r["lengths"]}
+    return out
+
+
+# --- the driver ---------------------------------------------------------------------------
+
+
+def run_worker(args: list[str]) -> dict:
+    result = subprocess.run([sys.executable, __file__, "worker", *args], capture_output=True, text=True, timeout=3600)
+    if result.returncode != 0:
+        raise RuntimeError(f"worker {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def best_of_threads(args: list[str], key: str, higher: bool = True) -> dict:
+    results = {t: run_worker([*args, "--threads", str(t)]) for t in (1, 2)}
+    best = max(results, key=lambda t: results[t][key]) if higher else min(results, key=lambda t: results[t][key])
+    return {**results[best], "threads": best}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["train", "inference", "scaling", "worker"])
+    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    args, _ = parser.parse_known_args()
+    if args.what == "worker":
+        return _worker_main(args.rest)
+    options = argparse.ArgumentParser()
+    options.add_argument("--quick", action="store_true")
+    options.add_argument("--shapes", nargs="+", default=["small", "base"])
+    opts = options.parse_args(args.rest)
+    trials = 3
+    root = HERE / "results" / "models"
+    rows, raw = [], {"machine": machine(), "trials": trials}
+    started = time.time()
+    for shape in opts.shapes:
+        models = make_models(root, shape)
+        if args.what == "train":
+            steps = ["--trials", str(4 if opts.quick else 8)]
+            base = None
+            for system, precision in (("hf", "fp32"), ("torchnn", "fp32"), ("transduce", "fp32"), ("transduce", "bf16"),
+                                      ("hf", "bf16")):
+                path = models["transduce"] if system == "transduce" else models["hf"]
+                r = best_of_threads(["train", system, str(path), precision, *steps], "rate_median")
+                base = base or r["rate_median"]
+                raw[f"{shape}/{system}/{precision}"] = r
+                rows.append({"shape": shape, "system": system, "precision": precision,
+                             "target tokens/s": f"{r['rate_median']:,.0f} ({r['rate_min']:,.0f}-{r['rate_max']:,.0f})",
+                             "vs HF fp32": f"{r['rate_median'] / base:.2f}x", "threads": r["threads"],
+                             "first nll": r["nll_per_step"][0]})
+            columns = ["shape", "system", "precision", "target tokens/s", "vs HF fp32", "threads", "first nll"]
+        elif args.what == "inference":
+            settings = [("greedy", 1), ("greedy", 32), ("beam4", 1), ("beam4", 32)]
+            for mode, batch in settings:
+                base = None
+                for system in ("hf", "transduce", "ct2", "ct2_int8"):
+                    r = best_of_threads(["inference", system, str(models[system if system != "hf" else "hf"]), mode,
+                                         str(batch), "--trials", str(trials)], "rate_median")
+                    base = base or r["rate_median"]
+                    raw[f"{shape}/{mode}/{batch}/{system}"] = r
+                    rows.append({"shape": shape, "search": mode, "batch": batch, "system": system,
+                                 "sentences/s": f"{r['rate_median']:.1f} ({r['rate_min']:.1f}-{r['rate_max']:.1f})",
+                                 "vs HF": f"{r['rate_median'] / base:.2f}x", "threads": r["threads"],
+                                 "output lengths": r["lengths"]})
+            columns = ["shape", "search", "batch", "system", "sentences/s", "vs HF", "threads", "output lengths"]
+        else:
+            for system in ("hf", "transduce", "ct2", "ct2_int8"):
+                r = run_worker(["scaling", system, str(models[system]), "--trials", str(trials), "--threads", "2"])
+                raw[f"{shape}/{system}"] = r
+                rows.append({"shape": shape, "system": system,
+                             **{f"ms/token @{n}": f"{r[str(n)]['ms_per_token']:.2f}" for n in (16, 64, 256)}})
+            columns = ["shape", "system", "ms/token @16", "ms/token @64", "ms/token @256"]
+    print(table(rows, columns))
+    print(f"\n({time.time() - started:.0f} s; {machine()})")
+    save(f"peers_{args.what}", {**raw, "rows": rows})
+
+
+def _worker_main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("kind")
+    p.add_argument("system")
+    p.add_argument("model_dir")
+    p.add_argument("extra", nargs="*")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--trials", type=int, default=3)
+    a = p.parse_args(argv)
+    if a.kind == "train":
+        result = train_worker(a.system, a.model_dir, a.extra[0], a.threads, a.trials)
+    elif a.kind == "inference":
+        result = inference_worker(a.system, a.model_dir, a.extra[0], int(a.extra[1]), a.threads, a.trials)
+    else:
+        result = scaling_worker(a.system, a.model_dir, a.threads, a.trials)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
