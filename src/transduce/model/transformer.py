@@ -92,10 +92,12 @@ class Transformer(nn.Module):
         logits = self.output(x)  # (N, T, V)
         return logits if self.output_bias is None else logits + self.output_bias
 
-    def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False):
+    def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False, select: Optional[Tensor] = None):
         """Teacher-forced pass: ``src (B, S)``, ``tgt_in (B, T)`` -> logits ``(B, T, V)``.
 
         With ``need_weights`` the attention is computed explicitly and returned as ``Attention``.
+        With ``select``, a boolean ``(B, T)`` mask, only those positions are projected to the
+        vocabulary and the logits are ``(N, V)``: training skips the padded positions this way.
         """
         if need_weights:
             memory, enc_w = self.encode(src, need_weights=True)
@@ -112,6 +114,8 @@ class Transformer(nn.Module):
                               need_weights=need_weights)
             dec_w.append(sw)
             cross_w.append(cw)
+        if select is not None:
+            x = x[select]  # (N, D): the real target positions only
         logits = self._project(x)
         return (logits, Attention(enc_w, dec_w, cross_w)) if need_weights else logits
 

@@ -183,9 +183,9 @@ class Trainer:
             batch = batch.to(self.device)
             sync = self.ddp is None or i == len(micro_batches) - 1
             with (nullcontext() if sync else self.ddp.no_sync()), autocast(self.device, self.settings.precision):
-                logits = self.forward_model(batch.src, batch.tgt_in)  # (B, T, V)
-                loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing,
-                                               self.cfg.pad_id)
+                real = batch.tgt_out != self.cfg.pad_id  # (B, T)
+                logits = self.forward_model(batch.src, batch.tgt_in, select=real)  # (N, V), padding skipped
+                loss, nll = label_smoothed_nll(logits, batch.tgt_out[real], tc.label_smoothing, self.cfg.pad_id)
             (loss * world / total_tokens).backward()
             loss_sum += float(loss.detach())
             nll_sum += float(nll.detach())

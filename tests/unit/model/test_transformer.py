@@ -189,3 +189,11 @@ def test_tiny_model_overfits_one_batch():
         if loss.item() < 0.1:
             break
     assert loss.item() < 0.1
+
+
+def test_select_projects_only_the_chosen_positions():
+    model = Transformer(tiny_config()).eval()
+    src, _ = random_batch(3, 6, 40)
+    tgt, _ = random_batch(3, 5, 40, generator=torch.Generator().manual_seed(7))
+    real = tgt != 0
+    torch.testing.assert_close(model(src, tgt, select=real), model(src, tgt)[real], atol=1e-6, rtol=0)

@@ -1,0 +1,71 @@
+"""The command line round trip on a model trained here: prepare, train, translate, evaluate, info."""
+
+import json
+
+import pytest
+
+from transduce import load
+
+from ..helpers import cli, prepare_reverse_task
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    data = prepare_reverse_task(root, n_train=1500, n_valid=30)
+    cli("train", str(data), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "250", "--quiet",
+        "--set", "warmup=100", "--set", "dropout=0.0", "--precision", "fp32", "--max-tokens", "1500")
+    return root
+
+
+def test_translate_stdin_to_stdout_keeps_empty_lines_and_order(trained):
+    text = "the cat sat\n\nred blue dog\n   \nsees the mat on\n"
+    out = cli("translate", str(trained / "run"), "--beam", "4", input=text)
+    lines = out.stdout.split("\n")[:-1]
+    assert len(lines) == 5 and lines[1] == "" and lines[3] == ""
+    assert lines[0] == "sat cat the"  # the model learned to reverse
+    # order and batching do not change the outputs
+    alone = [cli("translate", str(trained / "run"), input=line + "\n").stdout.strip() for line in text.splitlines()]
+    assert alone == lines
+
+
+def test_translate_files_nbest_and_sampling(trained, tmp_path):
+    (tmp_path / "in.txt").write_text("the cat\na dog runs\n")
+    cli("translate", str(trained / "run"), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt"))
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
+    nbest = cli("translate", str(trained / "run"), "--nbest", "3", input="the cat\n").stdout.splitlines()
+    assert len(nbest) == 3 and all(line.startswith("0\t") for line in nbest)
+    a = cli("translate", str(trained / "run"), "--sampling", "--seed", "3", "--temperature", "2", input="the cat sat\n")
+    b = cli("translate", str(trained / "run"), "--sampling", "--seed", "3", "--temperature", "2", input="the cat sat\n")
+    assert a.stdout == b.stdout
+    prefix = cli("translate", str(trained / "run"), "--prefix", "dog", input="the cat sat\n").stdout
+    assert prefix.startswith("dog")
+
+
+def test_long_lines_are_truncated_with_a_warning_or_refused(trained):
+    long_line = " ".join(["cat"] * 400)
+    with pytest.warns(UserWarning, match="truncated"):
+        load(trained / "run").translate([long_line], beam=1, max_len_b=5)
+    strict = cli("translate", str(trained / "run"), "--strict", input=long_line + "\n", check=False)
+    assert strict.returncode == 2 and "drop --strict" in strict.stderr
+
+
+def test_evaluate_prints_signatures_and_checks_line_counts(trained, tmp_path):
+    raw = trained / "raw"
+    result = cli("evaluate", str(trained / "run"), "--src", str(raw / "valid.en"), "--ref", str(raw / "valid.de"),
+                 "--json", "--save-hyp", str(tmp_path / "hyp.txt"))
+    scores = json.loads(result.stdout)
+    assert scores["bleu"] > 30 and "nrefs:1" in scores["bleu_signature"] and "chrF2" in scores["chrf_signature"]
+    again = cli("evaluate", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(raw / "valid.de"), "--json")
+    assert json.loads(again.stdout)["bleu"] == scores["bleu"]
+    (tmp_path / "short.de").write_text("one line\n")
+    bad = cli("evaluate", str(trained / "run"), "--src", str(raw / "valid.en"), "--ref", str(tmp_path / "short.de"),
+              check=False)
+    assert bad.returncode == 2 and "30 lines but" in bad.stderr and "short.de has 1" in bad.stderr
+    text = cli("evaluate", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(raw / "valid.de")).stdout
+    assert text.startswith("BLEU ") and "chrF" in text
+
+
+def test_info_prints_the_paper_parameter_count():
+    out = cli("info", "--preset", "base", "--vocab-size", "37000").stdout
+    assert "63,082,496" in out and "d_model              512" in out
