@@ -8,7 +8,8 @@
 The weights are a random-init MarianMTModel (vocabulary 8,000) saved once, imported into transduce
 (``import-hf``) and exported to CTranslate2 from there. Batches are Multi30k's (``../shared/data``),
 cut at the same token budget for every system. Every figure is the median of at least 3 trials
-(min-max beside it), at 1 and 2 threads, best of the two reported. Prints markdown tables with the
+(min-max beside it). CTranslate2 runs at 1 and 2 threads and the better is reported; the PyTorch
+systems run at 2 threads, their best here (``--all-threads`` tries 1 as well). Prints markdown tables with the
 ratios and writes ``benchmarks/results/peers_<what>.json``. Needs the dev extra (transformers,
 ctranslate2).
 """
@@ -254,8 +255,8 @@ def run_worker(args: list[str]) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def best_of_threads(args: list[str], key: str, higher: bool = True) -> dict:
-    results = {t: run_worker([*args, "--threads", str(t)]) for t in (1, 2)}
+def best_of_threads(args: list[str], key: str, higher: bool = True, threads=(1, 2)) -> dict:
+    results = {t: run_worker([*args, "--threads", str(t)]) for t in threads}
     best = max(results, key=lambda t: results[t][key]) if higher else min(results, key=lambda t: results[t][key])
     return {**results[best], "threads": best}
 
@@ -270,7 +271,10 @@ def main() -> None:
     options = argparse.ArgumentParser()
     options.add_argument("--quick", action="store_true")
     options.add_argument("--shapes", nargs="+", default=["small", "base"])
+    options.add_argument("--all-threads", action="store_true", help="also try 1 thread for the PyTorch systems")
+    options.add_argument("--sentences", type=int, default=200, help="validation sources to translate")
     opts = options.parse_args(args.rest)
+    sentences = 50 if opts.quick else opts.sentences
     trials = 3
     root = HERE / "results" / "models"
     rows, raw = [], {"machine": machine(), "trials": trials}
@@ -283,7 +287,9 @@ def main() -> None:
             for system, precision in (("hf", "fp32"), ("torchnn", "fp32"), ("transduce", "fp32"), ("transduce", "bf16"),
                                       ("hf", "bf16")):
                 path = models["transduce"] if system == "transduce" else models["hf"]
-                r = best_of_threads(["train", system, str(path), precision, *steps], "rate_median")
+                # PyTorch-based systems all ran best with 2 threads here (BENCHMARKING.md); --all-threads checks
+                r = best_of_threads(["train", system, str(path), precision, *steps], "rate_median",
+                                    threads=(1, 2) if opts.all_threads else (2,))
                 base = base or r["rate_median"]
                 raw[f"{shape}/{system}/{precision}"] = r
                 rows.append({"shape": shape, "system": system, "precision": precision,
@@ -296,8 +302,9 @@ def main() -> None:
             for mode, batch in settings:
                 base = None
                 for system in ("hf", "transduce", "ct2", "ct2_int8"):
-                    r = best_of_threads(["inference", system, str(models[system if system != "hf" else "hf"]), mode,
-                                         str(batch), "--trials", str(trials)], "rate_median")
+                    threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
+                    r = best_of_threads(["inference", system, str(models[system]), mode, str(batch), "--trials",
+                                         str(trials), "--sentences", str(sentences)], "rate_median", threads=threads)
                     base = base or r["rate_median"]
                     raw[f"{shape}/{mode}/{batch}/{system}"] = r
                     rows.append({"shape": shape, "search": mode, "batch": batch, "system": system,
@@ -307,7 +314,8 @@ def main() -> None:
             columns = ["shape", "search", "batch", "system", "sentences/s", "vs HF", "threads", "output lengths"]
         else:
             for system in ("hf", "transduce", "ct2", "ct2_int8"):
-                r = run_worker(["scaling", system, str(models[system]), "--trials", str(trials), "--threads", "2"])
+                r = run_worker(["scaling", system, str(models[system]), "--trials", str(trials), "--threads",
+                                "1" if system.startswith("ct2") else "2"])
                 raw[f"{shape}/{system}"] = r
                 rows.append({"shape": shape, "system": system,
                              **{f"ms/token @{n}": f"{r[str(n)]['ms_per_token']:.2f}" for n in (16, 64, 256)}})
@@ -325,11 +333,13 @@ def _worker_main(argv: list[str]) -> None:
     p.add_argument("extra", nargs="*")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--sentences", type=int, default=200)
     a = p.parse_args(argv)
     if a.kind == "train":
         result = train_worker(a.system, a.model_dir, a.extra[0], a.threads, a.trials)
     elif a.kind == "inference":
-        result = inference_worker(a.system, a.model_dir, a.extra[0], int(a.extra[1]), a.threads, a.trials)
+        result = inference_worker(a.system, a.model_dir, a.extra[0], int(a.extra[1]), a.threads, a.trials,
+                                  sentences=a.sentences)
     else:
         result = scaling_worker(a.system, a.model_dir, a.threads, a.trials)
     print(json.dumps(result))
