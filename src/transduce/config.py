@@ -242,6 +242,8 @@ class TrainConfig(_ConfigMixin):
         log_every: steps between metric lines. valid_every: steps between validations
             (0: at each epoch end; -1: never). valid_beam: 1 (greedy) or a beam size for validation BLEU.
         valid_max_sentences: translate at most this many validation sentences for BLEU (0: all).
+        bleu_tokenize: sacreBLEU's tokenizer for validation BLEU ("13a", its default; "char" for
+            outputs without spaces, such as the demo's German number words).
         save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper: 10).
         keep_last: checkpoints kept. patience: validations without a better BLEU before stopping
             (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
@@ -267,6 +269,7 @@ class TrainConfig(_ConfigMixin):
     valid_every: int = 0
     valid_beam: int = 1
     valid_max_sentences: int = 0
+    bleu_tokenize: str = "13a"
     save_every: int = 0
     save_minutes: float = 10.0
     keep_last: int = 5

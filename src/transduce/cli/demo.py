@@ -43,6 +43,7 @@ def demo_configs(vocab_size: int, max_time: float, max_steps: int, seed: int) ->
     model = ModelConfig.preset("tiny", vocab_size=vocab_size, dropout=0.0)
     train = TrainConfig(max_tokens=3000, max_time=max_time, max_steps=max_steps, lr_schedule="inverse_sqrt_peak",
                         peak_lr=3e-3, warmup=300, label_smoothing=0.1, valid_every=400, valid_max_sentences=300,
+                        bleu_tokenize="char",
                         log_every=100, save_minutes=0, keep_last=2, seed=seed)
     return model, train
 
@@ -86,13 +87,14 @@ def run(args) -> int:
     references = (raw / "test.de").read_text(encoding="utf-8").splitlines()
     hypotheses = translator.translate(sources, beam=4, progress=not args.quiet)
     exact = sum(h == r for h, r in zip(hypotheses, references)) / len(references)
-    bleu = score(hypotheses, references)
+    bleu = score(hypotheses, references, tokenize="char")  # one word per line: BLEU over characters
     (out / "test.hyp.de").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     written.append(out / "test.hyp.de")
     for src, hyp, ref in list(zip(sources, hypotheses, references))[:5]:
         mark = "ok" if hyp == ref else "WRONG"
         print(f"    {src}\n      -> {hyp}   [{mark}]" + ("" if hyp == ref else f" (reference: {ref})"))
-    print(f"    exact match: {100 * exact:.1f}%   sacreBLEU {bleu['bleu']:.1f}   chrF {bleu['chrf']:.1f}")
+    print(f"    exact match: {100 * exact:.1f}%   sacreBLEU {bleu['bleu']:.1f} (character level)   "
+          f"chrF {bleu['chrf']:.1f}")
 
     print("5/5 drawing pictures")
     from ..demo.numbers import english
@@ -106,7 +108,7 @@ def run(args) -> int:
     written.append(plot_positional_encoding(model_config.d_model, 40, out / "positional_encoding.png"))
 
     print(f"\nexact match: {100 * exact:.1f}% on {len(references):,} held-out numbers "
-          f"(sacreBLEU {bleu['bleu']:.1f}, chrF {bleu['chrf']:.1f}) in {time.time() - start:.0f} s")
+          f"(character-level sacreBLEU {bleu['bleu']:.1f}, chrF {bleu['chrf']:.1f}) in {time.time() - start:.0f} s")
     print("files written:")
     for label, path in [("task", raw), ("prepared data", out / "data"), ("run (checkpoints, metrics)", run_dir)] + \
             [(p.name, p) for p in written]:

@@ -41,6 +41,7 @@ class Progress:
     elapsed: float = 0.0  # training seconds, over all sessions of the run
     target_tokens: int = 0
     best_bleu: float = -1.0
+    best_chrf: float = -1.0
     best_step: int = 0
     validations_since_best: int = 0
     skipped_updates: int = 0
@@ -218,7 +219,9 @@ class Trainer:
         last_save = time.time()
         window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
         bad_in_a_row = 0
-        reason = None
+        reason = self._limit_reached()  # a resumed run may have nothing left to do
+        if reason:
+            self.log(f"nothing to do: {reason} already reached")
         try:
             while reason is None:
                 batches = self.sampler.batches(p.epoch, start=p.batch_in_epoch)
@@ -345,8 +348,8 @@ class Trainer:
         if not self.dist.is_main:
             return
         p = self.progress
-        if result["bleu"] > p.best_bleu:
-            p.best_bleu, p.best_step, p.validations_since_best = result["bleu"], p.step, 0
+        if (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf):  # chrF breaks ties
+            p.best_bleu, p.best_chrf, p.best_step, p.validations_since_best = result["bleu"], result["chrf"], p.step, 0
             self.save(best=True)
         else:
             p.validations_since_best += 1
@@ -375,7 +378,7 @@ class Trainer:
 
         tokenizer = load_tokenizer(self.settings.data_dir, self.meta)
         texts = [tokenizer.decode_tgt(h[0].tokens) for h in hyps]
-        scores = score(texts, ds.raw_text("tgt")[:n])
+        scores = score(texts, ds.raw_text("tgt")[:n], tokenize=tc.bleu_tokenize)
         result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
                   "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
                   "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
