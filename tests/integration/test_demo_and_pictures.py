@@ -45,8 +45,12 @@ def test_attention_png_size_matches_the_layer_by_head_grid(small_run, tmp_path):
     w, h = grid_size(rows, 4, longest)
     assert (width, height) == (round(w * DPI), round(h * DPI))
     cross = tmp_path / "cross.png"
-    cli("attention", str(small_run), "--src", "the cat sat", "--out", str(cross), "--kinds", "cross")
-    assert Image.open(cross).size[1] < height  # 3 rows instead of 8
+    cli("attention", str(small_run), "--src", "the cat sat", "--tgt", "sat cat the", "--out", str(cross), "--kinds",
+        "cross")
+    assert Image.open(cross).size == (round(w * DPI), round(grid_size(3, 4, longest)[1] * DPI))  # 3 rows, not 8
+    # without --tgt the target is the model's own beam-search translation
+    own = cli("attention", str(small_run), "--src", "the cat sat", "--out", str(tmp_path / "own.png"))
+    assert "target:" in own.stdout and (tmp_path / "own.png").is_file()
 
 
 def test_plots(small_run, tmp_path):

@@ -179,9 +179,9 @@ def test_non_finite_losses_are_skipped_then_stop_without_damage(reverse_data_no_
     real_forward = trainer.forward_model
     calls = {"n": 0}
 
-    def poisoned(src, tgt_in):
+    def poisoned(src, tgt_in, **kwargs):
         calls["n"] += 1
-        out = real_forward(src, tgt_in)
+        out = real_forward(src, tgt_in, **kwargs)
         return out * float("nan") if calls["n"] > 2 else out
 
     trainer.forward_model = poisoned
