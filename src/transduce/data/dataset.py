@@ -1,0 +1,123 @@
+"""A prepared split as a memory-mapped dataset, and collation into padded tensors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import DataError
+from .tokenizer import Tokenizer
+
+
+def load_meta(data_dir: str | Path) -> dict:
+    """``DATA_DIR/meta.json``, with a clear error when the folder is not a prepared dataset."""
+    path = Path(data_dir) / "meta.json"
+    if not path.is_file():
+        raise DataError(f"{data_dir} is not a prepared dataset (no meta.json); run `transduce prepare ... "
+                        f"--out {data_dir}` first")
+    try:
+        meta = json.loads(path.read_text())
+        meta["splits"], meta["src"], meta["tgt"]
+    except (ValueError, KeyError) as error:
+        raise DataError(f"{path} is damaged or from an incompatible version ({error}); prepare the data again") from None
+    return meta
+
+
+def load_tokenizer(data_dir: str | Path, meta: dict | None = None) -> Tokenizer:
+    meta = meta or load_meta(data_dir)
+    return Tokenizer(Path(data_dir) / meta["spm"]["src"], Path(data_dir) / meta["spm"]["tgt"])
+
+
+class ParallelDataset:
+    """Token ids of one split, read lazily from the memory-mapped arrays ``prepare`` wrote.
+
+    ``dataset[i]`` is ``(src_ids, tgt_ids)``, numpy int32 arrays without bos/eos;
+    ``src_lengths``/``tgt_lengths`` are the sentence lengths (numpy, for the batch sampler).
+    """
+
+    def __init__(self, data_dir: str | Path, split: str) -> None:
+        self.dir = Path(data_dir)
+        self.meta = load_meta(data_dir)
+        if split not in self.meta["splits"]:
+            raise DataError(f"{data_dir} has no {split!r} split (it has: {', '.join(self.meta['splits'])})")
+        self.split = split
+        self._src_tokens, self._src_offsets = self._open(self.meta["src"])
+        self._tgt_tokens, self._tgt_offsets = self._open(self.meta["tgt"])
+        self.src_lengths = np.diff(self._src_offsets).astype(np.int64)
+        self.tgt_lengths = np.diff(self._tgt_offsets).astype(np.int64)
+
+    def _open(self, lang: str) -> tuple[np.ndarray, np.ndarray]:
+        bin_path, idx_path = self.dir / f"{self.split}.{lang}.bin", self.dir / f"{self.split}.{lang}.idx"
+        offsets = np.fromfile(idx_path, dtype=np.int64)
+        size = bin_path.stat().st_size // 4
+        if offsets[-1] != size:
+            raise DataError(f"{bin_path} holds {size} tokens but its index says {offsets[-1]}; prepare the data again")
+        tokens = np.memmap(bin_path, dtype=np.int32, mode="r") if size else np.zeros(0, np.int32)
+        return tokens, offsets
+
+    def __len__(self) -> int:
+        return len(self.src_lengths)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        s0, s1 = self._src_offsets[i], self._src_offsets[i + 1]
+        t0, t1 = self._tgt_offsets[i], self._tgt_offsets[i + 1]
+        return np.asarray(self._src_tokens[s0:s1]), np.asarray(self._tgt_tokens[t0:t1])
+
+    def raw_text(self, side: str) -> list[str]:
+        """The original lines of a valid/test split (``side`` is "src" or "tgt")."""
+        path = self.dir / f"{self.split}.{self.meta[side]}.txt"
+        if not path.is_file():
+            raise DataError(f"{path} is missing: only valid/test splits keep their raw text")
+        return path.read_text(encoding="utf-8").split("\n")[: len(self)]
+
+
+@dataclass
+class Batch:
+    """A padded batch. src ``(B, S)`` ends with eos; tgt_in ``(B, T)`` = start + target;
+    tgt_out ``(B, T)`` = target + eos; ``indices`` are the examples' positions in the split."""
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    indices: Tensor
+
+    @property
+    def target_tokens(self) -> int:
+        return int(self.tgt_out.ne(self.pad_id).sum())
+
+    pad_id: int = 0
+
+    def to(self, device) -> "Batch":
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device), self.indices, self.pad_id)
+
+
+def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int, prefix: int | None = None,
+                  suffix: int | None = None) -> Tensor:
+    """Right-pad id lists into ``(B, L)``, optionally adding a first and/or last token to each."""
+    lead = int(prefix is not None)
+    lengths = [len(s) for s in sequences]
+    width = max(lengths, default=0) + lead + int(suffix is not None)
+    out = np.full((len(sequences), width), pad_id, dtype=np.int64)
+    if prefix is not None:
+        out[:, 0] = prefix
+    for b, (seq, n) in enumerate(zip(sequences, lengths)):
+        out[b, lead : lead + n] = seq
+        if suffix is not None:
+            out[b, lead + n] = suffix
+    return torch.from_numpy(out)
+
+
+def collate(dataset: ParallelDataset, indices: Sequence[int], pad_id: int = 0, start_id: int = 1,
+            eos_id: int = 2) -> Batch:
+    """Build a ``Batch`` of the examples ``indices``."""
+    pairs = [dataset[int(i)] for i in indices]
+    src = pad_sequences([s for s, _ in pairs], pad_id, suffix=eos_id)
+    tgt_in = pad_sequences([t for _, t in pairs], pad_id, prefix=start_id)
+    tgt_out = pad_sequences([t for _, t in pairs], pad_id, suffix=eos_id)
+    return Batch(src, tgt_in, tgt_out, torch.as_tensor(np.asarray(indices, dtype=np.int64)), pad_id)

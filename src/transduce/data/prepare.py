@@ -1,0 +1,223 @@
+"""``transduce prepare``: raw parallel text -> SentencePiece vocabulary + memory-mapped token ids.
+
+Output folder layout::
+
+    meta.json                 languages, vocabulary, special ids, sizes, filter counts, fingerprint
+    spm.model                 (joint) or spm.SRC.model + spm.TGT.model (separate)
+    SPLIT.LANG.bin            all token ids of a split and side, flat int32 (no bos/eos)
+    SPLIT.LANG.idx            int64 offsets, n + 1 of them: sentence i is bin[idx[i]:idx[i+1]]
+    SPLIT.LANG.txt            the raw text of valid/test splits (references for BLEU)
+
+Everything is written in a temporary sibling folder and renamed into place at the end, so a
+failure never leaves a half-prepared folder behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+import numpy as np
+
+from .. import __version__
+from ..errors import DataError
+from .corpus import find_file, fingerprint, read_pairs
+from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class PrepareOptions:
+    """What ``prepare`` does; see ``transduce prepare --help`` for each option."""
+
+    src: str
+    tgt: str
+    train_prefix: str
+    valid_prefix: Optional[str] = None
+    test_prefix: Optional[str] = None
+    vocab_size: int = 8000
+    joint: bool = True
+    model_type: str = "bpe"
+    max_len: int = 256
+    max_ratio: float = 3.0
+    vocab_sample: int = 1_000_000
+    encoding_errors: str = "strict"
+    chunk_lines: int = 100_000
+    threads: int = 2
+    seed: int = 1
+
+
+def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=print) -> dict:
+    """Prepare ``out`` from the raw files; reuse it when the inputs and options are unchanged.
+
+    Returns the metadata written to ``out/meta.json``.
+    """
+    out = Path(out)
+    o = options
+    splits = {"train": o.train_prefix, "valid": o.valid_prefix, "test": o.test_prefix}
+    files = {split: (find_file(prefix, o.src), find_file(prefix, o.tgt))
+             for split, prefix in splits.items() if prefix}
+    shaping = {k: v for k, v in vars(o).items() if k not in ("chunk_lines", "threads", "train_prefix",
+                                                              "valid_prefix", "test_prefix")}
+    shaping["format"] = FORMAT_VERSION
+    shaping["splits"] = sorted(files)
+    print_ = log or (lambda *a, **k: None)
+    fp = fingerprint([p for pair in files.values() for p in pair], shaping)
+    meta_path = out / "meta.json"
+    if meta_path.is_file() and not force:
+        old = json.loads(meta_path.read_text())
+        if old.get("fingerprint") == fp:
+            print_(f"{out}: already prepared from these inputs; reusing it (pass --force to redo)")
+            return old
+        print_(f"{out}: inputs or options changed; preparing again")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        meta = _prepare_into(tmp, files, o, fp, print_)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return meta
+
+
+def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log) -> dict:
+    start = time.time()
+    src_train, tgt_train = files["train"]
+    log(f"reading {src_train} and {tgt_train} to train the vocabulary (sample of at most {o.vocab_sample:,} lines)")
+    src_sample, tgt_sample, n_lines = _reservoir(read_pairs(src_train, tgt_train, o.encoding_errors),
+                                                 o.vocab_sample // (2 if o.joint else 1), o.seed)
+    if not src_sample:
+        raise DataError(f"{src_train}: the training text has no non-empty line pairs")
+    if o.joint:
+        train_sentencepiece(src_sample + tgt_sample, tmp / "spm.model", o.vocab_size, o.model_type, o.threads)
+        models = {"src": "spm.model", "tgt": "spm.model"}
+    else:
+        for lang, sample in ((o.src, src_sample), (o.tgt, tgt_sample)):
+            train_sentencepiece(sample, tmp / f"spm.{lang}.model", o.vocab_size, o.model_type, o.threads)
+        models = {"src": f"spm.{o.src}.model", "tgt": f"spm.{o.tgt}.model"}
+    del src_sample, tgt_sample
+    tokenizer = Tokenizer(tmp / models["src"], tmp / models["tgt"])
+    meta = {
+        "format": FORMAT_VERSION, "transduce_version": __version__, "src": o.src, "tgt": o.tgt,
+        "joint": o.joint, "model_type": o.model_type, "spm": models,
+        "vocab_size": {"src": tokenizer.src.get_piece_size(), "tgt": tokenizer.tgt.get_piece_size()},
+        "special_ids": dict(SPECIAL_IDS), "max_len": o.max_len, "max_ratio": o.max_ratio,
+        "fingerprint": fp, "splits": {}, "inputs": {},
+    }
+    for split, (src_path, tgt_path) in files.items():
+        stats = _encode_split(tmp, split, src_path, tgt_path, tokenizer, o, filtered=split == "train",
+                              total=n_lines if split == "train" else None)
+        meta["splits"][split] = stats
+        meta["inputs"][split] = [str(src_path), str(tgt_path)]
+        dropped = stats["dropped"]
+        log(f"{split}: {stats['pairs']:,} pairs kept of {stats['lines']:,}"
+            + (f" (dropped: {dropped['empty']} empty, {dropped['too_long']} over {o.max_len} tokens, "
+               f"{dropped['ratio']} over length ratio {o.max_ratio})" if split == "train" else ""))
+    if meta["splits"]["train"]["pairs"] == 0:
+        raise DataError(f"every training pair was filtered out ({meta['splits']['train']['dropped']}); "
+                        "raise --max-len or --max-ratio, or check the files")
+    meta["seconds"] = round(time.time() - start, 2)
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def _reservoir(pairs: Iterator[tuple[str, str]], size: int, seed: int) -> tuple[list[str], list[str], int]:
+    """Uniform sample of at most ``size`` non-empty pairs (Algorithm R), and the number of lines read."""
+    rng = np.random.default_rng(seed)
+    src, tgt = [], []
+    n = seen = 0
+    draws = iter(())
+    for n, (s, t) in enumerate(pairs, start=1):
+        if not s.strip() or not t.strip():
+            continue
+        seen += 1
+        if len(src) < size:
+            src.append(s)
+            tgt.append(t)
+            continue
+        j = next(draws, None)
+        if j is None:  # draw random numbers in blocks; Python-level rng calls are slow
+            block = np.arange(seen, seen + 65536)
+            draws = iter((rng.random(65536) * block).astype(np.int64).tolist())
+            j = next(draws)
+        if j < size:
+            src[j], tgt[j] = s, t
+    return src, tgt, n
+
+
+def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokenizer: Tokenizer,
+                  o: PrepareOptions, filtered: bool, total: Optional[int]) -> dict:
+    from tqdm.auto import tqdm
+
+    dropped = {"empty": 0, "too_long": 0, "ratio": 0}
+    lengths = {"src": [], "tgt": []}
+    lines = 0
+    with open(tmp / f"{split}.{o.src}.bin", "wb") as src_bin, open(tmp / f"{split}.{o.tgt}.bin", "wb") as tgt_bin, \
+            tqdm(total=total, desc=f"encoding {split}", unit=" lines", unit_scale=True, leave=False,
+                 disable=None) as bar:
+        text = None if filtered else {"src": open(tmp / f"{split}.{o.src}.txt", "w", encoding="utf-8"),
+                                      "tgt": open(tmp / f"{split}.{o.tgt}.txt", "w", encoding="utf-8")}
+        try:
+            for chunk in _chunks(read_pairs(src_path, tgt_path, o.encoding_errors), o.chunk_lines):
+                lines += len(chunk)
+                bar.update(len(chunk))
+                srcs, tgts = [s for s, _ in chunk], [t for _, t in chunk]
+                src_ids = tokenizer.encode_src(srcs, o.threads)
+                tgt_ids = tokenizer.encode_tgt(tgts, o.threads)
+                if filtered:
+                    keep = [_keep(s, t, si, ti, o, dropped) for s, t, si, ti in zip(srcs, tgts, src_ids, tgt_ids)]
+                    src_ids = [ids for ids, k in zip(src_ids, keep) if k]
+                    tgt_ids = [ids for ids, k in zip(tgt_ids, keep) if k]
+                else:
+                    text["src"].write("".join(s + "\n" for s in srcs))
+                    text["tgt"].write("".join(t + "\n" for t in tgts))
+                for ids, handle, side in ((src_ids, src_bin, "src"), (tgt_ids, tgt_bin, "tgt")):
+                    lengths[side].append(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids)))
+                    flat = np.fromiter((t for x in ids for t in x), dtype=np.int32)
+                    handle.write(flat.tobytes())
+        finally:
+            if text:
+                for handle in text.values():
+                    handle.close()
+    for side, lang in (("src", o.src), ("tgt", o.tgt)):
+        lens = np.concatenate(lengths[side]) if lengths[side] else np.zeros(0, np.int64)
+        offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        offsets.tofile(tmp / f"{split}.{lang}.idx")
+    pairs = int(sum(len(x) for x in lengths["src"]))
+    return {"lines": lines, "pairs": pairs, "dropped": dropped}
+
+
+def _keep(s: str, t: str, si: list[int], ti: list[int], o: PrepareOptions, dropped: dict) -> bool:
+    if not s.strip() or not t.strip():
+        dropped["empty"] += 1
+        return False
+    if len(si) > o.max_len or len(ti) > o.max_len:
+        dropped["too_long"] += 1
+        return False
+    if max(len(si), len(ti)) > o.max_ratio * max(1, min(len(si), len(ti))):
+        dropped["ratio"] += 1
+        return False
+    return True
+
+
+def _chunks(pairs: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
+    chunk = []
+    for pair in pairs:
+        chunk.append(pair)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,0 +1,104 @@
+"""SentencePiece subword models (the paper's BPE / word pieces), trained so ids agree with ModelConfig."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import sentencepiece as spm
+
+from ..errors import DataError
+
+# The ids SentencePiece is trained with; ModelConfig's defaults are the same.
+SPECIAL_IDS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}
+
+
+def train_sentencepiece(sentences: Iterable[str], out_file: Path, vocab_size: int, model_type: str = "bpe",
+                        threads: int = 2, seed_sentences: int = 0) -> None:
+    """Train a model on ``sentences`` and write it to ``out_file`` (a ``.model`` file).
+
+    Raises:
+        DataError: the vocabulary is larger than the data supports (the message says the largest
+            size that works).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences), model_prefix=str(Path(tmp) / "spm"), vocab_size=vocab_size,
+                model_type=model_type, num_threads=threads, character_coverage=1.0 if vocab_size < 2000 else 0.9995,
+                input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2,
+                bos_piece="<s>", eos_piece="</s>", pad_piece="<pad>", unk_piece="<unk>",
+                hard_vocab_limit=True, **SPECIAL_IDS,
+            )
+        except RuntimeError as error:
+            match = re.search(r"<= (\d+)", str(error))
+            if match:
+                raise DataError(f"--vocab-size {vocab_size} is too large for this training text: the largest "
+                                f"that works is {match.group(1)}; pass --vocab-size {match.group(1)} or less") from None
+            match = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(error))
+            if match:
+                raise DataError(f"--vocab-size {vocab_size} is too small for this training text: its characters "
+                                f"and the special tokens need at least {match.group(2)}") from None
+            raise DataError(f"SentencePiece training failed: {error}") from None
+        shutil.copyfile(Path(tmp) / "spm.model", out_file)
+
+
+class Tokenizer:
+    """Source and target SentencePiece processors (one shared object for a joint vocabulary).
+
+    Models trained here use SentencePiece's own ids. Imported Hugging Face Marian models map
+    SentencePiece *pieces* to ids through a ``vocab.json`` instead; pass it as ``vocab`` (and
+    ``tgt_vocab`` when the target has its own).
+    """
+
+    def __init__(self, src_model: str | Path, tgt_model: str | Path | None = None, vocab: str | Path | None = None,
+                 tgt_vocab: str | Path | None = None, unk_id: int = SPECIAL_IDS["unk_id"]) -> None:
+        self.src_path = Path(src_model)
+        self.tgt_path = Path(tgt_model) if tgt_model is not None else self.src_path
+        self.src = spm.SentencePieceProcessor(model_file=str(self.src_path))
+        self.tgt = self.src if self.tgt_path == self.src_path else spm.SentencePieceProcessor(model_file=str(self.tgt_path))
+        self.unk_id = unk_id
+        self.src_vocab = _read_vocab(vocab) if vocab else None
+        self.tgt_vocab = _read_vocab(tgt_vocab) if tgt_vocab else self.src_vocab
+        self._src_inverse = {i: p for p, i in self.src_vocab.items()} if self.src_vocab else None
+        self._tgt_inverse = {i: p for p, i in self.tgt_vocab.items()} if self.tgt_vocab else None
+
+    @property
+    def joint(self) -> bool:
+        return self.src is self.tgt and self.src_vocab is self.tgt_vocab
+
+    def _encode(self, processor, vocab, lines: Sequence[str], threads: int) -> list[list[int]]:
+        if vocab is None:
+            return processor.encode(list(lines), num_threads=threads)
+        pieces = processor.encode(list(lines), out_type=str, num_threads=threads)
+        return [[vocab.get(p, self.unk_id) for p in row] for row in pieces]
+
+    def encode_src(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
+        return self._encode(self.src, self.src_vocab, lines, threads)
+
+    def encode_tgt(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
+        return self._encode(self.tgt, self.tgt_vocab, lines, threads)
+
+    def decode_tgt(self, ids: Sequence[int]) -> str:
+        if self._tgt_inverse is None:
+            return self.tgt.decode(list(ids))
+        return self.tgt.decode_pieces([self._tgt_inverse.get(int(i), "<unk>") for i in ids])
+
+    def src_pieces(self, ids: Sequence[int]) -> list[str]:
+        if self._src_inverse is not None:
+            return [self._src_inverse.get(int(i), "<unk>") for i in ids]
+        return [self.src.id_to_piece(int(i)) for i in ids]
+
+    def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
+        if self._tgt_inverse is not None:
+            return [self._tgt_inverse.get(int(i), "<unk>") for i in ids]
+        return [self.tgt.id_to_piece(int(i)) for i in ids]
+
+
+def _read_vocab(path: str | Path) -> dict[str, int]:
+    import json
+
+    return {piece: int(i) for piece, i in json.loads(Path(path).read_text(encoding="utf-8")).items()}
