@@ -72,7 +72,7 @@ def _tokenizer_files(folder: Path) -> None:
 
     words = [f"w{i}" for i in range(400)]
     spm.SentencePieceTrainer.train(sentence_iterator=iter([" ".join(words[i : i + 20]) for i in range(0, 400, 5)] * 5),
-                                   model_prefix=str(folder / "spm"), vocab_size=300, minloglevel=2)
+                                   model_prefix=str(folder / "spm"), vocab_size=60, minloglevel=2)
     vocab = {"</s>": 0, "<unk>": 1, **{f"tok{i}": i for i in range(2, VOCAB - 1)}, "<pad>": VOCAB - 1}
     (folder / "vocab.json").write_text(json.dumps(vocab))
     for name in ("source.spm", "target.spm"):
