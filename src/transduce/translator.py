@@ -9,7 +9,7 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -158,14 +158,3 @@ class Translator:
             texts = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]
             results[i] = texts[0][0] if nbest == 1 else texts
         return results
-
-    def translate_stream(self, lines: Iterable[str], chunk: int = 2000, **options):
-        """Translate a long stream in chunks of ``chunk`` lines, yielding results in order."""
-        buffer = []
-        for line in lines:
-            buffer.append(line)
-            if len(buffer) == chunk:
-                yield from self.translate(buffer, **options)
-                buffer = []
-        if buffer:
-            yield from self.translate(buffer, **options)

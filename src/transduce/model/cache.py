@@ -9,7 +9,7 @@ touches them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -83,7 +83,6 @@ class DecoderCache:
     layers: list[LayerCache]
     memory_mask: Tensor
     beam: int = 1
-    extra: dict = field(default_factory=dict)
 
     @property
     def length(self) -> int:

@@ -17,7 +17,7 @@ import torch
 
 from ..checkpoint import list_checkpoints, read_info, write_checkpoint
 from ..config import ModelConfig, TrainConfig
-from ..data import ParallelDataset, TokenBatchSampler, collate, load_meta
+from ..data import ParallelDataset, TokenBatchSampler, collate, load_meta, load_tokenizer
 from ..errors import TransduceError
 from ..evaluate import score
 from ..model import Transformer
@@ -114,6 +114,7 @@ class Trainer:
             self.forward_model = torch.compile(self.forward_model)
         self.tokenizer_files = [Path(settings.data_dir) / self.meta["spm"]["src"],
                                 Path(settings.data_dir) / self.meta["spm"]["tgt"]]
+        self.tokenizer = load_tokenizer(settings.data_dir, self.meta)  # for validation BLEU, loaded once
 
     # --- the run directory ----------------------------------------------------------------
 
@@ -374,10 +375,7 @@ class Trainer:
         sources = [ds[i][0].tolist() for i in range(n)]
         decode = DecodeConfig(beam=tc.valid_beam, max_tokens=max(tc.max_tokens, 2048))
         hyps = translate_ids(model, sources, decode, precision=self.settings.precision)
-        from ..data.dataset import load_tokenizer
-
-        tokenizer = load_tokenizer(self.settings.data_dir, self.meta)
-        texts = [tokenizer.decode_tgt(h[0].tokens) for h in hyps]
+        texts = [self.tokenizer.decode_tgt(h[0].tokens) for h in hyps]
         scores = score(texts, ds.raw_text("tgt")[:n], tokenize=tc.bleu_tokenize)
         result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
                   "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
