@@ -47,7 +47,7 @@ def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: b
 
         out, err = io.StringIO(), io.StringIO()
         stdin = sys.stdin
-        sys.stdin = io.StringIO(input or "")
+        sys.stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = main(list(args))

@@ -8,13 +8,13 @@
     trainer.json        step, epoch, position in the epoch, best BLEU, ... (training checkpoints)
 
 A checkpoint is written into a hidden temporary folder, every file fsynced, then renamed into
-place: a kill at any moment leaves the earlier checkpoints intact and no half-written one.
+place (``files.output_dir``): a kill at any moment leaves the earlier checkpoints intact and no
+half-written one. File names read from ``model.json`` are confined to the checkpoint's folder,
+and a damaged checkpoint is reported by name, with the ones that can be used instead.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -26,39 +26,26 @@ from safetensors.torch import load_file, load_model, save_model
 from . import __version__
 from .config import ModelConfig
 from .errors import TransduceError
+from .files import member, output_dir, read_json
 
 CHECKPOINT_RE = re.compile(r"^step_(\d+)$")
+TOKENIZER_KEYS = ("src", "tgt", "vocab", "tgt_vocab")
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(folder: Path) -> None:
-    for file in folder.iterdir():
-        with open(file, "rb") as handle:
-            os.fsync(handle.fileno())
-    _fsync_dir(folder)
+class CheckpointError(TransduceError):
+    """A checkpoint folder is damaged or incomplete (the message names the file)."""
 
 
 def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str, Any], tokenizer_files: list[Path],
-                     state: Optional[dict] = None, trainer: Optional[dict] = None) -> Path:
-    """Write a checkpoint folder atomically (replacing an existing one of the same name).
+                     state: Optional[dict] = None, trainer: Optional[dict] = None, inputs: list[Path] = ()) -> Path:
+    """Write a checkpoint folder atomically, replacing an earlier checkpoint of the same name
+    (never a folder transduce did not write as a checkpoint).
 
     ``info`` must hold ``model`` (a ModelConfig dict); tokenizer_files are copied beside the weights.
     """
-    folder = Path(folder)
-    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    import json
+
+    with output_dir(folder, "checkpoint", inputs, what="checkpoint") as tmp:
         save_model(model, str(tmp / "model.safetensors"))
         names = []
         for path in tokenizer_files:
@@ -66,31 +53,52 @@ def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str,
                 shutil.copyfile(path, tmp / path.name)
                 names.append(path.name)
         meta = {**info, "transduce_version": __version__}
-        (tmp / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (tmp / "model.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         if state is not None:
             torch.save(state, tmp / "state.pt")
         if trainer is not None:
-            (tmp / "trainer.json").write_text(json.dumps(trainer, indent=2) + "\n")
-        _fsync_tree(tmp)
-        if folder.exists():
-            old = folder.parent / f".{folder.name}.old-{os.getpid()}"
-            os.replace(folder, old)
-            os.replace(tmp, folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, folder)
-        _fsync_dir(folder.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
+            (tmp / "trainer.json").write_text(json.dumps(trainer, indent=2) + "\n", encoding="utf-8")
+    return Path(folder)
 
 
 def read_info(folder: str | Path) -> dict:
+    """``model.json`` of a checkpoint, checked for the keys transduce needs."""
     path = Path(folder) / "model.json"
     if not path.is_file():
-        raise TransduceError(f"{folder} is not a transduce checkpoint (no model.json)")
-    return json.loads(path.read_text())
+        raise CheckpointError(f"{folder} is not a transduce checkpoint (no model.json)")
+    try:
+        info = read_json(path)
+    except TransduceError as error:
+        raise CheckpointError(str(error)) from None
+    if not isinstance(info.get("model"), dict) or not isinstance(info.get("tokenizer"), dict):
+        raise CheckpointError(f"{path} is damaged: it lacks the 'model' or 'tokenizer' section")
+    return info
+
+
+def tokenizer_paths(folder: str | Path, info: dict) -> dict[str, Path]:
+    """The tokenizer files ``model.json`` names, each confined to ``folder`` (see ``files.member``)."""
+    folder = Path(folder)
+    tok = info["tokenizer"]
+    paths = {key: member(folder, tok[key], f"tokenizer file ({key})") for key in TOKENIZER_KEYS if tok.get(key)}
+    for key in ("src", "tgt"):
+        if key not in paths:
+            raise CheckpointError(f"{folder}/model.json is damaged: no tokenizer file for {key!r}")
+    for key, path in paths.items():
+        if not path.is_file():
+            raise CheckpointError(f"{path} is missing: {folder} is incomplete")
+    return paths
+
+
+def tokenizer_from_info(folder: str | Path, info: dict):
+    """The tokenizer a checkpoint folder names in its model.json."""
+    from .data.tokenizer import Tokenizer
+
+    paths = tokenizer_paths(folder, info)
+    try:
+        return Tokenizer(paths["src"], paths["tgt"], paths.get("vocab"), paths.get("tgt_vocab"),
+                         unk_id=info["model"].get("unk_id", 3))
+    except (OSError, RuntimeError, ValueError) as error:
+        raise CheckpointError(f"{folder}: a tokenizer file is damaged ({error})") from None
 
 
 def is_checkpoint(path: str | Path) -> bool:
@@ -98,12 +106,19 @@ def is_checkpoint(path: str | Path) -> bool:
 
 
 def list_checkpoints(run_dir: str | Path) -> list[Path]:
-    """The run's complete checkpoints, oldest first (temporary folders are ignored)."""
+    """The run's checkpoints that have their files, oldest first (temporary folders are ignored)."""
     folder = Path(run_dir) / "checkpoints"
     if not folder.is_dir():
         return []
     found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := CHECKPOINT_RE.match(p.name)) and is_checkpoint(p)]
     return [p for _, p in sorted(found)]
+
+
+def candidates(run_dir: str | Path) -> list[Path]:
+    """A run's checkpoints in the order ``resolve`` prefers them."""
+    run_dir = Path(run_dir)
+    named = [run_dir / name for name in ("averaged", "best") if is_checkpoint(run_dir / name)]
+    return named + list_checkpoints(run_dir)[::-1]
 
 
 def resolve(path: str | Path) -> Path:
@@ -116,27 +131,106 @@ def resolve(path: str | Path) -> Path:
         return path
     if not path.exists():
         raise TransduceError(f"{path} does not exist; give a run directory or a checkpoint folder")
-    for name in ("averaged", "best"):
-        if is_checkpoint(path / name):
-            return path / name
-    found = list_checkpoints(path)
+    found = candidates(path)
     if not found:
-        raise TransduceError(f"{path} holds no checkpoint (no model.safetensors in it, its best/ or checkpoints/)")
-    return found[-1]
+        raise TransduceError(f"{path} holds no checkpoint (no model.safetensors in it, its averaged/, best/ "
+                             "or checkpoints/)")
+    return found[0]
 
 
-def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
-    """``(model, info)`` from a checkpoint folder; the model is in eval mode."""
-    from .model import Transformer
+def verify(folder: str | Path, training: bool = False) -> None:
+    """Check that every file of a checkpoint is present and readable (weights fully read).
+
+    Raises:
+        CheckpointError: naming the damaged or missing file.
+    """
+    from safetensors import safe_open
 
     folder = Path(folder)
     info = read_info(folder)
-    config = ModelConfig.from_dict(info["model"])
-    model = Transformer(config)
-    missing, unexpected = load_model(model, str(folder / "model.safetensors"), strict=False)
-    if missing or unexpected:
-        raise TransduceError(f"{folder}/model.safetensors does not fit its model.json: missing {missing[:5]}, "
-                             f"unexpected {unexpected[:5]}")
+    ModelConfig.from_dict(info["model"])
+    tokenizer_paths(folder, info)
+    weights = folder / "model.safetensors"
+    try:
+        with safe_open(str(weights), framework="pt") as handle:
+            for key in handle.keys():
+                handle.get_tensor(key)
+    except Exception as error:  # safetensors raises its own types for a truncated file
+        raise CheckpointError(f"{weights} is damaged ({error})") from None
+    if training:
+        _read_state(folder)
+        _read_trainer(folder)
+
+
+def _read_state(folder: Path) -> dict:
+    path = folder / "state.pt"
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        if "weights_only" in str(error) or "Unsupported global" in str(error):
+            raise CheckpointError(f"{path} holds Python objects other than tensors and plain data; transduce "
+                                  "never unpickles them (it may not be safe). Use a checkpoint written by "
+                                  "transduce") from None
+        raise CheckpointError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
+
+
+def _read_trainer(folder: Path) -> dict:
+    try:
+        data = read_json(folder / "trainer.json")
+    except TransduceError as error:
+        raise CheckpointError(str(error)) from None
+    if not isinstance(data.get("progress"), dict):
+        raise CheckpointError(f"{folder / 'trainer.json'} is damaged: no 'progress' section")
+    return data
+
+
+def read_training_state(folder: str | Path) -> tuple[dict, dict]:
+    """``(state.pt contents, trainer.json contents)`` of a training checkpoint."""
+    folder = Path(folder)
+    return _read_state(folder), _read_trainer(folder)
+
+
+def _usable(run_dir: Path, exclude: Path) -> list[str]:
+    good = []
+    for folder in candidates(run_dir):
+        if folder == exclude:
+            continue
+        try:
+            verify(folder)
+            good.append(str(folder))
+        except TransduceError:
+            pass
+    return good
+
+
+def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
+    """``(model, info)`` from a checkpoint folder; the model is in eval mode.
+
+    Raises:
+        CheckpointError: a file is damaged or does not fit ``model.json``; for a folder inside a run,
+            the message lists the run's checkpoints that can be used instead.
+    """
+    from .model import Transformer
+
+    folder = Path(folder)
+    try:
+        info = read_info(folder)
+        config = ModelConfig.from_dict(info["model"])
+        model = Transformer(config)
+        try:
+            missing, unexpected = load_model(model, str(folder / "model.safetensors"), strict=False)
+        except Exception as error:  # safetensors raises its own types for a truncated file
+            raise CheckpointError(f"{folder / 'model.safetensors'} is damaged ({str(error).splitlines()[0]})") from None
+        if missing or unexpected:
+            raise CheckpointError(f"{folder}/model.safetensors does not fit its model.json: missing {missing[:5]}, "
+                                  f"unexpected {unexpected[:5]}")
+    except (CheckpointError, ValueError, TypeError) as error:
+        run_dir = folder.parent.parent if folder.parent.name == "checkpoints" else folder.parent
+        usable = _usable(run_dir, folder) if (run_dir / "config.json").is_file() else []
+        hint = f"; usable checkpoints: {', '.join(usable)}" if usable else ""
+        raise CheckpointError(f"{error}{hint}") from None
     return model.to(device).eval(), info
 
 
@@ -149,12 +243,22 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
         raise TransduceError("the checkpoints have different model configurations; they cannot be averaged")
     total: dict[str, torch.Tensor] = {}
     for folder in folders:
-        for name, tensor in load_file(str(folder / "model.safetensors")).items():
+        try:
+            weights = load_file(str(folder / "model.safetensors"))
+        except Exception as error:
+            raise CheckpointError(f"{folder / 'model.safetensors'} is damaged ({error}); leave it out") from None
+        for name, tensor in weights.items():
             total[name] = total[name] + tensor.double() if name in total else tensor.double()
     model, _ = load_model_from(folders[-1])
     state = {name: (t / len(folders)).to(torch.float32) for name, t in total.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
+    current = model.state_dict()
+    stored = {current[k].data_ptr() for k in state if k in current}
+    missing = [k for k in missing if current[k].data_ptr() not in stored]  # tied weights are stored once
+    if missing or unexpected:
+        raise CheckpointError(f"the checkpoints' weights do not fit their model: missing {missing[:5]}, "
+                              f"unexpected {unexpected[:5]}")
     info = dict(infos[-1])
     info["averaged_from"] = [f.name for f in folders]
-    tokenizer_files = [folders[-1] / name for name in info["tokenizer"].values() if name]
-    return write_checkpoint(out, model, info, tokenizer_files)
+    tokenizer_files = list(dict.fromkeys(tokenizer_paths(folders[-1], info).values()))
+    return write_checkpoint(out, model, info, tokenizer_files, inputs=folders)

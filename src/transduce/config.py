@@ -66,7 +66,9 @@ class _ConfigMixin:
         return cls.from_dict(json.loads(text))
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+        from .files import write_text
+
+        write_text(path, self.to_json() + "\n", what="config")
 
     @classmethod
     def load(cls, path: str | Path):
@@ -79,12 +81,30 @@ class _ConfigMixin:
         for key, value in overrides.items():
             if key not in known:
                 raise _unknown_key_error(key, list(known), type(self).__name__)
-            changes[key] = parse_value(key, value, _field_type(type(self), key)) if isinstance(value, str) else value
+            kind = _field_type(type(self), key)
+            changes[key] = parse_value(key, value, kind) if isinstance(value, str) else check_type(key, value, kind)
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
 def _field_type(cls: type, name: str) -> Any:
     return typing.get_type_hints(cls)[name]
+
+
+def check_type(key: str, value: Any, kind: Any) -> Any:
+    """``value`` (from TOML or JSON) if it has the field's type; an int is accepted for a float."""
+    args = typing.get_args(kind)
+    if args and type(None) in args:  # Optional[X]
+        if value is None:
+            return None
+        kind = next(a for a in args if a is not type(None))
+    ok = (isinstance(value, bool) if kind is bool else
+          isinstance(value, int) and not isinstance(value, bool) if kind is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else
+          isinstance(value, str) if kind is str else True)
+    if not ok:
+        name = getattr(kind, "__name__", str(kind))
+        raise ValueError(f"{key} = {value!r}: expected a value of type {name}, got {type(value).__name__}")
+    return float(value) if kind is float else value
 
 
 def parse_value(key: str, text: str, kind: Any) -> Any:
@@ -278,12 +298,87 @@ class TrainConfig(_ConfigMixin):
 
     def __post_init__(self) -> None:
         _choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
-        if self.max_tokens < 1 or self.update_freq < 1 or self.warmup < 1:
-            raise ValueError("max_tokens, update_freq and warmup must be at least 1")
+        _choice("bleu_tokenize", self.bleu_tokenize, BLEU_TOKENIZERS)
+        _at_least(self, 1, "max_tokens", "update_freq", "warmup", "keep_last", "log_every", "valid_beam",
+                  "max_bad_steps")
+        _at_least(self, 0, "max_steps", "max_epochs", "max_time", "valid_max_sentences", "save_every",
+                  "save_minutes", "patience", "weight_decay", "clip_norm")
+        if self.valid_every < -1:
+            raise ValueError(f"valid_every must be -1 (never), 0 (each epoch) or a number of steps, "
+                             f"got {self.valid_every}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.keep_last < 1:
-            raise ValueError(f"keep_last must be at least 1, got {self.keep_last}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        for name in ("lr_factor", "peak_lr", "adam_eps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class DecodeConfig(_ConfigMixin):
+    """How to search (§6.1), from the command line to ``beam_search`` in one typed object.
+
+    Fields:
+        beam: beam size (1 = greedy; paper: 4). nbest: hypotheses returned per sentence (<= beam).
+        alpha, length_penalty: ranking by logprob / lp, lp = ((5+|Y|)/6)^alpha ("gnmt", the
+            paper's) or |Y|^alpha ("power", HF and CTranslate2). stop: "bound" (exact) or
+            "k_finished" (fairseq's rule; see ``decoding.beam``).
+        max_len_a, max_len_b: at most a * source length + b output tokens (paper: +50).
+        min_len: no eos before this many tokens.
+        sampling: draw instead of search, with temperature (> 0), top_k (0: off) and top_p (in (0, 1]);
+            seed: of the sampler.
+        max_tokens, max_sentences: batch budget in source tokens and sentences.
+        strict: refuse over-long inputs instead of truncating them.
+    """
+
+    beam: int = 4
+    alpha: float = 0.6
+    length_penalty: str = "gnmt"
+    stop: str = "bound"
+    max_len_a: float = 1.0
+    max_len_b: int = 50
+    min_len: int = 0
+    nbest: int = 1
+    sampling: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    max_tokens: int = 4096
+    max_sentences: int = 128
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        _choice("length_penalty", self.length_penalty, ("gnmt", "power"))
+        _choice("stop", self.stop, ("bound", "k_finished"))
+        _at_least(self, 1, "beam", "nbest", "max_tokens", "max_sentences")
+        _at_least(self, 0, "alpha", "max_len_a", "max_len_b", "min_len", "top_k")
+        if self.nbest > self.beam and not self.sampling:
+            raise ValueError(f"nbest={self.nbest} is more than beam={self.beam}; a beam search keeps at most "
+                             "beam hypotheses: raise --beam or lower --nbest")
+        if self.sampling and self.nbest > 1:
+            raise ValueError("nbest > 1 is not supported with sampling; run the sampler several times (--seed)")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be positive, got {self.temperature} (for the most likely token, "
+                             "use --beam 1 without --sampling)")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_len_a == 0 and self.max_len_b == 0:
+            raise ValueError("max_len_a and max_len_b are both 0: no output token would be allowed")
+
+
+# sacreBLEU's tokenizers (sacrebleu.metrics.bleu._TOKENIZERS; a test keeps the two in step).
+BLEU_TOKENIZERS = ("none", "zh", "13a", "intl", "char", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200",
+                   "spBLEU-1K")
+
+
+def _at_least(config: Any, low: float, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value < low:
+            raise ValueError(f"{name} must be at least {low}, got {value}")
 
 
 def split_overrides(pairs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

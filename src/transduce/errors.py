@@ -7,3 +7,7 @@ class TransduceError(Exception):
 
 class DataError(TransduceError):
     """Bad or missing input data."""
+
+
+class TrainingError(TransduceError):
+    """Training cannot go on (the message says why and what to do)."""

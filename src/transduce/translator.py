@@ -6,60 +6,20 @@
 from __future__ import annotations
 
 import warnings
-from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
-from .checkpoint import load_model_from, resolve
+from .checkpoint import load_model_from, resolve, tokenizer_from_info
+from .config import DecodeConfig
 from .data.dataset import pad_sequences
 from .data.tokenizer import Tokenizer
 from .decoding import Hypothesis, SearchOptions, beam_search, greedy_search, sample
 from .errors import TransduceError
+from .runtime import autocast, pick_device
 
-
-@dataclass
-class DecodeConfig:
-    """How to search. beam: 1 = greedy; alpha and length_penalty: see ``decoding.beam``;
-    sampling: draw instead of search (temperature, top_k, top_p, seed); max_tokens: the batch
-    budget in source tokens; strict: refuse over-long inputs instead of truncating them."""
-
-    beam: int = 4
-    alpha: float = 0.6
-    length_penalty: str = "gnmt"
-    stop: str = "bound"
-    max_len_a: float = 1.0
-    max_len_b: int = 50
-    min_len: int = 0
-    nbest: int = 1
-    sampling: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    max_tokens: int = 4096
-    max_sentences: int = 128
-    strict: bool = False
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def autocast(device: torch.device, precision: str):
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    if precision != "fp32":
-        raise TransduceError(f"--precision {precision!r}: choose fp32 or bf16")
-    return nullcontext()
+__all__ = ["DecodeConfig", "Translator", "autocast", "pick_device", "tokenizer_from_info", "translate_ids"]
 
 
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig, prefixes=None,
@@ -101,57 +61,80 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     return results  # type: ignore[return-value]
 
 
-def tokenizer_from_info(folder: Path, info: dict) -> Tokenizer:
-    """The tokenizer a checkpoint folder names in its model.json."""
-    tok = info["tokenizer"]
-    vocab = {k: folder / tok[k] for k in ("vocab", "tgt_vocab") if tok.get(k)}
-    return Tokenizer(folder / tok["src"], folder / tok["tgt"], vocab.get("vocab"), vocab.get("tgt_vocab"),
-                     unk_id=info["model"].get("unk_id", 3))
-
-
 class Translator:
     """A model and its tokenizer, ready to translate text."""
 
-    def __init__(self, model, tokenizer: Tokenizer, info: dict, device: torch.device, precision: str = "fp32"):
+    def __init__(self, model, tokenizer: Tokenizer, info: dict, device: torch.device, precision: str = "fp32",
+                 folder: Optional[Path] = None):
         self.model = model
         self.tokenizer = tokenizer
         self.info = info
         self.device = device
         self.precision = precision
+        self.folder = folder  # the checkpoint folder the model came from
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32") -> "Translator":
+        """Load a checkpoint folder, or a run directory's preferred checkpoint (see ``checkpoint.resolve``)."""
+        from .runtime import resolve_precision
+
         folder = resolve(path)
         dev = pick_device(device)
+        precision = resolve_precision(precision, dev)
         model, info = load_model_from(folder, dev)
         tokenizer = tokenizer_from_info(folder, info)
-        return cls(model, tokenizer, info, dev, precision)
+        return cls(model, tokenizer, info, dev, precision, folder)
 
     @property
     def max_source_tokens(self) -> int:
         return self.model.config.max_positions - 1  # room for eos
 
-    def encode(self, lines: Sequence[str], strict: bool = False) -> list[list[int]]:
-        """Source ids for ``lines``; over-long lines are truncated with a warning (or refused)."""
+    def encode(self, lines: Sequence[str], strict: bool = False,
+               numbers: Optional[Sequence[int]] = None) -> list[list[int]]:
+        """Source ids for ``lines``; over-long lines are truncated with a warning (or refused).
+
+        ``numbers`` are the lines' numbers in the user's input, for messages (default 1, 2, ...).
+        """
         ids = self.tokenizer.encode_src(lines)
         limit = self.max_source_tokens
         for n, row in enumerate(ids):
             if len(row) > limit:
-                message = f"input line {n + 1} has {len(row)} tokens, more than the model's {limit}"
+                number = numbers[n] if numbers is not None else n + 1
+                message = f"input line {number} has {len(row)} tokens, more than the model's {limit}"
                 if strict:
                     raise TransduceError(message + "; shorten it, or drop --strict to truncate it")
                 warnings.warn(message + "; it is truncated", stacklevel=2)
                 ids[n] = row[:limit]
         return ids
 
+    def _check_lengths(self, sources: Sequence[Sequence[int]], decode: DecodeConfig, numbers: Sequence[int]) -> None:
+        """Refuse a --min-len that leaves no room for eos within a sentence's maximum length."""
+        if not decode.min_len:
+            return
+        for ids, number in zip(sources, numbers):
+            allowed = min(int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b), self.model.config.max_positions)
+            if decode.min_len > allowed - 1:
+                raise TransduceError(f"input line {number}: --min-len {decode.min_len} leaves no room for the end of "
+                                     f"the sentence: at most {allowed} output tokens (eos included) are allowed for "
+                                     "it (--max-len-a x source length + --max-len-b, capped by the model's "
+                                     f"max_positions {self.model.config.max_positions}); lower --min-len")
+
     def translate(self, lines: Sequence[str], beam: int = 4, nbest: int = 1, progress: bool = False,
-                  prefixes: Optional[Sequence[str]] = None, **options) -> list:
-        """Translate ``lines``; returns strings (or, with ``nbest > 1``, lists of (string, score))."""
-        decode = DecodeConfig(beam=beam, nbest=nbest, **options)
+                  prefixes: Optional[Sequence[str]] = None, decode: Optional[DecodeConfig] = None,
+                  first_line: int = 1, **options) -> list:
+        """Translate ``lines``; returns strings (or, with ``nbest > 1``, lists of (string, score)).
+
+        ``decode`` gives every search option at once (then ``beam``, ``nbest`` and ``options`` are
+        not used); ``first_line`` is the number of ``lines[0]`` in the user's input, for messages.
+        """
+        decode = decode or DecodeConfig(beam=beam, nbest=nbest, **options)
+        nbest = decode.nbest
         lines = list(lines)
         results = ["" if nbest == 1 else [] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]  # empty lines stay empty
-        sources = self.encode([lines[i] for i in todo], strict=decode.strict)
+        numbers = [first_line + i for i in todo]
+        sources = self.encode([lines[i] for i in todo], strict=decode.strict, numbers=numbers)
+        self._check_lengths(sources, decode, numbers)
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
         hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress)
         for i, h in zip(todo, hyps):

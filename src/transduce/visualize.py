@@ -24,12 +24,14 @@ def _pyplot():
 
 def _save(fig, out: str | Path, dpi: int = 110, tight: bool = True) -> Path:
     """Write atomically (temporary file, rename): never a half-written picture."""
+    from .files import output_file
+
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=dpi, bbox_inches="tight" if tight else None)
-    tmp.replace(out)
-    _pyplot().close(fig)
+    try:
+        with output_file(out, what="picture", binary=True) as handle:
+            fig.savefig(handle, format=out.suffix.lstrip(".") or "png", dpi=dpi, bbox_inches="tight" if tight else None)
+    finally:
+        _pyplot().close(fig)
     return out
 
 

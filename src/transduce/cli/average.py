@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..checkpoint import average_checkpoints, list_checkpoints
 from ..errors import TransduceError
+from ..files import check_output_dir
 
 
 def add_parser(sub) -> None:
@@ -17,6 +18,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    if args.last < 1:
+        raise TransduceError(f"--last {args.last}: average at least 1 checkpoint")
     found = list_checkpoints(args.run_dir)
     if not found:
         raise TransduceError(f"{args.run_dir} has no checkpoints to average")
@@ -24,6 +27,7 @@ def run(args) -> int:
         print(f"note: only {len(found)} checkpoints exist; averaging all of them")
     chosen = found[-args.last :]
     out = Path(args.out) if args.out else Path(args.run_dir) / "averaged"
+    check_output_dir(out, "checkpoint", chosen)  # before reading any weights
     average_checkpoints(chosen, out)
     print(f"averaged {', '.join(p.name for p in chosen)} into {out}")
     return 0

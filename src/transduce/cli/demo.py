@@ -51,14 +51,21 @@ def demo_configs(vocab_size: int, max_time: float, max_steps: int, seed: int) ->
 def run(args) -> int:
     from .. import load
     from ..data import PrepareOptions, prepare
+    from ..data.corpus import read_lines
+    from ..files import write_text
     from ..evaluate import score
     from ..training import RunSettings, Trainer
     from ..visualize import plot_positional_encoding, plot_training
     from .attention import draw
 
+    from ..files import check_output_dir, read_marker, write_marker
+
     set_threads(args.threads)
     start = time.time()
     out = Path(args.out)
+    check_output_dir(out, "demo")  # a new folder, or one an earlier demo wrote
+    out.mkdir(parents=True, exist_ok=True)
+    write_marker(out, "demo")
     written: list[Path] = []
     print(f"1/5 generating the task in {out / 'raw'}: English number words -> German number words")
     numbers = write_task(out / "raw", args.train_size, 300, args.test_size, args.seed)
@@ -70,10 +77,10 @@ def run(args) -> int:
                                   test_prefix=str(raw / "test"), vocab_size=160), out / "data", log=None)
     model_config, train_config = demo_configs(meta["vocab_size"]["src"], args.max_time, args.max_steps, args.seed)
     run_dir = out / "run"
-    if run_dir.exists():
+    if run_dir.exists() and read_marker(run_dir) == "run":
         import shutil
 
-        shutil.rmtree(run_dir)  # the demo always starts fresh
+        shutil.rmtree(run_dir)  # the demo always starts fresh (the demo folder and this run are its own)
     print(f"3/5 training a tiny Transformer for up to {args.max_time:.0f} s on the CPU")
     trainer = Trainer(model_config, train_config, RunSettings(str(out / "data"), str(run_dir), device="cpu",
                                                               precision="fp32", quiet=args.quiet),
@@ -83,12 +90,12 @@ def run(args) -> int:
 
     print("4/5 translating the held-out test numbers with beam search (beam 4)")
     translator = load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir, device="cpu")
-    sources = (raw / "test.en").read_text(encoding="utf-8").splitlines()
-    references = (raw / "test.de").read_text(encoding="utf-8").splitlines()
+    sources = list(read_lines(raw / "test.en"))
+    references = list(read_lines(raw / "test.de"))
     hypotheses = translator.translate(sources, beam=4, progress=not args.quiet)
     exact = sum(h == r for h, r in zip(hypotheses, references)) / len(references)
     bleu = score(hypotheses, references, tokenize="char")  # one word per line: BLEU over characters
-    (out / "test.hyp.de").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    write_text(out / "test.hyp.de", "".join(h + "\n" for h in hypotheses))
     written.append(out / "test.hyp.de")
     for src, hyp, ref in list(zip(sources, hypotheses, references))[:5]:
         mark = "ok" if hyp == ref else "WRONG"

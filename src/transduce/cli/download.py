@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import gzip
-import os
-import tempfile
+import hashlib
 import urllib.error
 import urllib.request
 import zlib
@@ -16,10 +15,25 @@ DATASETS = {
     # Multi30k task 1 (Elliott et al. 2016), English-German, as published by its authors.
     "multi30k": {
         "base_url": "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/",
-        "files": {f"{split}.{lang}.gz": lines for split, lines in
-                  (("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)) for lang in ("en", "de")},
+        # name: (lines, SHA-256 of the published gzip file)
+        "files": {
+            "train.en.gz": (29000, "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f"),
+            "train.de.gz": (29000, "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6"),
+            "val.en.gz": (1014, "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28"),
+            "val.de.gz": (1014, "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a"),
+            "test_2016_flickr.en.gz": (1000, "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9"),
+            "test_2016_flickr.de.gz": (1000, "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8"),
+        },
     },
 }
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def add_parser(sub) -> None:
@@ -37,31 +51,39 @@ def count_gzip_lines(path: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
 
 
-def fetch(url: str, target: Path, expected_lines: int, timeout: float) -> None:
-    """Download ``url`` to ``target`` via a temporary file; check it is a complete gzip file."""
+def fetch(url: str, target: Path, expected_lines: int, expected_sha256: str, timeout: float) -> None:
+    """Download ``url`` to ``target`` via a temporary file; check its checksum and that it is a
+    complete gzip file of the expected number of lines. ``target`` appears only when all hold."""
     from tqdm.auto import tqdm
 
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    from ..files import output_file
+
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+        with output_file(target, what="download", binary=True,
+                         check=lambda tmp: _check(tmp, url, expected_lines, expected_sha256)) as out, \
+                urllib.request.urlopen(url, timeout=timeout) as response:
             total = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=target.name, leave=False, disable=None) as bar:
                 for block in iter(lambda: response.read(1 << 16), b""):
                     out.write(block)
                     bar.update(len(block))
-        try:
-            lines = count_gzip_lines(Path(tmp))
-        except (OSError, EOFError, zlib.error) as error:
-            raise TransduceError(f"{url}: the download is not a complete gzip file ({error}); "
-                                 "it may have been cut off, so run the command again") from None
-        if lines != expected_lines:
-            raise TransduceError(f"{url}: expected {expected_lines} lines, got {lines}; the file is not the "
-                                 "published one (or was cut off); run the command again or check --base-url")
-        os.replace(tmp, target)
     except urllib.error.URLError as error:
         raise TransduceError(f"cannot download {url}: {error.reason}; check the network or use --base-url") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+
+
+def _check(path: Path, url: str, expected_lines: int, expected_sha256: str) -> None:
+    try:
+        lines = count_gzip_lines(path)
+    except (OSError, EOFError, zlib.error) as error:
+        raise TransduceError(f"{url}: the download is not a complete gzip file ({error}); "
+                             "it may have been cut off, so run the command again") from None
+    if lines != expected_lines:
+        raise TransduceError(f"{url}: expected {expected_lines} lines, got {lines}; the file is not the "
+                             "published one (or was cut off); run the command again or check --base-url")
+    digest = sha256(path)
+    if digest != expected_sha256:
+        raise TransduceError(f"{url}: its SHA-256 is {digest}, not the published file's {expected_sha256}; "
+                             "the mirror serves a different file. Use the official address or another mirror")
 
 
 def run(args) -> int:
@@ -69,18 +91,19 @@ def run(args) -> int:
     base = args.base_url or spec["base_url"]
     base = base if base.endswith("/") else base + "/"
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise TransduceError(f"{out} is a file, not a folder; give a folder to download into")
     out.mkdir(parents=True, exist_ok=True)
-    for name, lines in spec["files"].items():
+    for name, (lines, digest) in spec["files"].items():
         target = out / name
-        if target.is_file():
-            try:
-                if count_gzip_lines(target) == lines:
-                    print(f"{target}: already there")
-                    continue
-            except (OSError, EOFError, zlib.error):
-                pass
-        fetch(base + name, target, lines, args.timeout)
-        print(f"{target}: {lines:,} lines")
+        if target.exists():
+            if target.is_file() and sha256(target) == digest:
+                print(f"{target}: already there")
+                continue
+            raise TransduceError(f"{target} exists but is not the published file (its checksum differs); "
+                                 "move it away and run the command again (transduce does not overwrite it)")
+        fetch(base + name, target, lines, digest, args.timeout)
+        print(f"{target}: {lines:,} lines, checksum verified")
     print(f"next: transduce prepare --train-prefix {out}/train --valid-prefix {out}/val "
           f"--test-prefix {out}/test_2016_flickr --src en --tgt de --out data/{args.dataset}")
     return 0

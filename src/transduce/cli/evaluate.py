@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import sys
 
 from ..errors import TransduceError
 from ..evaluate import score
-from .common import add_decode_options, atomic_write_text, decode_options, read_text_lines, set_threads
+from ..files import check_output_file, write_text
+from .common import add_decode_options, decode_config, read_text_lines, set_threads
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU and chrF")
-    p.add_argument("model", nargs="?", help="a run directory or checkpoint (not needed with --hyp)")
+    p.add_argument("model", nargs="?", help="a run directory or checkpoint (not needed with --hyp); a run "
+                                            "directory means its averaged/, else best/, else the latest checkpoint")
     p.add_argument("--src", help="source sentences, one a line")
     p.add_argument("--ref", required=True, help="reference translations, one a line")
     p.add_argument("--hyp", help="score this existing output instead of translating")
@@ -25,29 +27,50 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    refs = read_text_lines(args.ref)
+    from ..config import BLEU_TOKENIZERS
+
+    if args.tokenize is not None and args.tokenize not in BLEU_TOKENIZERS:
+        raise TransduceError(f"--tokenize {args.tokenize!r}: sacreBLEU's tokenizers are {', '.join(BLEU_TOKENIZERS)}")
+    if args.nbest != 1:
+        raise TransduceError("--nbest: evaluate scores the best translation of each sentence; to see n-best "
+                             "lists, use `transduce translate --nbest N`")
+    decode = decode_config(args)
+    if args.save_hyp:
+        check_output_file(args.save_hyp, [p for p in (args.src, args.ref, args.hyp, args.model) if p], "--save-hyp")
+    refs = read_text_lines(args.ref, "--ref")
+    if not refs:
+        raise TransduceError(f"--ref {args.ref} is empty: there is nothing to score")
     if args.hyp:
-        hyps = read_text_lines(args.hyp)
+        hyps = read_text_lines(args.hyp, "--hyp")
         if len(hyps) != len(refs):
-            raise TransduceError(f"{args.hyp} has {len(hyps)} lines but {args.ref} has {len(refs)}")
+            raise TransduceError(f"--hyp {args.hyp} has {len(hyps)} lines but --ref {args.ref} has {len(refs)}; "
+                                 "they must be aligned line by line")
+        model = None
     else:
         if not args.model or not args.src:
             raise TransduceError("give a model and --src to translate, or --hyp to score existing output")
         from .. import load
 
-        srcs = read_text_lines(args.src)
+        srcs = read_text_lines(args.src, "--src")
         if len(srcs) != len(refs):
-            raise TransduceError(f"{args.src} has {len(srcs)} lines but {args.ref} has {len(refs)}; "
+            raise TransduceError(f"--src {args.src} has {len(srcs)} lines but --ref {args.ref} has {len(refs)}; "
                                  "source and reference must be aligned line by line")
         set_threads(args.threads)
         translator = load(args.model, device=args.device, precision=args.precision)
-        hyps = translator.translate(srcs, beam=args.beam, progress=True, **decode_options(args))
+        model = str(translator.folder)
+        if not args.json:
+            print(f"translating with {model}", file=sys.stderr)
+        hyps = translator.translate(srcs, decode=decode, progress=True)
         if args.save_hyp:
-            atomic_write_text(args.save_hyp, "".join(h + "\n" for h in hyps))
+            write_text(args.save_hyp, "".join(h + "\n" for h in hyps), what="--save-hyp")
     result = score(hyps, refs, lowercase=args.lowercase, tokenize=args.tokenize)
+    if model is not None:
+        result["checkpoint"] = model
     if args.json:
         print(json.dumps(result))
     else:
+        if model is not None:
+            print(f"model: {model}")
         print(f"BLEU {result['bleu']:.2f}  ({result['bleu_signature']})")
         print(f"chrF {result['chrf']:.2f}  ({result['chrf_signature']})")
     return 0

@@ -14,6 +14,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..checkpoint import resolve
+    from ..files import check_output_dir
+
+    folder = resolve(args.model)
+    check_output_dir(args.out, f"{args.to} export", [folder, args.model], what="the export folder")
     if args.to == "hf":
         from ..interop.huggingface import export_hf
 

@@ -1,45 +1,121 @@
-"""``transduce translate``: text in, translations out, one per line, in input order."""
+"""``transduce translate``: text in, translations out, one per line, in input order, streamed.
+
+Input is read in windows: the lines available so far (up to ``--window``) are translated as one
+token-budget job and written, in input order, as soon as they are done. From a pipe, output
+appears while input still arrives; from a terminal, each line is translated when you press Enter.
+``--output FILE`` streams into a temporary file renamed into place at the end, so a killed run
+leaves no half-written FILE (and an earlier FILE intact).
+"""
 
 from __future__ import annotations
 
+import queue
 import sys
-from .common import add_decode_options, atomic_write_text, decode_options, read_text_lines, set_threads, split_lines
+import threading
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import TransduceError
+from .common import add_decode_options, decode_config, set_threads
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("translate", help="translate text with a trained model")
-    p.add_argument("model", help="a run directory or checkpoint folder")
-    p.add_argument("--input", help="a text file, one sentence a line (default: stdin)")
-    p.add_argument("--output", help="write here (default: stdout); written only when complete")
+    p.add_argument("model", help="a run directory or checkpoint folder (a run: averaged/, else best/, else the "
+                                 "latest checkpoint)")
+    p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
+    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
     p.add_argument("--prefix", help="force every translation to start with this text")
     p.add_argument("--strict", action="store_true", help="refuse lines longer than the model's maximum")
+    p.add_argument("--window", type=int, default=1000,
+                   help="translate at most this many lines at a time (sorted by length within the window)")
     add_decode_options(p)
     p.set_defaults(run=run)
 
 
-def read_input(path: str | None) -> list[str]:
-    if path is None:
-        return [] if sys.stdin.isatty() else split_lines(sys.stdin.read())
-    return read_text_lines(path, "--input")
+def _stdin_lines() -> Iterator[str]:
+    from ..data.corpus import decode_lines
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream without bytes (an embedding program's): encode it back
+        import io
+
+        stream = io.BytesIO(sys.stdin.read().encode("utf-8"))
+    return decode_lines(stream, "stdin")
+
+
+def windows(lines: Iterator[str], size: int) -> Iterator[list[str]]:
+    """Group ``lines`` into lists of at most ``size``: each holds what has arrived so far.
+
+    A reader thread feeds a bounded queue, so memory stays bounded and a slow producer (a pipe
+    that stays open, a person typing) gets each answer without waiting for a full window.
+    """
+    box: queue.Queue = queue.Queue(maxsize=4 * size)
+    end = object()
+
+    def read() -> None:
+        try:
+            for line in lines:
+                box.put(line)
+        except BaseException as error:  # handed to the main thread, raised there
+            box.put(error)
+        box.put(end)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        item = box.get()
+        window = []
+        while True:
+            if item is end:
+                if window:
+                    yield window
+                return
+            if isinstance(item, BaseException):
+                raise item
+            window.append(item)
+            if len(window) >= size:
+                break
+            try:
+                item = box.get_nowait()
+            except queue.Empty:
+                break
+        yield window
 
 
 def run(args) -> int:
     from .. import load
+    from ..data.corpus import read_lines
+    from ..files import check_output_file, output_file
 
+    decode = decode_config(args)
+    if args.window < 1:
+        raise TransduceError(f"--window {args.window}: must be at least 1")
+    if args.input is not None and not Path(args.input).is_file():
+        raise TransduceError(f"--input {args.input}: no such file")
+    if args.output:
+        check_output_file(args.output, [p for p in (args.input, args.model) if p], "--output")
     set_threads(args.threads)
     translator = load(args.model, device=args.device, precision=args.precision)
-    lines = read_input(args.input)
-    prefixes = [args.prefix] * len(lines) if args.prefix else None
-    results = translator.translate(lines, beam=1 if args.sampling else args.beam, nbest=args.nbest,
-                                   progress=args.input is not None, prefixes=prefixes, strict=args.strict,
-                                   **decode_options(args))
-    if args.nbest > 1:
-        out = "".join(f"{i}\t{score:.4f}\t{text}\n" for i, hyps in enumerate(results) for text, score in hyps)
-    else:
-        out = "".join(r + "\n" for r in results)
+    print(f"translating with {translator.folder}", file=sys.stderr)
+    interactive = args.input is None and sys.stdin.isatty()
+    if interactive:
+        print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)
+    lines = read_lines(args.input) if args.input is not None else _stdin_lines()
+    target = output_file(args.output, [p for p in (args.input, args.model) if p]) if args.output else nullcontext(sys.stdout)
+    done = 0
+    with target as out:
+        for window in windows(lines, 1 if interactive else args.window):
+            results = translator.translate(window, decode=decode, first_line=done + 1,
+                                           prefixes=[args.prefix] * len(window) if args.prefix else None)
+            if decode.nbest > 1:
+                text = "".join(f"{done + i}\t{score:.4f}\t{hyp}\n" for i, hyps in enumerate(results)
+                               for hyp, score in hyps)
+            else:
+                text = "".join(r + "\n" for r in results)
+            out.write(text)
+            out.flush()
+            done += len(window)
     if args.output:
-        atomic_write_text(args.output, out)
-    else:
-        sys.stdout.write(out)
-        sys.stdout.flush()
+        print(f"wrote {done:,} translations to {args.output}", file=sys.stderr)
     return 0

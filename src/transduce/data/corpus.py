@@ -6,7 +6,7 @@ import gzip
 import hashlib
 import io
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from ..errors import DataError
 
@@ -24,22 +24,54 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def read_lines(path: Path, encoding_errors: str = "strict") -> Iterator[str]:
-    """The lines of a text file (gzip or plain), without their line endings.
+BOM = "\ufeff"
+
+
+def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "strict",
+                 first_line: int = 1) -> Iterator[str]:
+    """The lines of a binary stream, the project's one way to split text into lines.
+
+    Lines end at ``\n`` only: a Windows ``\r\n`` ending loses its ``\r``, but every other
+    control or separator character (a bare ``\r``, ``\x0b``, ``\x0c``, ``\x1c``-``\x1e``,
+    ``\x85``, ``\u2028``, ``\u2029``) stays inside its line, where ``str.splitlines()`` and
+    Python's universal newlines would split it and misalign parallel text. A UTF-8 byte-order
+    mark at the start is dropped.
 
     Raises:
-        DataError: a line is not valid UTF-8 (names the file and line) or a gzip file is damaged.
+        DataError: a line is not valid UTF-8 (names the file or stream and the line).
     """
+    for number, raw in enumerate(handle, start=first_line):
+        try:
+            line = raw.decode("utf-8", errors=encoding_errors)
+        except UnicodeDecodeError as error:
+            raise DataError(f"{label}, line {number}: invalid UTF-8 ({error.reason} at byte {error.start}); "
+                            "fix the text, or pass --encoding-errors replace to replace bad bytes") from None
+        line = line.rstrip("\n").rstrip("\r")  # "\r\n" endings; a "\r" at the end is invisible anyway
+        if number == 1 and line.startswith(BOM):
+            line = line[1:]
+        yield line
+
+
+def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[str]:
+    """The lines of a text file (gzip or plain), split as ``decode_lines`` says.
+
+    Raises:
+        DataError: the file is missing, a line is not valid UTF-8 (names the file and line), or a
+            gzip file is damaged.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file" if not path.exists() else f"{path} is not a file")
     try:
         with _open_binary(path) as handle:
-            for number, raw in enumerate(io.BufferedReader(handle, 1 << 20), start=1):
-                try:
-                    yield raw.decode("utf-8", errors=encoding_errors).rstrip("\r\n")
-                except UnicodeDecodeError as error:
-                    raise DataError(f"{path}, line {number}: invalid UTF-8 ({error.reason} at byte {error.start}); "
-                                    "fix the file, or pass --encoding-errors replace to replace bad bytes") from None
+            yield from decode_lines(io.BufferedReader(handle, 1 << 20), path, encoding_errors)
     except (OSError, EOFError, gzip.BadGzipFile) as error:
         raise DataError(f"{path}: cannot read it ({error}); is the file complete and, if .gz, a valid gzip?") from None
+
+
+def write_lines(handle, lines: Iterable[str]) -> None:
+    """Write ``lines`` one per line (``\n``), the inverse of ``decode_lines``."""
+    handle.write("".join(line + "\n" for line in lines))
 
 
 def read_pairs(src: Path, tgt: Path, encoding_errors: str = "strict") -> Iterator[tuple[str, str]]:

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from ..errors import DataError
+from .corpus import read_lines
 from .tokenizer import Tokenizer
 
 
@@ -74,7 +75,11 @@ class ParallelDataset:
         path = self.dir / f"{self.split}.{self.meta[side]}.txt"
         if not path.is_file():
             raise DataError(f"{path} is missing: only valid/test splits keep their raw text")
-        return path.read_text(encoding="utf-8").split("\n")[: len(self)]
+        lines = list(read_lines(path))
+        if len(lines) != len(self):
+            raise DataError(f"{path} has {len(lines)} lines but the split has {len(self)} sentences; "
+                            "prepare the data again")
+        return lines
 
 
 @dataclass

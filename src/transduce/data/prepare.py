@@ -9,14 +9,13 @@ Output folder layout::
     SPLIT.LANG.txt            the raw text of valid/test splits (references for BLEU)
 
 Everything is written in a temporary sibling folder and renamed into place at the end, so a
-failure never leaves a half-prepared folder behind.
+failure never leaves a half-prepared folder behind; an existing ``--out`` is replaced only when
+transduce prepared it (``files.output_dir``), never when it holds anything else or the inputs.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,9 @@ from typing import Iterator, Optional
 import numpy as np
 
 from .. import __version__
-from ..errors import DataError
-from .corpus import find_file, fingerprint, read_pairs
+from ..errors import DataError, TransduceError
+from ..files import check_output_dir, output_dir, read_json
+from .corpus import find_file, fingerprint, read_pairs, write_lines
 from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 1
@@ -60,6 +60,8 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
     """
     out = Path(out)
     o = options
+    if not o.train_prefix:
+        raise DataError("--train-prefix is required")
     splits = {"train": o.train_prefix, "valid": o.valid_prefix, "test": o.test_prefix}
     files = {split: (find_file(prefix, o.src), find_file(prefix, o.tgt))
              for split, prefix in splits.items() if prefix}
@@ -68,27 +70,54 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
     shaping["format"] = FORMAT_VERSION
     shaping["splits"] = sorted(files)
     print_ = log or (lambda *a, **k: None)
-    fp = fingerprint([p for pair in files.values() for p in pair], shaping)
-    meta_path = out / "meta.json"
-    if meta_path.is_file() and not force:
-        old = json.loads(meta_path.read_text())
+    _check_options(o)
+    inputs = [p for pair in files.values() for p in pair]
+    check_output_dir(out, "prepared dataset", inputs)  # before reading anything
+    fp = fingerprint(inputs, shaping)
+    if (out / "meta.json").is_file() and not force:
+        try:
+            old = read_json(out / "meta.json")
+        except TransduceError:
+            old = {}
         if old.get("fingerprint") == fp:
-            print_(f"{out}: already prepared from these inputs; reusing it (pass --force to redo)")
-            return old
-        print_(f"{out}: inputs or options changed; preparing again")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+            missing = _missing_files(out, old)
+            if not missing:
+                print_(f"{out}: already prepared from these inputs; reusing it (pass --force to redo)")
+                return old
+            print_(f"{out}: {missing[0]} is missing; preparing again")
+        else:
+            print_(f"{out}: inputs or options changed; preparing again")
+    with output_dir(out, "prepared dataset", inputs) as tmp:
         meta = _prepare_into(tmp, files, o, fp, print_)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return meta
+
+
+def _check_options(o: PrepareOptions) -> None:
+    """Refuse impossible options before reading any data."""
+    for name, value, low in (("--vocab-size", o.vocab_size, 8), ("--max-len", o.max_len, 1),
+                             ("--vocab-sample", o.vocab_sample, 1), ("--threads", o.threads, 1),
+                             ("chunk_lines", o.chunk_lines, 1)):
+        if value < low:
+            raise DataError(f"{name} {value}: must be at least {low}")
+    if o.max_ratio < 1:
+        raise DataError(f"--max-ratio {o.max_ratio}: must be at least 1 (a ratio of longer to shorter side)")
+    if o.src == o.tgt:
+        raise DataError(f"--src and --tgt are both {o.src!r}; give the two languages' file suffixes")
+
+
+def _missing_files(out: Path, meta: dict) -> list[str]:
+    """The files a prepared folder should hold but does not (or whose index does not fit its tokens)."""
+    missing = [name for name in set(meta.get("spm", {}).values()) if not (out / name).is_file()]
+    for split in meta.get("splits", {}):
+        for lang in (meta["src"], meta["tgt"]):
+            names = [f"{split}.{lang}.bin", f"{split}.{lang}.idx"] + ([f"{split}.{lang}.txt"] if split != "train" else [])
+            missing += [n for n in names if not (out / n).is_file()]
+            bin_path, idx_path = out / f"{split}.{lang}.bin", out / f"{split}.{lang}.idx"
+            if bin_path.is_file() and idx_path.is_file():
+                offsets = np.fromfile(idx_path, dtype=np.int64)
+                if not len(offsets) or offsets[-1] * 4 != bin_path.stat().st_size:
+                    missing.append(f"{bin_path.name} (complete)")
+    return missing
 
 
 def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log) -> dict:
@@ -166,8 +195,8 @@ def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokeniz
     with open(tmp / f"{split}.{o.src}.bin", "wb") as src_bin, open(tmp / f"{split}.{o.tgt}.bin", "wb") as tgt_bin, \
             tqdm(total=total, desc=f"encoding {split}", unit=" lines", unit_scale=True, leave=False,
                  disable=None) as bar:
-        text = None if filtered else {"src": open(tmp / f"{split}.{o.src}.txt", "w", encoding="utf-8"),
-                                      "tgt": open(tmp / f"{split}.{o.tgt}.txt", "w", encoding="utf-8")}
+        text = None if filtered else {"src": open(tmp / f"{split}.{o.src}.txt", "w", encoding="utf-8", newline=""),
+                                      "tgt": open(tmp / f"{split}.{o.tgt}.txt", "w", encoding="utf-8", newline="")}
         try:
             for chunk in _chunks(read_pairs(src_path, tgt_path, o.encoding_errors), o.chunk_lines):
                 lines += len(chunk)
@@ -180,8 +209,8 @@ def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokeniz
                     src_ids = [ids for ids, k in zip(src_ids, keep) if k]
                     tgt_ids = [ids for ids, k in zip(tgt_ids, keep) if k]
                 else:
-                    text["src"].write("".join(s + "\n" for s in srcs))
-                    text["tgt"].write("".join(t + "\n" for t in tgts))
+                    write_lines(text["src"], srcs)
+                    write_lines(text["tgt"], tgts)
                 for ids, handle, side in ((src_ids, src_bin, "src"), (tgt_ids, tgt_bin, "tgt")):
                     lengths[side].append(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids)))
                     flat = np.fromiter((t for x in ids for t in x), dtype=np.int32)

@@ -12,12 +12,13 @@ table itself).
 from __future__ import annotations
 
 import math
+import os
 import shutil
-import tempfile
 from pathlib import Path
 
-from ..checkpoint import load_model_from, resolve
+from ..checkpoint import load_model_from, resolve, tokenizer_paths
 from ..errors import TransduceError
+from ..files import output_dir
 
 
 def _spec(model, info: dict, folder: Path):
@@ -25,7 +26,7 @@ def _spec(model, info: dict, folder: Path):
     from ctranslate2.specs.transformer_spec import TransformerSpec
 
     from ..model.positions import sinusoidal_table
-    from ..translator import tokenizer_from_info
+    from ..checkpoint import tokenizer_from_info
 
     c = model.config
     if c.norm_type != "layernorm" or c.activation == "swiglu" or c.positional not in ("sinusoidal", "sinusoidal_concat"):
@@ -102,13 +103,13 @@ def export_ctranslate2(model_path: str | Path, out: str | Path, quantization: st
         def _load(self):
             return _spec(model, info, folder)
 
-    out = Path(out)
-    with tempfile.TemporaryDirectory(dir=out.parent if out.parent.exists() else None) as tmp:
-        staging = Path(tmp) / "ct2"
+    paths = tokenizer_paths(folder, info)
+    with output_dir(out, "ctranslate2 export", [folder, model_path], what="the export folder") as tmp:
+        staging = tmp / "ct2"
         _TransduceConverter().convert(str(staging), quantization=quantization, force=True)
-        for name in {info["tokenizer"]["src"], info["tokenizer"]["tgt"]}:
-            shutil.copyfile(folder / name, staging / name)
-        if out.exists():
-            shutil.rmtree(out)
-        shutil.move(str(staging), str(out))
-    return out
+        for path in set(paths[k] for k in ("src", "tgt")):
+            shutil.copyfile(path, staging / path.name)
+        for item in staging.iterdir():
+            os.replace(item, tmp / item.name)
+        staging.rmdir()
+    return Path(out)

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..checkpoint import load_model_from, resolve, write_checkpoint
+from ..checkpoint import load_model_from, resolve, tokenizer_paths, write_checkpoint
 from ..config import ModelConfig
 from ..errors import TransduceError
+from ..files import check_output_dir, output_dir, read_json
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
 # Flags of Bart-family configs that Marian checkpoints leave off; transduce has no equivalent.
@@ -100,25 +100,58 @@ def hf_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> dict
 
 
 def _read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
-    if (folder / "model.safetensors").is_file():
-        return load_file(str(folder / "model.safetensors"))
-    if (folder / "pytorch_model.bin").is_file():
-        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    path = folder / "model.safetensors"
+    if path.is_file():
+        try:
+            return load_file(str(path))
+        except Exception as error:  # safetensors raises its own types for a damaged file
+            raise TransduceError(f"{path} is damaged ({error})") from None
+    path = folder / "pytorch_model.bin"
+    if path.is_file():
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:
+            if "weights_only" in str(error) or "Unsupported global" in str(error):
+                raise TransduceError(f"{path} holds Python objects other than tensors; transduce never unpickles "
+                                     "them, since that can run arbitrary code. Convert it to model.safetensors "
+                                     "with a tool you trust") from None
+            raise TransduceError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
     raise TransduceError(f"{folder}: neither model.safetensors nor pytorch_model.bin found")
 
 
+def read_hf_config(path: Path) -> ModelConfig:
+    """The ModelConfig of a Marian ``config.json``, with errors that name the file and the key."""
+    hf = read_json(path)
+    try:
+        return config_from_hf(hf, str(path))
+    except KeyError as error:
+        raise TransduceError(f"{path}: the key {error.args[0]!r} is missing") from None
+    except (TypeError, ValueError) as error:
+        raise TransduceError(f"{path}: a value has the wrong type or is out of range ({error})") from None
+
+
 def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
-    """Convert a MarianMTModel folder into a transduce run directory; returns its checkpoint folder."""
+    """Convert a MarianMTModel folder into a new transduce run directory; returns its checkpoint folder."""
     from ..model import Transformer
 
     folder = Path(hf_dir)
+    run = Path(out)
+    check_output_dir(run, "run", [folder])
+    if run.exists() and any(run.iterdir()):
+        raise TransduceError(f"--out {run} is not empty; import into a new folder (an import never joins another "
+                             "run or replaces one)")
     config_path = folder / "config.json"
     _require(config_path.is_file(), f"{folder}: no config.json; is this a Hugging Face model folder?")
-    config = config_from_hf(json.loads(config_path.read_text()), str(config_path))
+    config = read_hf_config(config_path)
     for name in ("source.spm", "target.spm", "vocab.json"):
         _require((folder / name).is_file(), f"{folder}: {name} is missing (MarianTokenizer files are needed)")
     model = Transformer(config)
     weights = hf_to_transduce(_read_hf_weights(folder), config)
+    shapes = model.state_dict()
+    wrong = [f"{k} {tuple(v.shape)} where config.json implies {tuple(shapes[k].shape)}"
+             for k, v in weights.items() if k in shapes and v is not None and v.shape != shapes[k].shape]
+    _require(not wrong, f"{folder}: the weights do not fit {config_path} ({len(wrong)} tensors differ, e.g. "
+                        f"{wrong[0] if wrong else ''}); is config.json the one of these weights?")
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {"tgt_embed.tokens.weight", "output.weight", "src_embed.tokens.weight"}
     _require(not [m for m in missing if m not in tied] and not unexpected,
@@ -130,9 +163,9 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
         files.append(folder / "target_vocab.json")
     info = {"model": config.to_dict(), "src": "src", "tgt": "tgt", "tokenizer": tok, "step": 0,
             "imported_from": str(folder)}
-    run = Path(out)
-    run.mkdir(parents=True, exist_ok=True)
-    return write_checkpoint(run / "checkpoints" / "step_00000000", model.eval(), info, files)
+    with output_dir(run, "run", [folder]) as tmp:
+        write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, files)
+    return run / "checkpoints" / "step_00000000"
 
 
 # --- export -----------------------------------------------------------------------------------
@@ -238,22 +271,21 @@ def export_hf(model_path: str | Path, out: str | Path) -> Path:
     config = model.config
     check_exportable(config)
     tok = info["tokenizer"]
-    out = Path(out)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent if out.parent.exists() else None, prefix=f".{out.name}."))
-    try:
+    paths = tokenizer_paths(folder, info)
+    with output_dir(out, "hf export", [folder, model_path], what="the export folder") as tmp:
         state = {k: v for k, v in model.state_dict().items()}
         save_file(transduce_to_hf(state, config), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(hf_config(config), indent=2) + "\n")
-        shutil.copyfile(folder / tok["src"], tmp / "source.spm")
-        shutil.copyfile(folder / tok["tgt"], tmp / "target.spm")
-        if tok.get("vocab"):
-            shutil.copyfile(folder / tok["vocab"], tmp / "vocab.json")
-            if tok.get("tgt_vocab"):
-                shutil.copyfile(folder / tok["tgt_vocab"], tmp / "target_vocab.json")
+        shutil.copyfile(paths["src"], tmp / "source.spm")
+        shutil.copyfile(paths["tgt"], tmp / "target.spm")
+        if "vocab" in paths:
+            shutil.copyfile(paths["vocab"], tmp / "vocab.json")
+            if "tgt_vocab" in paths:
+                shutil.copyfile(paths["tgt_vocab"], tmp / "target_vocab.json")
         else:
-            _write_spm_vocab(folder / tok["src"], tmp / "vocab.json")
+            _write_spm_vocab(paths["src"], tmp / "vocab.json")
             if tok["tgt"] != tok["src"]:
-                _write_spm_vocab(folder / tok["tgt"], tmp / "target_vocab.json")
+                _write_spm_vocab(paths["tgt"], tmp / "target_vocab.json")
         separate = bool(tok.get("tgt_vocab")) or (not tok.get("vocab") and tok["tgt"] != tok["src"])
         (tmp / "tokenizer_config.json").write_text(json.dumps({
             "tokenizer_class": "MarianTokenizer", "separate_vocabs": separate, "model_max_length": config.max_positions,
@@ -262,13 +294,7 @@ def export_hf(model_path: str | Path, out: str | Path) -> Path:
             "decoder_start_token_id": config.start_id, "eos_token_id": config.eos_id, "pad_token_id": config.pad_id,
             "forced_eos_token_id": config.eos_id, "bad_words_ids": [[config.pad_id]], "num_beams": 4,
             "max_length": config.max_positions}, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return Path(out)
 
 
 def _write_spm_vocab(model_file: Path, out: Path) -> None:

@@ -14,6 +14,7 @@ class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    device: torch.device = torch.device("cpu")  # where collectives run: NCCL needs CUDA tensors
 
     @property
     def is_main(self) -> bool:
@@ -29,14 +30,18 @@ def setup(device: torch.device) -> DistInfo:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return DistInfo()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend)
-    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    collective_device = torch.device("cuda", local_rank) if device.type == "cuda" else torch.device("cpu")
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, collective_device)
 
 
 def all_reduce_sum(value: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """The sum of ``value`` over ranks (a new tensor on the collectives' device when distributed)."""
     if info.enabled:
+        value = value.to(info.device)
         dist.all_reduce(value, op=dist.ReduceOp.SUM)
     return value
 

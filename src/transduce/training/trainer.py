@@ -6,29 +6,29 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import signal
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
-from ..checkpoint import list_checkpoints, read_info, write_checkpoint
+from ..checkpoint import (CheckpointError, list_checkpoints, read_info, read_training_state, verify,
+                          write_checkpoint)
 from ..config import ModelConfig, TrainConfig
 from ..data import ParallelDataset, TokenBatchSampler, collate, load_meta, load_tokenizer
-from ..errors import TransduceError
+from ..errors import TrainingError
+from ..files import check_output_dir, read_json, write_marker, write_text
 from ..evaluate import score
 from ..model import Transformer
 from ..translator import DecodeConfig, autocast, translate_ids
 from . import distributed
 from .loss import label_smoothed_nll
 from .schedule import learning_rate
-
-
-class TrainingError(TransduceError):
-    """Training cannot go on (the message says why and what to do)."""
 
 
 @dataclass
@@ -58,7 +58,24 @@ class RunSettings:
     compile: bool = False
     quiet: bool = False
     init_from: Optional[str] = None
+    more_time: Optional[float] = None  # on resume: train this many seconds beyond the run's elapsed time
     extra: dict = field(default_factory=dict)
+
+
+def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: str) -> None:
+    """Every pair fits the model's positions (source + eos, start + target), found before step 1."""
+    for split, ds in datasets.items():
+        if ds is None or not len(ds):
+            continue
+        for side, lengths in (("source", ds.src_lengths), ("target", ds.tgt_lengths)):
+            longest = int(lengths.max())
+            if longest + 1 > config.max_positions:
+                line = int(lengths.argmax())
+                raise TrainingError(
+                    f"{data_dir}: the {split} split has a {side} sentence of {longest} tokens (pair {line + 1} "
+                    f"of the prepared split) but the model holds {config.max_positions} positions, one of them for "
+                    f"eos/start; prepare the data with --max-len {config.max_positions - 1} or less, or set "
+                    f"max_positions={longest + 1} or more")
 
 
 def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> None:
@@ -85,25 +102,41 @@ class Trainer:
             self.device = torch.device("cuda", self.dist.local_rank)
             torch.cuda.set_device(self.device)
         self.log = log if self.dist.is_main else (lambda *a, **k: None)
+        if not (train_config.max_steps or train_config.max_epochs or train_config.max_time or settings.more_time):
+            raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
         self.meta = load_meta(settings.data_dir)
         check_model_against_data(model_config, self.meta, settings.data_dir)
         self.train_set = ParallelDataset(settings.data_dir, "train")
         self.valid_set = ParallelDataset(settings.data_dir, "valid") if "valid" in self.meta["splits"] else None
+        check_lengths_against_model(model_config, {"train": self.train_set, "valid": self.valid_set},
+                                    settings.data_dir)
         self.sampler = TokenBatchSampler(self.train_set.src_lengths, self.train_set.tgt_lengths, train_config.max_tokens,
                                          seed=train_config.seed, world_size=self.dist.world_size, rank=self.dist.rank)
+        self.tokenizer_files = [Path(settings.data_dir) / self.meta["spm"]["src"],
+                                Path(settings.data_dir) / self.meta["spm"]["tgt"]]
+        self.tokenizer = load_tokenizer(settings.data_dir, self.meta)  # for validation BLEU, loaded once
         torch.manual_seed(train_config.seed)
         self.model = Transformer(model_config).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(train_config.adam_beta1,
                                           train_config.adam_beta2), eps=train_config.adam_eps,
                                           weight_decay=train_config.weight_decay)
         self.progress = Progress()
+        self._lock = None
         self._prepare_run_dir(resume)
         # Dropout differs per rank (seed + rank), as with any data-parallel run.
         torch.manual_seed(train_config.seed + self.dist.rank)
         if resume:
             self._resume()
+            if settings.more_time is not None:
+                self.tc = replace(self.tc, max_time=self.progress.elapsed + settings.more_time)
+                self.log(f"--more-time: training until {self.tc.max_time / 60:.1f} min of training in all "
+                         f"(now {self.progress.elapsed / 60:.1f} min)")
         elif settings.init_from:
             self._init_from(settings.init_from)
+        if self.dist.is_main:
+            resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict(),
+                        "settings": {k: v for k, v in asdict(self.settings).items() if k != "run_dir"}}
+            write_text(self.run_dir / "config.json", json.dumps(resolved, indent=2) + "\n", what="config")
         self.ddp = None
         self.forward_model = self.model
         if self.dist.enabled:
@@ -112,62 +145,91 @@ class Trainer:
             self.forward_model = self.ddp
         if settings.compile:
             self.forward_model = torch.compile(self.forward_model)
-        self.tokenizer_files = [Path(settings.data_dir) / self.meta["spm"]["src"],
-                                Path(settings.data_dir) / self.meta["spm"]["tgt"]]
-        self.tokenizer = load_tokenizer(settings.data_dir, self.meta)  # for validation BLEU, loaded once
 
     # --- the run directory ----------------------------------------------------------------
 
     def _prepare_run_dir(self, resume: bool) -> None:
+        """Check the run directory and take its lock.
+
+        A new run goes into a new or empty folder (or a run folder without checkpoints); a resumed
+        run must keep its model. Changes to the training recipe on resume are logged field by field.
+        """
         config_path = self.run_dir / "config.json"
-        resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict(),
-                    "settings": {k: v for k, v in asdict(self.settings).items() if k != "run_dir"}}
+        resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict()}
+        check_output_dir(self.run_dir, "run", [self.settings.data_dir], what="--out")
         if resume:
             if not config_path.is_file():
                 raise TrainingError(f"--resume: {self.run_dir} is not a run directory (no config.json); "
                                     "start a new run without --resume")
-            saved = json.loads(config_path.read_text())
-            changed = [k for k, v in saved["model"].items() if resolved["model"].get(k) != v]
+            saved = read_json(config_path)
+            changed = [k for k, v in saved.get("model", {}).items() if resolved["model"].get(k) != v]
             if changed:
                 details = ", ".join(f"{k}: {saved['model'][k]} -> {resolved['model'][k]}" for k in changed)
                 raise TrainingError(f"--resume: the model differs from the one {self.run_dir} was trained with "
                                     f"({details}); resume with the same model options or start a new run")
+            for key, old in saved.get("train", {}).items():
+                if resolved["train"].get(key) != old:
+                    self.log(f"--resume: {key} changed: {old} -> {resolved['train'][key]}")
         elif list_checkpoints(self.run_dir):
             raise TrainingError(f"{self.run_dir} already holds checkpoints; pass --resume to continue that run, "
                                 "or choose another --out")
         if self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            config_path.write_text(json.dumps(resolved, indent=2) + "\n")
+            self._lock = RunLock(self.run_dir)
+            write_marker(self.run_dir, "run")
 
     def _resume(self) -> None:
+        """Continue from the newest complete checkpoint, skipping damaged ones with a warning."""
         found = list_checkpoints(self.run_dir)
         if not found:
             self.log(f"--resume: {self.run_dir} has no checkpoint yet; starting from the beginning")
             return
-        folder = found[-1]
-        from safetensors.torch import load_model
-
-        load_model(self.model, str(folder / "model.safetensors"), strict=False)
-        state = torch.load(folder / "state.pt", map_location="cpu", weights_only=True)
-        self.optimizer.load_state_dict(state["optimizer"])
+        for folder in reversed(found):
+            try:
+                verify(folder, training=True)
+                state, trainer = read_training_state(folder)
+                self._load_weights(folder)
+                self.optimizer.load_state_dict(state["optimizer"])
+                progress = Progress(**trainer["progress"])
+            except (CheckpointError, KeyError, TypeError, ValueError) as error:
+                self.log(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
+                continue
+            break
+        else:
+            raise TrainingError(f"--resume: none of the checkpoints in {self.run_dir / 'checkpoints'} is complete "
+                                "(see the warnings above); start a new run in another --out")
+        rank = self.dist.rank
         rng = state["rng"]
-        torch.set_rng_state(rng[self.dist.rank] if self.dist.rank < len(rng) else rng[0])
-        if self.device.type == "cuda" and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"][min(self.dist.rank, len(state["cuda_rng"]) - 1)], self.device)
-        self.progress = Progress(**json.loads((folder / "trainer.json").read_text())["progress"])
+        torch.set_rng_state(rng[rank] if rank < len(rng) else rng[0])
+        cuda_rng = state.get("cuda_rng")
+        if self.device.type == "cuda" and cuda_rng:
+            torch.cuda.set_rng_state(cuda_rng[rank] if rank < len(cuda_rng) else cuda_rng[0], self.device)
+        self.progress = progress
         self.log(f"resumed from {folder} (step {self.progress.step}, epoch {self.progress.epoch + 1}, "
                  f"batch {self.progress.batch_in_epoch})")
 
+    def _load_weights(self, folder: Path) -> None:
+        """Load ``folder``'s weights into the model; a partial load is an error naming the keys."""
+        from safetensors.torch import load_model
+
+        try:
+            missing, unexpected = load_model(self.model, str(folder / "model.safetensors"), strict=False,
+                                             device=str(self.device))
+        except Exception as error:  # safetensors raises its own types for a damaged file
+            raise CheckpointError(f"{folder / 'model.safetensors'} is damaged ({error})") from None
+        if missing or unexpected:
+            raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing keys "
+                                  f"{missing[:5]}, unexpected keys {unexpected[:5]}")
+
     def _init_from(self, path: str) -> None:
         from ..checkpoint import resolve
-        from safetensors.torch import load_model
 
         folder = resolve(path)
         info = read_info(folder)
         if info["model"] != self.cfg.to_dict():
             diff = [k for k, v in info["model"].items() if self.cfg.to_dict().get(k) != v]
             raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
-        load_model(self.model, str(folder / "model.safetensors"), strict=False)
+        self._load_weights(folder)
         self.log(f"initialized the weights from {folder}")
 
     # --- one update -----------------------------------------------------------------------
@@ -211,8 +273,7 @@ class Trainer:
         from tqdm.auto import tqdm
 
         tc, p = self.tc, self.progress
-        if not (tc.max_steps or tc.max_epochs or tc.max_time):
-            raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
+        previous_sigterm = _sigterm_as_interrupt()
         bar = tqdm(total=tc.max_steps or None, initial=p.step, desc="training", unit=" step",
                    disable=True if (self.settings.quiet or not self.dist.is_main) else None, dynamic_ncols=True)
         session_start = time.time()
@@ -273,11 +334,12 @@ class Trainer:
                     reason = self._limit_reached()
                     _, stop = self._agree(False, reason is not None)
                     reason = (reason or "another rank stopped") if stop else None
-        except KeyboardInterrupt:
-            reason = "interrupted"
-            self.log("interrupted: saving a checkpoint before stopping")
+        except KeyboardInterrupt as stop:
+            reason = str(stop) or "interrupted"
+            self.log(f"{reason}: saving a checkpoint before stopping")
         finally:
             bar.close()
+            _restore_sigterm(previous_sigterm)
         self.save()
         summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),
                    "best_bleu": p.best_bleu, "best_step": p.best_step}
@@ -286,14 +348,21 @@ class Trainer:
                  f"best valid BLEU {p.best_bleu:.2f} at step {p.best_step}" if p.best_bleu >= 0 else
                  f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min")
         distributed.teardown(self.dist)
+        self.close()
         return summary
+
+    def close(self) -> None:
+        """Release the run lock (also released by the OS when the process ends)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _agree(self, save: bool, stop: bool) -> tuple[bool, bool]:
         """Rank 0's clock and validation decide for every rank, so that no rank waits alone."""
         if not self.dist.enabled:
             return save, stop
         flags = torch.tensor([float(save), float(stop)]) if self.dist.is_main else torch.zeros(2)
-        distributed.all_reduce_sum(flags, self.dist)
+        flags = distributed.all_reduce_sum(flags, self.dist).cpu()
         return bool(flags[0]), bool(flags[1])
 
     def _limit_reached(self) -> Optional[str]:
@@ -396,17 +465,67 @@ class Trainer:
         if best:  # only rank 0 validates, so only rank 0 comes here
             write_checkpoint(self.run_dir / "best", self.model, self.checkpoint_info(), self.tokenizer_files)
             return
+        # Every rank's RNG states (CPU and, on CUDA, the device's): each rank's dropout masks
+        # continue exactly on resume.
         rngs = [torch.get_rng_state()]
+        cuda_rngs = [torch.cuda.get_rng_state(self.device)] if self.device.type == "cuda" else None
         if self.dist.enabled:
             gathered: list = [None] * self.dist.world_size
-            torch.distributed.all_gather_object(gathered, torch.get_rng_state())
-            rngs = gathered
+            torch.distributed.all_gather_object(gathered, (rngs[0], cuda_rngs[0] if cuda_rngs else None))
+            rngs = [cpu for cpu, _ in gathered]
+            cuda_rngs = [cuda for _, cuda in gathered] if cuda_rngs else None
         if not self.dist.is_main:
             return
-        state = {"optimizer": self.optimizer.state_dict(), "rng": rngs,
-                 "cuda_rng": [torch.cuda.get_rng_state(self.device)] if self.device.type == "cuda" else None}
+        state = {"optimizer": self.optimizer.state_dict(), "rng": rngs, "cuda_rng": cuda_rngs}
         folder = self.run_dir / "checkpoints" / f"step_{self.progress.step:08d}"
         write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
                          {"progress": asdict(self.progress), "train": self.tc.to_dict()})
         for old in list_checkpoints(self.run_dir)[: -self.tc.keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)  # transduce wrote these: pruning keeps the last K
+
+
+def _sigterm_as_interrupt():
+    """Make SIGTERM (what cluster schedulers send) stop training like Ctrl-C: with a checkpoint."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt("terminated (SIGTERM)")
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        return None
+
+
+def _restore_sigterm(previous) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class RunLock:
+    """An OS file lock on ``RUN_DIR/.lock``: one training process writes into a run at a time.
+
+    The lock is the kernel's (``fcntl.flock``), so a killed process never leaves it held.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self.handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no lock, as before
+            return
+        try:
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.handle.seek(0)
+            other = self.handle.read().strip() or "unknown"
+            self.handle.close()
+            raise TrainingError(f"{run_dir} is in use by another training process (pid {other}); wait for it to "
+                                "finish or stop it, or choose another --out") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"{os.getpid()}\n")
+        self.handle.flush()
+
+    def release(self) -> None:
+        if not self.handle.closed:
+            self.handle.close()
