@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -167,7 +168,9 @@ def _read_state(folder: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{path} is missing")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the error below says it all
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
         if "weights_only" in str(error) or "Unsupported global" in str(error):
             raise CheckpointError(f"{path} holds Python objects other than tensors and plain data; transduce "

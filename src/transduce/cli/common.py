@@ -79,6 +79,6 @@ def read_text_lines(path: str | Path, what: str = "") -> list[str]:
     if not Path(path).is_file():
         raise TransduceError(f"{label}: no such file" if not Path(path).exists() else f"{label} is not a file")
     try:
-        return list(read_lines(path))
+        return list(read_lines(path, advice="convert the file to UTF-8 first (e.g. with iconv)"))
     except DataError as error:
         raise TransduceError(f"{what + ' ' if what else ''}{error}") from None

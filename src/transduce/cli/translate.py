@@ -20,6 +20,9 @@ from ..errors import TransduceError
 from .common import add_decode_options, decode_config, set_threads
 
 
+UTF8_ADVICE = "translate reads UTF-8: convert the text first (e.g. with iconv)"
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("translate", help="translate text with a trained model")
     p.add_argument("model", help="a run directory or checkpoint folder (a run: averaged/, else best/, else the "
@@ -42,7 +45,7 @@ def _stdin_lines() -> Iterator[str]:
         import io
 
         stream = io.BytesIO(sys.stdin.read().encode("utf-8"))
-    return decode_lines(stream, "stdin")
+    return decode_lines(stream, "stdin", advice=UTF8_ADVICE)
 
 
 def windows(lines: Iterator[str], size: int) -> Iterator[list[str]]:
@@ -101,7 +104,7 @@ def run(args) -> int:
     interactive = args.input is None and sys.stdin.isatty()
     if interactive:
         print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)
-    lines = read_lines(args.input) if args.input is not None else _stdin_lines()
+    lines = read_lines(args.input, advice=UTF8_ADVICE) if args.input is not None else _stdin_lines()
     target = output_file(args.output, [p for p in (args.input, args.model) if p]) if args.output else nullcontext(sys.stdout)
     done = 0
     with target as out:

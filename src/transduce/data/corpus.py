@@ -27,8 +27,11 @@ def _open_binary(path: Path):
 BOM = "\ufeff"
 
 
+ENCODING_ADVICE = "fix the file, or pass --encoding-errors replace to replace bad bytes"
+
+
 def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "strict",
-                 first_line: int = 1) -> Iterator[str]:
+                 advice: str = ENCODING_ADVICE) -> Iterator[str]:
     """The lines of a binary stream, the project's one way to split text into lines.
 
     Lines end at ``\n`` only: a Windows ``\r\n`` ending loses its ``\r``, but every other
@@ -40,19 +43,19 @@ def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "st
     Raises:
         DataError: a line is not valid UTF-8 (names the file or stream and the line).
     """
-    for number, raw in enumerate(handle, start=first_line):
+    for number, raw in enumerate(handle, start=1):
         try:
             line = raw.decode("utf-8", errors=encoding_errors)
         except UnicodeDecodeError as error:
             raise DataError(f"{label}, line {number}: invalid UTF-8 ({error.reason} at byte {error.start}); "
-                            "fix the text, or pass --encoding-errors replace to replace bad bytes") from None
+                            f"{advice}") from None
         line = line.rstrip("\n").rstrip("\r")  # "\r\n" endings; a "\r" at the end is invisible anyway
         if number == 1 and line.startswith(BOM):
             line = line[1:]
         yield line
 
 
-def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[str]:
+def read_lines(path: str | Path, encoding_errors: str = "strict", advice: str = ENCODING_ADVICE) -> Iterator[str]:
     """The lines of a text file (gzip or plain), split as ``decode_lines`` says.
 
     Raises:
@@ -64,7 +67,7 @@ def read_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[st
         raise DataError(f"{path}: no such file" if not path.exists() else f"{path} is not a file")
     try:
         with _open_binary(path) as handle:
-            yield from decode_lines(io.BufferedReader(handle, 1 << 20), path, encoding_errors)
+            yield from decode_lines(io.BufferedReader(handle, 1 << 20), path, encoding_errors, advice)
     except (OSError, EOFError, gzip.BadGzipFile) as error:
         raise DataError(f"{path}: cannot read it ({error}); is the file complete and, if .gz, a valid gzip?") from None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
@@ -109,7 +110,9 @@ def _read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
     path = folder / "pytorch_model.bin"
     if path.is_file():
         try:
-            return torch.load(path, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the error below says it all
+                return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as error:
             if "weights_only" in str(error) or "Unsupported global" in str(error):
                 raise TransduceError(f"{path} holds Python objects other than tensors; transduce never unpickles "
@@ -122,6 +125,11 @@ def _read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
 def read_hf_config(path: Path) -> ModelConfig:
     """The ModelConfig of a Marian ``config.json``, with errors that name the file and the key."""
     hf = read_json(path)
+    for key in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
+                "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size", "max_position_embeddings", "pad_token_id",
+                "eos_token_id"):
+        if key in hf and (not isinstance(hf[key], int) or isinstance(hf[key], bool)):
+            raise TransduceError(f"{path}: {key} = {hf[key]!r} should be an integer")
     try:
         return config_from_hf(hf, str(path))
     except KeyError as error:

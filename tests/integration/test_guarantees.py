@@ -1,0 +1,244 @@
+"""What transduce guarantees, each proven by a test that fails without it: the saved recipe on
+resume, aligned lines whatever characters they hold, streaming translation, fallback from a
+damaged checkpoint, outputs that survive SIGKILL, one writer per run, SIGTERM saves, umask."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from transduce.checkpoint import list_checkpoints
+from transduce.data import ParallelDataset
+
+from ..helpers import cli, prepare_reverse_task, write_reverse_task
+
+TINY = ["--set", "dropout=0.1", "--max-tokens", "1500", "--threads", "1", "--quiet", "--precision", "fp32"]
+# Every character Python's str.splitlines() splits on, except \n and \r\n.
+SEPARATORS = ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return prepare_reverse_task(tmp_path_factory.mktemp("guarantees"), valid=False, n_train=600)
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_resume_with_the_preset_keeps_the_saved_recipe(data, tmp_path):
+    recipe = ["--preset", "tiny", "--set", "lr_schedule=inverse_sqrt_peak", "--set", "peak_lr=2e-3",
+              "--set", "warmup=7", "--set", "log_every=1", *TINY]
+    cli("train", str(data), "--out", str(tmp_path / "full"), "--max-steps", "12", *recipe)
+    cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "6", *recipe)
+    # The README's resume line: the preset and a new limit, none of the recipe's --set options.
+    resumed = cli("train", str(data), "--out", str(tmp_path / "part"), "--preset", "tiny", "--max-steps", "12",
+                  "--resume", *TINY)
+    assert "max_steps changed: 6 -> 12" in resumed.stdout + resumed.stderr
+    full = {r["step"]: r["lr"] for r in metrics(tmp_path / "full") if r["type"] == "train"}
+    part = {r["step"]: r["lr"] for r in metrics(tmp_path / "part") if r["type"] == "train"}
+    assert part[7] == full[7] and part[12] == full[12]  # the learning rate of the saved schedule
+    a = load_file(str(list_checkpoints(tmp_path / "full")[-1] / "model.safetensors"))
+    b = load_file(str(list_checkpoints(tmp_path / "part")[-1] / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    saved = json.loads((tmp_path / "part" / "config.json").read_text())["train"]
+    assert saved["warmup"] == 7 and saved["lr_schedule"] == "inverse_sqrt_peak" and saved["max_steps"] == 12
+    other = cli("train", str(data), "--out", str(tmp_path / "part"), "--preset", "small", "--max-steps", "14",
+                "--resume", *TINY, check=False)
+    assert other.returncode == 2 and "trained with the preset 'tiny', not 'small'" in other.stderr
+
+
+def test_more_time_trains_that_much_longer(data, tmp_path):
+    run = tmp_path / "run"
+    cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "3", *TINY)
+    elapsed = json.loads((list_checkpoints(run)[-1] / "trainer.json").read_text())["progress"]["elapsed"]
+    out = cli("train", str(data), "--out", str(run), "--resume", "--more-time", "0.5", "--max-steps", "100000", *TINY)
+    assert "--more-time: training until" in out.stdout + out.stderr
+    end = [r for r in metrics(run) if r["type"] == "end"][-1]
+    assert end["stopped"].startswith("max_time") and end["elapsed"] >= elapsed + 0.5 and end["step"] > 3
+
+
+def test_separator_characters_keep_lines_aligned(tmp_path):
+    """A line holding each separator stays one line in prepare, the dataset, translate and evaluate."""
+    raw = tmp_path / "raw"
+    write_reverse_task(raw, n_train=300, n_valid=0, valid=False)
+    odd = [f"the cat{sep}sat" for sep in SEPARATORS]
+    valid_src = ["\ufeffthe dog"] + odd + ["a red cat", "the mat"]
+    valid_tgt = ["\ufeffdog the"] + [f"sat{sep}cat the" for sep in SEPARATORS] + ["cat red a", "mat the"]
+    (raw / "valid.en").write_bytes("".join(s + "\n" for s in valid_src).encode())
+    (raw / "valid.de").write_bytes("".join(t + "\r\n" for t in valid_tgt).encode())  # Windows line ends
+    cli("prepare", "--train-prefix", str(raw / "train"), "--valid-prefix", str(raw / "valid"), "--src", "en",
+        "--tgt", "de", "--out", str(tmp_path / "data"), "--vocab-size", "64", "--threads", "1")
+    ds = ParallelDataset(tmp_path / "data", "valid")
+    assert len(ds) == len(valid_src)
+    assert ds.raw_text("src") == ["the dog"] + odd + ["a red cat", "the mat"]  # BOM dropped, the rest kept
+    assert ds.raw_text("tgt")[-1] == "mat the" and ds.raw_text("tgt")[1] == f"sat{SEPARATORS[0]}cat the"
+    # validation scores the right references: train with validation, then check the metrics ran
+    run = tmp_path / "run"
+    cli("train", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--max-steps", "2",
+        "--set", "valid_every=2", *TINY)
+    assert [r for r in metrics(run) if r["type"] == "valid"]
+    # translate writes exactly one line per input line, from a file and from stdin
+    text = "".join(s + "\n" for s in valid_src)
+    (tmp_path / "input.txt").write_bytes(text.encode())
+    cli("translate", str(run), "--input", str(tmp_path / "input.txt"), "--output", str(tmp_path / "out.txt"),
+        "--beam", "1")
+    assert (tmp_path / "out.txt").read_bytes().count(b"\n") == len(valid_src)
+    assert cli("translate", str(run), "--beam", "1", input=text).stdout.count("\n") == len(valid_src)
+    # evaluate reads the files the same way: same counts, no misalignment error
+    cli("evaluate", "--hyp", str(raw / "valid.de"), "--ref", str(raw / "valid.de"))
+
+
+def _reader(stream, lines: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        lines.put(line)
+
+
+def test_translate_streams_before_its_input_ends(data, tmp_path):
+    run = tmp_path / "run"
+    cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "2", *TINY)
+    process = subprocess.Popen([sys.executable, "-m", "transduce", "translate", str(run), "--beam", "2"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
+    try:
+        process.stdin.write("the cat sat\n")
+        process.stdin.flush()
+        first = lines.get(timeout=300)  # a deadlock guard, not a timing assertion: the pipe stays open
+        assert process.poll() is None  # still running: its input is not closed
+        process.stdin.write("a dog\n\nthe mat\n")
+        process.stdin.close()
+        assert process.wait(timeout=300) == 0
+    finally:
+        process.kill()
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
+    assert first.endswith("\n") and len([first] + rest) == 4 and rest[1] == "\n"
+
+
+def test_resume_falls_back_from_a_damaged_newest_checkpoint(data, tmp_path):
+    args = ["--preset", "tiny", "--set", "save_every=4", "--set", "keep_last=10", *TINY]
+    cli("train", str(data), "--out", str(tmp_path / "full"), "--max-steps", "12", *args)
+    cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "8", *args)
+    newest = list_checkpoints(tmp_path / "part")[-1]
+    assert newest.name == "step_00000008"
+    (newest / "trainer.json").unlink()
+    resumed = cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "12", "--resume", *args)
+    assert f"cannot resume from {newest}" in resumed.stdout and "step_00000004" in resumed.stdout
+    a = load_file(str(list_checkpoints(tmp_path / "full")[-1] / "model.safetensors"))
+    b = load_file(str(list_checkpoints(tmp_path / "part")[-1] / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)  # exact, from step 4
+
+
+def test_a_second_writer_is_refused_with_the_first_ones_pid(data, tmp_path):
+    from transduce.training.trainer import RunLock
+
+    run = tmp_path / "run"
+    cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "2", *TINY)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from transduce.training.trainer import RunLock; lock = RunLock(Path(sys.argv[1])); "
+                               "print('locked', flush=True); time.sleep(600)", str(run)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        second = cli("train", str(data), "--out", str(run), "--max-steps", "4", "--resume", *TINY, check=False)
+        assert second.returncode == 2 and f"in use by another training process (pid {holder.pid})" in second.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    RunLock(run).release()  # the kernel released the dead holder's lock
+
+
+def test_sigterm_saves_a_checkpoint_like_ctrl_c(data, tmp_path):
+    run = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "transduce", "train", str(data), "--out", str(run),
+                                "--preset", "tiny", "--max-steps", "100000", "--set", "log_every=1", *TINY],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300  # a deadlock guard: the run logs every step
+    while time.time() < deadline and not ((run / "metrics.jsonl").is_file() and
+                                          (run / "metrics.jsonl").read_text().count("\n") >= 3):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, output
+    assert "terminated (SIGTERM): saving a checkpoint" in output
+    found = list_checkpoints(run)
+    assert found and int(found[-1].name[5:]) >= 3
+
+
+def _kill_while_writing(command: list[str], parent: Path, name: str) -> int:
+    """Start ``command``; SIGKILL it as soon as its temporary output appears; return its exit status."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prefix = f".{name}.tmp-{process.pid}-"
+    while process.poll() is None:
+        if any(p.name.startswith(prefix) for p in parent.iterdir()):
+            process.send_signal(signal.SIGKILL)
+            break
+    return process.wait()
+
+
+def test_sigkill_during_prepare_and_export_leaves_the_previous_output(tmp_path):
+    raw = tmp_path / "raw"
+    write_reverse_task(raw, n_train=60000, n_valid=50, max_words=12)
+    prepare = [sys.executable, "-m", "transduce", "prepare", "--train-prefix", str(raw / "train"), "--valid-prefix",
+               str(raw / "valid"), "--src", "en", "--tgt", "de", "--out", str(tmp_path / "data"), "--vocab-size", "64",
+               "--threads", "1"]
+    subprocess.run(prepare, check=True, capture_output=True)
+    before = tree_digest(tmp_path / "data")
+    assert _kill_while_writing(prepare + ["--force"], tmp_path, "data") == -signal.SIGKILL
+    assert tree_digest(tmp_path / "data") == before
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".data.tmp-")]  # the dead process's temporary
+    cli("prepare", *prepare[4:], "--force")  # the next run cleans it
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".data.")]
+
+    run = tmp_path / "run"
+    cli("train", str(tmp_path / "data"), "--out", str(run), "--preset", "small", "--max-steps", "1", *TINY)
+    export = [sys.executable, "-m", "transduce", "export", str(run), "--to", "hf", str(tmp_path / "hf")]
+    subprocess.run(export, check=True, capture_output=True)
+    before = tree_digest(tmp_path / "hf")
+    assert _kill_while_writing(export, tmp_path, "hf") == -signal.SIGKILL
+    assert tree_digest(tmp_path / "hf") == before
+
+
+def test_prepare_redoes_a_folder_whose_files_are_missing_and_cleans_stale_temporaries(tmp_path):
+    data = prepare_reverse_task(tmp_path, valid=False, n_train=200)
+    (data / "train.en.bin").unlink()
+    stale = tmp_path / ".data.tmp-999999999-x"  # no such process
+    stale.mkdir()
+    out = cli("prepare", "--train-prefix", str(tmp_path / "raw" / "train"), "--src", "en", "--tgt", "de",
+              "--out", str(data), "--vocab-size", "64", "--threads", "1")
+    assert "train.en.bin is missing; preparing again" in out.stdout
+    assert (data / "train.en.bin").is_file() and len(ParallelDataset(data, "train")) == 200
+    assert not stale.exists()
+
+
+def test_outputs_follow_the_umask(tmp_path):
+    from transduce.files import output_dir, write_text
+
+    old = os.umask(0o027)
+    try:
+        write_text(tmp_path / "a.txt", "x\n")
+        with output_dir(tmp_path / "folder", "test") as folder:
+            (folder / "b.txt").write_text("y\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "folder").stat().st_mode & 0o777 == 0o750
