@@ -76,22 +76,129 @@ def test_small_pieces():
     assert fin_l[0].tolist() == pytest.approx([-0.7, -1.0])
 
 
-@pytest.mark.parametrize("alpha, kind", [(0.6, "gnmt"), (1.0, "power"), (0.0, "gnmt")])
-def test_wide_beam_equals_exhaustive_enumeration(alpha, kind):
-    torch.manual_seed(3)
-    model = Transformer(tiny_config(vocab_size=6, d_model=32, d_ff=64)).eval()
-    src, _ = random_batch(2, 4, 6)
-    L = 4  # at most 3 tokens and eos
-    opts = SearchOptions(max_len_a=0, max_len_b=L)
-    words = [3, 4, 5]  # pad and bos are never generated; eos ends
-    results = beam_search(model, src, beam=len(words) ** (L - 1), alpha=alpha, options=opts, length_penalty_kind=kind)
-    for b in range(2):
-        candidates = [list(y) for k in range(L) for y in itertools.product(words, repeat=k)]
+WORDS = [4, 5, 6, 7]  # the enumeration test's output words (pad, bos, eos, unk are 0-3)
+MAX_OUT = 5  # at most 4 words and eos
+
+
+def ambiguous_pairs() -> list[tuple[list[int], list[int]]]:
+    """Each source has three readings: 4 or 5 followed by any word (likely first words, diffuse
+    continuations), or 6 followed by the reversed source (a rarer first word, then certain).
+    The best output is the third, which greedy search and a beam of 2 cannot reach."""
+    pairs = []
+    for source in (list(y) for k in (1, 2) for y in itertools.product(WORDS, repeat=k)):
+        pairs += [(source, [4, w]) for w in WORDS] + [(source, [5, w]) for w in WORDS]
+        pairs += [(source, [6] + source[::-1])] * 3
+    return pairs
+
+
+def enumerate_best(model, src, alpha: float, kind: str) -> list[list[tuple[float, list[int]]]]:
+    """Every output of up to MAX_OUT - 1 words, scored as beam search ranks them, best first."""
+    candidates = [list(y) for k in range(MAX_OUT) for y in itertools.product(WORDS, repeat=k)]
+    ranked = []
+    for b in range(src.size(0)):
         logprobs = score_targets(model, src[b : b + 1].expand(len(candidates), -1), candidates)
         scores = logprobs / length_penalty(torch.tensor([len(y) + 1 for y in candidates]), alpha, kind).float()
-        best = int(scores.argmax())
-        assert results[b][0].tokens == candidates[best]
-        assert results[b][0].score == pytest.approx(float(scores[best]), abs=1e-5)
+        order = scores.argsort(descending=True).tolist()
+        ranked.append([(float(scores[i]), candidates[i]) for i in order])
+    return ranked
+
+
+@pytest.fixture(scope="module")
+def ambiguous_model():
+    """A tiny Transformer trained (full batch, a few seconds) until search is hard: for every test
+    sentence the best output has an intermediate length, and greedy and a beam of 2 miss it."""
+    from transduce.data.dataset import pad_sequences
+
+    torch.manual_seed(0)
+    model = Transformer(tiny_config(vocab_size=8, d_model=32, d_ff=64, dropout=0.0))
+    pairs = ambiguous_pairs()
+    src = pad_sequences([p[0] for p in pairs], PAD, suffix=EOS)
+    tgt_in = pad_sequences([p[1] for p in pairs], PAD, prefix=BOS)
+    tgt_out = pad_sequences([p[1] for p in pairs], PAD, suffix=EOS)
+    test_src = pad_sequences([[4], [5, 7], [7, 6], [6]], PAD, suffix=EOS)  # sentences of different lengths
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opts = SearchOptions(max_len_a=0, max_len_b=MAX_OUT)
+    for step in range(1, 301):  # bounded by steps; the search below decides when the model is ready
+        model.train()
+        loss = nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 20:
+            continue
+        model.eval()
+        best = [r[0][1] for r in enumerate_best(model, test_src, 0.6, "gnmt")]
+        greedy = [h.tokens for h in greedy_search(model, test_src, opts)]
+        narrow = [h[0].tokens for h in beam_search(model, test_src, beam=2, alpha=0.6, options=opts)]
+        if all(0 < len(y) < MAX_OUT - 1 for y in best) and len({len(y) for y in best}) > 1 and \
+                greedy != best and narrow != best:
+            return model, test_src
+    pytest.fail("the model never made search hard; the task or the training steps need a look")
+
+
+@pytest.mark.parametrize("alpha, kind", [(0.6, "gnmt"), (1.0, "gnmt"), (1.0, "power"), (0.0, "gnmt")])
+def test_wide_beam_equals_exhaustive_enumeration(ambiguous_model, alpha, kind):
+    model, src = ambiguous_model
+    opts = SearchOptions(max_len_a=0, max_len_b=MAX_OUT)
+    ranked = enumerate_best(model, src, alpha, kind)
+    wide = beam_search(model, src, beam=len(WORDS) ** (MAX_OUT - 1), alpha=alpha, options=opts, nbest=3,
+                       length_penalty_kind=kind)
+    greedy = greedy_search(model, src, opts)
+    narrow = beam_search(model, src, beam=2, alpha=alpha, options=opts, length_penalty_kind=kind)
+    for b in range(src.size(0)):
+        expected = ranked[b][:3]
+        assert [h.tokens for h in wide[b]] == [y for _, y in expected]  # the 3 best, in order, distinct
+        assert [h.score for h in wide[b]] == pytest.approx([s for s, _ in expected], abs=1e-5)
+        assert 0 < len(expected[0][1]) < MAX_OUT - 1  # an intermediate length, not empty, not the longest
+    if (alpha, kind) == (0.6, "gnmt"):  # the test's power: cheaper searches miss the optimum
+        assert [g.tokens for g in greedy] != [r[0][1] for r in ranked]
+        assert [h[0].tokens for h in narrow] != [r[0][1] for r in ranked]
+
+
+def test_length_penalty_flips_the_ranking_by_hand():
+    """fairseq-style: two sentences, beam 2, scripted probabilities, worked out by hand.
+
+    Sentence 0 (source A): p(A)=.6 p(B)=.4; after A: eos .6, A .25, B .15; after B: B .85, eos .15;
+    after AA, AB or BB: eos 1.
+      step 0: live A (.6), B (.4)
+      step 1: candidates A.eos .36, B.B .34, A.A .15, A.B .09, B.eos .06 -> finished "A" (.36, |Y|=2);
+              live BB (.34), AA (.15)
+      step 2: BB.eos .34 (|Y|=3), AA.eos .15 (|Y|=3)
+      alpha 0:   "A"  log .36 = -1.0217  beats  "BB" log .34 = -1.0788
+      alpha 1 (gnmt, lp = (5+|Y|)/6):  "A" -1.0217/(7/6) = -0.8757  loses to  "BB" -1.0788/(8/6) = -0.8091
+    Sentence 1 (source B): p(B)=.7 p(A)=.3; after B: eos .8, A .12, B .08; after A: A 1; after AA,
+    BA, BB: eos 1. "B" (.56) wins at both alphas:
+      alpha 0: log .56 = -0.5798;  "AA" log .3 = -1.2040
+      alpha 1: -0.5798/(7/6) = -0.4970;  "AA" -1.2040/(8/6) = -0.9030
+    """
+    table = {
+        A: {(): {A: 0.6, B: 0.4}, (A,): {EOS: 0.6, A: 0.25, B: 0.15}, (B,): {B: 0.85, EOS: 0.15}},
+        B: {(): {B: 0.7, A: 0.3}, (B,): {EOS: 0.8, A: 0.12, B: 0.08}, (A,): {A: 1.0}},
+    }
+
+    class TwoSentences(ScriptedModel):
+        def forward(self, src, tgt):
+            logits = torch.full((tgt.size(0), tgt.size(1), 5), float("-inf"))
+            for b, t in itertools.product(range(tgt.size(0)), range(tgt.size(1))):
+                prefix = tuple(tgt[b, 1 : t + 1].tolist())
+                for token, p in table[int(src[b, 0])].get(prefix, {EOS: 1.0}).items():
+                    logits[b, t, token] = math.log(p)
+            return logits
+
+    model = TwoSentences()
+    src = torch.tensor([[A, EOS], [B, EOS]])
+    opts = SearchOptions(max_len_a=0, max_len_b=4, use_cache=False)
+    plain = beam_search(model, src, beam=2, alpha=0.0, options=opts, nbest=2)
+    assert [h.tokens for h in plain[0]] == [[A], [B, B]]
+    assert [h.score for h in plain[0]] == pytest.approx([-1.0217, -1.0788], abs=1e-4)
+    assert plain[1][0].tokens == [B] and plain[1][0].score == pytest.approx(-0.5798, abs=1e-4)
+    flipped = beam_search(model, src, beam=2, alpha=1.0, options=opts, nbest=2)
+    assert [h.tokens for h in flipped[0]] == [[B, B], [A]]
+    assert [h.score for h in flipped[0]] == pytest.approx([-0.8091, -0.8757], abs=1e-4)
+    assert [h.logprob for h in flipped[0]] == pytest.approx([math.log(0.34), math.log(0.36)], abs=1e-6)
+    assert flipped[1][0].tokens == [B] and flipped[1][0].score == pytest.approx(-0.4970, abs=1e-4)
+    assert [h.tokens for h in flipped[1]] == [[B], [A, A]]
+    assert flipped[1][1].score == pytest.approx(-0.9030, abs=1e-4)
 
 
 def test_beam_one_equals_greedy_and_scores_equal_forced_decoding():

@@ -73,19 +73,25 @@ def server(tmp_path):
     httpd.shutdown()
 
 
-def fill(root: Path) -> None:
-    for split, lines in (("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)):
-        for lang in ("en", "de"):
-            source = MULTI30K / f"{split}.{lang}.gz"
-            if source.is_file():
-                shutil.copyfile(source, root / source.name)
-            else:  # without the shared copy, serve generated files of the right length
-                (root / f"{split}.{lang}.gz").write_bytes(gzip.compress(b"line\n" * lines))
+def fill(root: Path, monkeypatch) -> None:
+    """Serve the published files (or, without the shared copy, generated ones whose checksums the
+    test pins in place of the published ones)."""
+    from transduce.cli.download import DATASETS, sha256
+
+    files = dict(DATASETS["multi30k"]["files"])
+    for name, (lines, digest) in files.items():
+        source = MULTI30K / name
+        if source.is_file():
+            shutil.copyfile(source, root / name)
+        else:
+            (root / name).write_bytes(gzip.compress(b"line\n" * lines))
+            files[name] = (lines, sha256(root / name))
+    monkeypatch.setitem(DATASETS["multi30k"], "files", files)
 
 
-def test_download_from_a_loopback_server(server, tmp_path):
+def test_download_from_a_loopback_server(server, tmp_path, monkeypatch):
     root, url = server
-    fill(root)
+    fill(root, monkeypatch)
     out = tmp_path / "m30k"
     result = cli("download", "multi30k", str(out), "--base-url", url)
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in root.iterdir())
@@ -95,9 +101,9 @@ def test_download_from_a_loopback_server(server, tmp_path):
     assert again.stdout.count("already there") == 6
 
 
-def test_download_refuses_a_truncated_gzip(server, tmp_path):
+def test_download_refuses_a_truncated_gzip(server, tmp_path, monkeypatch):
     root, url = server
-    fill(root)
+    fill(root, monkeypatch)
     data = (root / "val.de.gz").read_bytes()
     (root / "val.de.gz").write_bytes(data[: len(data) // 2])
     out = tmp_path / "m30k"
@@ -105,3 +111,16 @@ def test_download_refuses_a_truncated_gzip(server, tmp_path):
     assert result.returncode == 2
     assert "val.de.gz: the download is not a complete gzip file" in result.stderr
     assert not (out / "val.de.gz").exists() and not list(out.glob(".*"))
+
+
+def test_download_refuses_a_tampered_mirror(server, tmp_path, monkeypatch):
+    """A file of the right length and a valid gzip, but other content: the checksum catches it."""
+    root, url = server
+    fill(root, monkeypatch)
+    lines = gzip.decompress((root / "val.en.gz").read_bytes()).split(b"\n")
+    lines[10] = b"A tampered sentence."
+    (root / "val.en.gz").write_bytes(gzip.compress(b"\n".join(lines)))
+    out = tmp_path / "m30k"
+    result = cli("download", "multi30k", str(out), "--base-url", url, check=False)
+    assert result.returncode == 2 and "val.en.gz: its SHA-256 is" in result.stderr
+    assert not (out / "val.en.gz").exists() and not list(out.glob(".*"))
