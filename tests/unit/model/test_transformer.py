@@ -57,24 +57,20 @@ def test_permutation_equivariance_only_without_positions():
         assert torch.allclose(out[:, perm], out_perm, atol=1e-5) == equivariant
 
 
-def test_sinusoid_offset_is_a_linear_map_independent_of_position():
-    # PE(pos + k) = M_k PE(pos): M_k is block-diagonal rotation by k * w_i for each frequency pair.
+def test_sinusoid_offset_is_a_rotation_independent_of_position():
+    # §3.5: PE(pos + k) = M_k PE(pos). Tested in its well-conditioned form: each (sin, cos) pair of
+    # frequency w_i is the pair at pos rotated by the angle k * w_i, the same rotation at every pos.
     d = 16
     pe = sinusoidal_table(200, d, dtype=torch.float64)
+    w = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
     for k in (1, 3, 17):
-        # Solve M_k from many positions at once, then check it reproduces PE(pos + k) everywhere.
-        A, B = pe[: 100], pe[k : 100 + k]
-        M = torch.linalg.lstsq(A, B).solution.T  # (d, d)
-        for pos in (0, 5, 50, 150):
-            torch.testing.assert_close(M @ pe[pos], pe[pos + k], atol=1e-6, rtol=0)
-        # and the rotation the paper's argument predicts does the same, whatever the position
-        w = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
-        R = torch.zeros(d, d, dtype=torch.float64)
-        for i, wi in enumerate(w):
-            c, s = torch.cos(k * wi), torch.sin(k * wi)
-            R[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
-        for pos in (0, 5, 50, 150):
-            torch.testing.assert_close(R @ pe[pos], pe[pos + k], atol=1e-9, rtol=0)
+        c, s = torch.cos(k * w), torch.sin(k * w)  # (d/2,)
+        sin, cos = pe[:-k, 0::2], pe[:-k, 1::2]  # (P-k, d/2) at pos
+        rotated = torch.stack([sin * c + cos * s, cos * c - sin * s], dim=-1).flatten(1)  # (P-k, d)
+        torch.testing.assert_close(rotated, pe[k:], atol=1e-12, rtol=0)
+        # a rotation by a slightly different angle does not fit: the check has power
+        wrong = torch.stack([sin * torch.cos(1.01 * k * w) + cos * torch.sin(1.01 * k * w), cos], -1).flatten(1)
+        assert (wrong - pe[k:]).abs().max() > 1e-3
 
 
 def test_sinusoid_layouts():
