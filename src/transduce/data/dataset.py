@@ -98,8 +98,14 @@ class Batch:
 
     pad_id: int = 0
 
-    def to(self, device) -> "Batch":
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device), self.indices, self.pad_id)
+    def to(self, device, non_blocking: bool = False) -> "Batch":
+        """The batch on ``device``; with ``non_blocking`` (from pinned memory) the copy overlaps compute."""
+        return Batch(self.src.to(device, non_blocking=non_blocking), self.tgt_in.to(device, non_blocking=non_blocking),
+                     self.tgt_out.to(device, non_blocking=non_blocking), self.indices, self.pad_id)
+
+    def pin_memory(self) -> "Batch":
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.indices,
+                     self.pad_id)
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int, prefix: int | None = None,

@@ -78,8 +78,8 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
     stepper = Stepper(model, src, beam=K, use_cache=options.use_cache)
     max_len = max_lengths(model, src, options)  # (B,)
     L = int(max_len.max())
-    prefix = prefix_tensor(options.prefix, B, config.pad_id)
-    lp_at_max = length_penalty(max_len, alpha, length_penalty_kind).float()  # (B,)
+    prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
+    lp_at_max = length_penalty(max_len.cpu(), alpha, length_penalty_kind).float().to(device)  # (B,)
 
     tokens = torch.full((B * K, 1), config.start_id, dtype=torch.long, device=device)  # (B*K, t)
     scores = torch.full((B, K), NEG_INF, device=device)  # cumulative logprobs of live beams

@@ -73,13 +73,14 @@ class Stepper:
 
 def max_lengths(model, src: Tensor, options: SearchOptions) -> Tensor:
     """Per sentence, the most output tokens allowed (eos included), capped by the model's positions."""
-    src_len = src.ne(model.config.pad_id).sum(1)  # (B,)
+    src_len = src.ne(model.config.pad_id).sum(1).cpu()  # (B,); float64 on the CPU (MPS has none)
     limit = (options.max_len_a * src_len.double() + options.max_len_b).floor().long()
-    return limit.clamp(min=1, max=model.config.max_positions)
+    return limit.clamp(min=1, max=model.config.max_positions).to(src.device)
 
 
-def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id: int) -> Optional[Tensor]:
-    """Per-sentence forced prefixes as ``(B, P)`` padded with -1 (no constraint)."""
+def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id: int,
+                  device: torch.device | str = "cpu") -> Optional[Tensor]:
+    """Per-sentence forced prefixes as ``(B, P)`` padded with -1 (no constraint), on ``device``."""
     if not prefix or not any(prefix):
         return None
     if len(prefix) != batch:
@@ -88,7 +89,7 @@ def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id:
     out = torch.full((batch, width), -1, dtype=torch.long)
     for b, p in enumerate(prefix):
         out[b, : len(p)] = torch.as_tensor(list(p), dtype=torch.long)
-    return out
+    return out.to(device)
 
 
 def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int,

@@ -35,10 +35,10 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
     B = src.size(0)
     stepper = Stepper(model, src, beam=1, use_cache=options.use_cache)
     max_len = max_lengths(model, src, options)  # (B,)
-    prefix = prefix_tensor(options.prefix, B, config.pad_id)
+    prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
     tokens = torch.full((B, 1), config.start_id, dtype=torch.long, device=src.device)  # (B, t)
-    logprob = torch.zeros(B)
-    done = torch.zeros(B, dtype=torch.bool)
+    logprob = torch.zeros(B, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
     for step in range(int(max_len.max())):
         lp = constrain(stepper.logprobs(tokens), step, config, max_len, options.min_len, prefix)  # (B, V)
         if greedy:

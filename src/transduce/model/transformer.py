@@ -96,8 +96,10 @@ class Transformer(nn.Module):
         """Teacher-forced pass: ``src (B, S)``, ``tgt_in (B, T)`` -> logits ``(B, T, V)``.
 
         With ``need_weights`` the attention is computed explicitly and returned as ``Attention``.
-        With ``select``, a boolean ``(B, T)`` mask, only those positions are projected to the
-        vocabulary and the logits are ``(N, V)``: training skips the padded positions this way.
+        With ``select``, a boolean ``(B, T)`` mask or the ``(N,)`` indices of positions in the
+        flattened ``B * T``, only those positions are projected to the vocabulary and the logits are
+        ``(N, V)``: training skips the padded positions this way. Indices computed on the host
+        avoid the device sync a boolean mask costs on a GPU.
         """
         if need_weights:
             memory, enc_w = self.encode(src, need_weights=True)
@@ -114,8 +116,10 @@ class Transformer(nn.Module):
                               need_weights=need_weights)
             dec_w.append(sw)
             cross_w.append(cw)
-        if select is not None:
+        if select is not None and select.dtype == torch.bool:
             x = x[select]  # (N, D): the real target positions only
+        elif select is not None:
+            x = x.flatten(0, 1).index_select(0, select)  # (N, D)
         logits = self._project(x)
         return (logits, Attention(enc_w, dec_w, cross_w)) if need_weights else logits
 

@@ -23,4 +23,5 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, pad_id: i
     V = logprobs.size(-1)
     smooth = -(logprobs.sum(-1) - logprobs[:, pad_id]) / (V - 1)  # (N,) mean over non-pad classes
     loss = (1.0 - epsilon) * nll + epsilon * smooth
-    return loss[keep].sum(), nll[keep].sum()
+    keep = keep.to(loss.dtype)  # a product, not boolean indexing: no device sync
+    return (loss * keep).sum(), (nll * keep).sum()

@@ -120,6 +120,8 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(train_config.adam_beta1,
                                           train_config.adam_beta2), eps=train_config.adam_eps,
                                           weight_decay=train_config.weight_decay)
+        # fp16 (CUDA only) needs loss scaling; bf16 and fp32 do not.
+        self.scaler = torch.amp.GradScaler("cuda") if settings.precision == "fp16" else None
         self.progress = Progress()
         self._lock = None
         self._prepare_run_dir(resume)
@@ -190,6 +192,8 @@ class Trainer:
                 state, trainer = read_training_state(folder)
                 self._load_weights(folder)
                 self.optimizer.load_state_dict(state["optimizer"])
+                if self.scaler is not None and state.get("scaler"):
+                    self.scaler.load_state_dict(state["scaler"])
                 progress = Progress(**trainer["progress"])
             except (CheckpointError, KeyError, TypeError, ValueError) as error:
                 self.log(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
@@ -234,37 +238,62 @@ class Trainer:
 
     # --- one update -----------------------------------------------------------------------
 
-    def update(self, micro_batches: list) -> dict[str, float]:
-        """Forward, backward and (unless the loss is not finite) one optimizer step."""
+    def update(self, micro_batches: list) -> dict[str, Any]:
+        """Forward, backward and (unless the loss is not finite) one optimizer step.
+
+        One host sync per update, to skip a non-finite update exactly; the loss values stay on the
+        device (``loss``/``nll`` are tensors) until a log step reads them.
+        """
         tc, world = self.tc, self.dist.world_size
         self.model.train()
         # Normalize by the target tokens of the whole update (all micro-batches, all ranks), so that
         # accumulation and data parallelism give the gradient of one big batch.
-        tokens = torch.tensor(float(sum(b.target_tokens for b in micro_batches)))
+        tokens = torch.tensor(float(sum(b.target_tokens for b in micro_batches)))  # counted on the host
         total_tokens = float(distributed.all_reduce_sum(tokens, self.dist))
-        loss_sum = nll_sum = 0.0
+        cuda = self.device.type == "cuda"
+        loss_sum = torch.zeros((), device=self.device)
+        nll_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(micro_batches):
-            batch = batch.to(self.device)
+            real = (batch.tgt_out != self.cfg.pad_id).flatten()  # (B*T,) on the host: no device sync
+            # Under torch.compile the whole (B, T) is projected: a varying number of real positions
+            # would recompile; the loss masks the padding either way.
+            select = None if self.settings.compile else real.nonzero().squeeze(1)
+            target = batch.tgt_out.flatten() if select is None else batch.tgt_out.flatten()[select]
+            if cuda:
+                batch = batch.pin_memory()
+            batch = batch.to(self.device, non_blocking=cuda)
+            target = target.to(self.device, non_blocking=cuda)
+            select = None if select is None else select.to(self.device, non_blocking=cuda)
             sync = self.ddp is None or i == len(micro_batches) - 1
             with (nullcontext() if sync else self.ddp.no_sync()), autocast(self.device, self.settings.precision):
-                real = batch.tgt_out != self.cfg.pad_id  # (B, T)
-                logits = self.forward_model(batch.src, batch.tgt_in, select=real)  # (N, V), padding skipped
-                loss, nll = label_smoothed_nll(logits, batch.tgt_out[real], tc.label_smoothing, self.cfg.pad_id)
-            (loss * world / total_tokens).backward()
-            loss_sum += float(loss.detach())
-            nll_sum += float(nll.detach())
-        sums = distributed.all_reduce_sum(torch.tensor([loss_sum, nll_sum]), self.dist)
+                logits = self.forward_model(batch.src, batch.tgt_in, select=select)  # (N, V)
+                loss, nll = label_smoothed_nll(logits.flatten(0, -2), target, tc.label_smoothing, self.cfg.pad_id)
+            scaled = loss * world / total_tokens
+            (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+            loss_sum += loss.detach()
+            nll_sum += nll.detach()
+        sums = distributed.all_reduce_sum(torch.stack([loss_sum, nll_sum]), self.dist)
         step = self.progress.step + 1
         lr = learning_rate(step, tc.lr_schedule, self.cfg.d_model, tc.warmup, tc.lr_factor, tc.peak_lr)
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm if tc.clip_norm > 0 else math.inf)
-        finite = math.isfinite(float(sums[0])) and math.isfinite(float(grad_norm))
-        if finite:
+        finite = bool(torch.isfinite(torch.stack([sums[0], grad_norm.to(sums.device)])).all())  # the one sync
+        if self.scaler is not None:
+            # fp16: an overflow is the scaler's business (it lowers the scale and skips the step),
+            # not a divergence; only a non-finite loss counts as a bad step.
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            finite = bool(torch.isfinite(sums[0]))
+        elif finite:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {"loss": float(sums[0]) / total_tokens, "nll": float(sums[1]) / total_tokens, "lr": lr,
-                "grad_norm": float(grad_norm), "tokens": total_tokens, "finite": finite}
+        return {"loss": sums[0] / total_tokens, "nll": sums[1] / total_tokens, "lr": lr, "grad_norm": grad_norm,
+                "tokens": total_tokens, "finite": finite}
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -379,11 +408,11 @@ class Trainer:
 
     def _log_train(self, window: dict, last: dict, bar) -> None:
         seconds = max(time.time() - window["time"], 1e-9)
-        loss = window["loss"] / max(window["tokens"], 1)
-        nll = window["nll"] / max(window["tokens"], 1)
+        loss = float(window["loss"]) / max(window["tokens"], 1)  # device values are read here, at log steps
+        nll = float(window["nll"]) / max(window["tokens"], 1)
         record = {"type": "train", "step": self.progress.step, "epoch": self.progress.epoch + 1, "loss": round(loss, 4),
                   "nll": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2), "lr": last["lr"],
-                  "grad_norm": round(last["grad_norm"], 4),
+                  "grad_norm": round(float(last["grad_norm"]), 4),
                   "tokens_per_s": round(window["tokens"] / seconds, 1),
                   "elapsed": round(self.progress.elapsed, 1)}
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
@@ -476,7 +505,8 @@ class Trainer:
             cuda_rngs = [cuda for _, cuda in gathered] if cuda_rngs else None
         if not self.dist.is_main:
             return
-        state = {"optimizer": self.optimizer.state_dict(), "rng": rngs, "cuda_rng": cuda_rngs}
+        state = {"optimizer": self.optimizer.state_dict(), "rng": rngs, "cuda_rng": cuda_rngs,
+                 "scaler": self.scaler.state_dict() if self.scaler is not None else None}
         folder = self.run_dir / "checkpoints" / f"step_{self.progress.step:08d}"
         write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
                          {"progress": asdict(self.progress), "train": self.tc.to_dict()})
