@@ -14,6 +14,32 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MULTI30K = SHARED_DATA / "multi30k"
 
 
+def available_devices() -> list[str]:
+    """cpu, and every accelerator this machine has."""
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found.append("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        found.append("mps")
+    return found
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", action="append", default=None, choices=["cpu", "cuda", "mps"],
+                     help="run the device-parametrized tests on this device (repeatable; default: cpu and "
+                          "every accelerator present)")
+
+
+def pytest_generate_tests(metafunc):
+    """Tests that take a ``device`` argument run once per device: the same suite checks a GPU."""
+    if "device" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("--device") or available_devices()
+        missing = [d for d in chosen if d not in available_devices()]
+        if missing:
+            raise pytest.UsageError(f"--device {missing[0]}: this machine has no such device")
+        metafunc.parametrize("device", chosen)
+
+
 @pytest.fixture(autouse=True)
 def _seed_everything():
     random.seed(0)
@@ -32,12 +58,14 @@ def tiny_config(**overrides):
     return ModelConfig.preset("tiny", **base)
 
 
-def random_batch(batch: int, length: int, vocab: int, pad_id: int = 0, min_len: int = 1, generator=None):
-    """Token ids ``(batch, length)`` in [4, vocab) with right padding of random lengths."""
+def random_batch(batch: int, length: int, vocab: int, pad_id: int = 0, min_len: int = 1, generator=None,
+                 device="cpu"):
+    """Token ids ``(batch, length)`` in [4, vocab) with right padding of random lengths, on ``device``
+    (drawn on the CPU, so every device gets the same ids)."""
     g = generator or torch.Generator().manual_seed(1)
     ids = torch.randint(4, vocab, (batch, length), generator=g)
     lengths = torch.randint(min_len, length + 1, (batch,), generator=g)
     lengths[0] = length
     for b, n in enumerate(lengths.tolist()):
         ids[b, n:] = pad_id
-    return ids, lengths
+    return ids.to(device), lengths.to(device)

@@ -201,22 +201,22 @@ def test_length_penalty_flips_the_ranking_by_hand():
     assert flipped[1][1].score == pytest.approx(-0.9030, abs=1e-4)
 
 
-def test_beam_one_equals_greedy_and_scores_equal_forced_decoding():
-    model = Transformer(tiny_config()).eval()
-    src, _ = random_batch(5, 7, 40)
+def test_beam_one_equals_greedy_and_scores_equal_forced_decoding(device):
+    model = Transformer(tiny_config()).to(device).eval()
+    src, _ = random_batch(5, 7, 40, device=device)
     opts = SearchOptions(max_len_a=1.0, max_len_b=5)
     greedy = greedy_search(model, src, opts)
     beam1 = beam_search(model, src, beam=1, options=opts, stop="k_finished")
     assert [g.tokens for g in greedy] == [b[0].tokens for b in beam1]
     beam4 = beam_search(model, src, beam=4, options=opts)
     forced = score_targets(model, src, [h[0].tokens for h in beam4])
-    torch.testing.assert_close(forced, torch.tensor([h[0].logprob for h in beam4]), atol=1e-4, rtol=0)
+    torch.testing.assert_close(forced.cpu(), torch.tensor([h[0].logprob for h in beam4]), atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "rope", "alibi"])
-def test_cached_equals_uncached_and_batch_equals_alone(positional):
-    model = Transformer(tiny_config(positional=positional)).eval()
-    src, _ = random_batch(4, 8, 40)
+def test_cached_equals_uncached_and_batch_equals_alone(positional, device):
+    model = Transformer(tiny_config(positional=positional)).to(device).eval()
+    src, _ = random_batch(4, 8, 40, device=device)
     opts = SearchOptions(max_len_a=1.0, max_len_b=4)
     cached = beam_search(model, src, beam=3, options=opts, nbest=3)
     uncached = beam_search(model, src, beam=3, options=SearchOptions(1.0, 4, use_cache=False), nbest=3)
@@ -228,9 +228,9 @@ def test_cached_equals_uncached_and_batch_equals_alone(positional):
         assert greedy_search(model, alone, opts)[0].tokens == greedy_search(model, src, opts)[b].tokens
 
 
-def test_constraints_prefix_min_and_max_length():
-    model = Transformer(tiny_config()).eval()
-    src, _ = random_batch(3, 6, 40)
+def test_constraints_prefix_min_and_max_length(device):
+    model = Transformer(tiny_config()).to(device).eval()
+    src, _ = random_batch(3, 6, 40, device=device)
     prefix = [[7, 8], [], [9]]
     opts = SearchOptions(max_len_a=0, max_len_b=6, min_len=4, prefix=prefix)
     for hyps in (greedy_search(model, src, opts), [h[0] for h in beam_search(model, src, 4, options=opts)]):
@@ -239,14 +239,14 @@ def test_constraints_prefix_min_and_max_length():
             assert 4 <= len(h.tokens) <= 5  # eos counts towards the 6
 
 
-def test_sampling_is_seeded_and_top_k_one_is_greedy():
-    model = Transformer(tiny_config()).eval()
-    src, _ = random_batch(4, 6, 40)
+def test_sampling_is_seeded_and_top_k_one_is_greedy(device):
+    model = Transformer(tiny_config()).to(device).eval()
+    src, _ = random_batch(4, 6, 40, device=device)
     opts = SearchOptions(max_len_a=0, max_len_b=8)
-    a = sample(model, src, opts, temperature=1.0, generator=torch.Generator().manual_seed(5))
-    b = sample(model, src, opts, temperature=1.0, generator=torch.Generator().manual_seed(5))
+    a = sample(model, src, opts, temperature=1.0, generator=torch.Generator(device).manual_seed(5))
+    b = sample(model, src, opts, temperature=1.0, generator=torch.Generator(device).manual_seed(5))
     assert [h.tokens for h in a] == [h.tokens for h in b]
-    top1 = sample(model, src, opts, top_k=1, generator=torch.Generator().manual_seed(9))
+    top1 = sample(model, src, opts, top_k=1, generator=torch.Generator(device).manual_seed(9))
     assert [h.tokens for h in top1] == [h.tokens for h in greedy_search(model, src, opts)]
 
 

@@ -32,12 +32,18 @@ def test_translate_stdin_to_stdout_keeps_empty_lines_and_order(trained):
 def test_translate_files_nbest_and_sampling(trained, tmp_path):
     (tmp_path / "in.txt").write_text("the cat\na dog runs\n")
     cli("translate", str(trained / "run"), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt"))
-    assert len((tmp_path / "out.txt").read_text().splitlines()) == 2
-    nbest = cli("translate", str(trained / "run"), "--nbest", "3", input="the cat\n").stdout.splitlines()
-    assert len(nbest) == 3 and all(line.startswith("0\t") for line in nbest)
+    written = (tmp_path / "out.txt").read_text().splitlines()
+    assert written == cli("translate", str(trained / "run"), input="the cat\na dog runs\n").stdout.splitlines()
+    assert len(written) == 2 and all(written)
+    nbest = [line.split("\t") for line in
+             cli("translate", str(trained / "run"), "--nbest", "3", input="the cat\n").stdout.splitlines()]
+    assert len(nbest) == 3 and all(index == "0" for index, _, _ in nbest)
+    scores = [float(score) for _, score, _ in nbest]
+    assert scores == sorted(scores, reverse=True) and len({text for _, _, text in nbest}) == 3  # ranked, distinct
+    assert nbest[0][2] == cli("translate", str(trained / "run"), input="the cat\n").stdout.strip()
     a = cli("translate", str(trained / "run"), "--sampling", "--seed", "3", "--temperature", "2", input="the cat sat\n")
     b = cli("translate", str(trained / "run"), "--sampling", "--seed", "3", "--temperature", "2", input="the cat sat\n")
-    assert a.stdout == b.stdout
+    assert a.stdout == b.stdout and a.stdout.strip()
     prefix = cli("translate", str(trained / "run"), "--prefix", "dog", input="the cat sat\n").stdout
     assert prefix.startswith("dog")
 

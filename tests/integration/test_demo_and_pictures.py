@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from transduce.visualize import DPI, grid_size
+from transduce.visualize import DPI
 
 from ..conftest import MULTI30K
 from ..helpers import cli, prepare_reverse_task
@@ -41,13 +41,14 @@ def test_attention_png_size_matches_the_layer_by_head_grid(small_run, tmp_path):
     cli("attention", str(small_run), "--src", "the cat sat", "--tgt", "sat cat the", "--out", str(out))
     width, height = Image.open(out).size
     rows = 2 + 3 + 3  # encoder layers + decoder self + cross
-    longest = max(len("▁the ▁cat ▁sat </s>".split()), 4)
-    w, h = grid_size(rows, 4, longest)
+    # worked out by hand: 4 tokens at most, so each panel is its 2-inch minimum; 4 heads wide plus a
+    # 1.6-inch margin, 8 rows high plus 1 inch
+    w, h = 2.0 * 4 + 1.6, 2.0 * rows + 1.0
     assert (width, height) == (round(w * DPI), round(h * DPI))
     cross = tmp_path / "cross.png"
     cli("attention", str(small_run), "--src", "the cat sat", "--tgt", "sat cat the", "--out", str(cross), "--kinds",
         "cross")
-    assert Image.open(cross).size == (round(w * DPI), round(grid_size(3, 4, longest)[1] * DPI))  # 3 rows, not 8
+    assert Image.open(cross).size == (round(w * DPI), round((2.0 * 3 + 1.0) * DPI))  # 3 rows, not 8
     # without --tgt the target is the model's own beam-search translation
     own = cli("attention", str(small_run), "--src", "the cat sat", "--out", str(tmp_path / "own.png"))
     assert "target:" in own.stdout and (tmp_path / "own.png").is_file()

@@ -15,17 +15,23 @@ POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "n
 def test_shapes_and_padding_from_config():
     cfg = tiny_config(pad_id=5, bos_id=6, eos_id=7, unk_id=8)
     model = Transformer(cfg).eval()
-    src, _ = random_batch(3, 9, cfg.vocab_size, pad_id=5)
+    src, src_len = random_batch(3, 9, cfg.vocab_size, pad_id=5)
     tgt, _ = random_batch(3, 6, cfg.vocab_size, pad_id=5)
     assert model(src, tgt).shape == (3, 6, cfg.vocab_size)
     assert model.encode(src).shape == (3, 9, cfg.d_model)
+    # the configured pad id (5, not 0) is what gets masked: a padded sentence equals it alone
+    b = int((src_len < 9).nonzero()[0])
+    n = int(src_len[b])
+    torch.testing.assert_close(model(src, tgt)[b], model(src[b : b + 1, :n], tgt[b : b + 1])[0], atol=1e-5, rtol=0)
+    blind = Transformer(tiny_config()).eval()  # pad id 0: the 5s are words to it, and the outputs differ
+    assert not torch.allclose(blind(src, tgt)[b], blind(src[b : b + 1, :n], tgt[b : b + 1])[0], atol=1e-3)
 
 
 @pytest.mark.parametrize("positional", POSITIONALS)
-def test_causality(positional):
-    model = Transformer(tiny_config(positional=positional)).eval()
-    src, _ = random_batch(2, 7, 40)
-    tgt = torch.randint(4, 40, (2, 8))
+def test_causality(positional, device):
+    model = Transformer(tiny_config(positional=positional)).to(device).eval()
+    src, _ = random_batch(2, 7, 40, device=device)
+    tgt = torch.randint(4, 40, (2, 8), device=device)
     base = model(src, tgt)
     for t in range(8):
         changed = tgt.clone()
@@ -37,13 +43,13 @@ def test_causality(positional):
 
 @pytest.mark.parametrize("positional", POSITIONALS)
 @pytest.mark.parametrize("norm_position", ["post", "pre"])
-def test_padding_invariance(positional, norm_position):
-    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).eval()
-    src = torch.randint(4, 40, (2, 6))
-    tgt = torch.randint(4, 40, (2, 5))
+def test_padding_invariance(positional, norm_position, device):
+    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).to(device).eval()
+    src = torch.randint(4, 40, (2, 6), device=device)
+    tgt = torch.randint(4, 40, (2, 5), device=device)
     base = model(src, tgt)
-    pad_src = torch.cat([src, torch.zeros(2, 4, dtype=torch.long)], 1)
-    pad_tgt = torch.cat([tgt, torch.zeros(2, 3, dtype=torch.long)], 1)
+    pad_src = torch.cat([src, torch.zeros(2, 4, dtype=torch.long, device=device)], 1)
+    pad_tgt = torch.cat([tgt, torch.zeros(2, 3, dtype=torch.long, device=device)], 1)
     torch.testing.assert_close(model(pad_src, tgt), base, atol=1e-5, rtol=0)
     torch.testing.assert_close(model(src, pad_tgt)[:, :5], base, atol=1e-5, rtol=0)
 
@@ -82,10 +88,10 @@ def test_sinusoid_layouts():
 
 @pytest.mark.parametrize("positional", POSITIONALS)
 @pytest.mark.parametrize("norm_position", ["post", "pre"])
-def test_incremental_decoding_matches_full_pass(positional, norm_position):
-    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).eval()
-    src, _ = random_batch(3, 8, 40)
-    tgt = torch.randint(4, 40, (3, 7))
+def test_incremental_decoding_matches_full_pass(positional, norm_position, device):
+    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).to(device).eval()
+    src, _ = random_batch(3, 8, 40, device=device)
+    tgt = torch.randint(4, 40, (3, 7), device=device)
     full = model(src, tgt)
     memory = model.encode(src)
     cache = model.start_decoding(src, memory, capacity=2)  # forces the buffers to grow
@@ -95,14 +101,14 @@ def test_incremental_decoding_matches_full_pass(positional, norm_position):
     assert cache.length == 7
 
 
-def test_cache_reorder_equals_recomputing_and_beams_share_cross_keys():
-    model = Transformer(tiny_config()).eval()
-    src, _ = random_batch(2, 6, 40)
-    tgt = torch.randint(4, 40, (6, 4))  # 2 sentences x 3 beams
+def test_cache_reorder_equals_recomputing_and_beams_share_cross_keys(device):
+    model = Transformer(tiny_config()).to(device).eval()
+    src, _ = random_batch(2, 6, 40, device=device)
+    tgt = torch.randint(4, 40, (6, 4), device=device)  # 2 sentences x 3 beams
     memory = model.encode(src)
     cache = model.start_decoding(src, memory, beam=3)
     model.decode(tgt[:, :3], cache)
-    order = torch.tensor([2, 2, 0, 4, 3, 5])  # beams move within their own sentence
+    order = torch.tensor([2, 2, 0, 4, 3, 5], device=device)  # beams move within their own sentence
     cache.reorder(order)
     step = model.decode(tgt[:, 3:4], cache)
     fresh = model(src.repeat_interleave(3, 0), torch.cat([tgt[order, :3], tgt[:, 3:4]], 1))
@@ -110,25 +116,25 @@ def test_cache_reorder_equals_recomputing_and_beams_share_cross_keys():
     assert cache.layers[0].cross_k.size(0) == 2  # per sentence, never per beam
 
 
-def test_fast_and_explicit_attention_agree_and_masked_rows_are_zero():
-    q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
-    mask = torch.rand(2, 1, 4, 5) > 0.3
+def test_fast_and_explicit_attention_agree_and_masked_rows_are_zero(device):
+    q, k, v = (torch.randn(*shape).to(device) for shape in ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 8)))
+    mask = (torch.rand(2, 1, 4, 5) > 0.3).to(device)
     mask[0, :, 1] = False  # one query sees no key at all
     fast, _ = attend(q, k, v, mask)
     slow, weights = attend(q, k, v, mask, need_weights=True)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
     assert not torch.isnan(fast).any() and not torch.isnan(slow).any()
     assert (slow[0, :, 1] == 0).all() and (fast[0, :, 1] == 0).all()
-    torch.testing.assert_close(weights.sum(-1)[1], torch.ones(3, 4))
-    bias = -torch.rand(1, 3, 4, 5)
+    torch.testing.assert_close(weights.sum(-1)[1], torch.ones(3, 4, device=device))
+    bias = -torch.rand(1, 3, 4, 5, device=device)
     torch.testing.assert_close(attend(q, k, v, mask[1:], bias)[0][1:], attend(q, k, v, mask[1:], bias, need_weights=True)[0][1:],
                                atol=1e-5, rtol=0)
 
 
-def test_need_weights_returns_every_layer_and_head_and_same_logits():
-    model = Transformer(tiny_config(encoder_layers=2, decoder_layers=3)).eval()
-    src, _ = random_batch(2, 6, 40)
-    tgt = torch.randint(4, 40, (2, 5))
+def test_need_weights_returns_every_layer_and_head_and_same_logits(device):
+    model = Transformer(tiny_config(encoder_layers=2, decoder_layers=3)).to(device).eval()
+    src, _ = random_batch(2, 6, 40, device=device)
+    tgt = torch.randint(4, 40, (2, 5), device=device)
     logits, att = model(src, tgt, need_weights=True)
     torch.testing.assert_close(logits, model(src, tgt), atol=1e-5, rtol=0)
     assert [w.shape for w in att.encoder] == [(2, 4, 6, 6)] * 2
@@ -162,19 +168,19 @@ def test_tying_shares_one_tensor():
 
 @pytest.mark.parametrize("activation, norm_type", list(itertools.product(["relu", "gelu", "silu", "swiglu"],
                                                                          ["layernorm", "rmsnorm"])))
-def test_every_activation_and_norm_runs(activation, norm_type):
-    model = Transformer(tiny_config(activation=activation, norm_type=norm_type, output_bias=True))
-    src, _ = random_batch(2, 5, 40)
-    out = model(src, torch.randint(4, 40, (2, 3)))
+def test_every_activation_and_norm_runs(activation, norm_type, device):
+    model = Transformer(tiny_config(activation=activation, norm_type=norm_type, output_bias=True)).to(device)
+    src, _ = random_batch(2, 5, 40, device=device)
+    out = model(src, torch.randint(4, 40, (2, 3), device=device))
     out.sum().backward()
     assert torch.isfinite(out).all()
 
 
-def test_tiny_model_overfits_one_batch():
+def test_tiny_model_overfits_one_batch(device):
     torch.manual_seed(0)
-    model = Transformer(tiny_config())
-    src, _ = random_batch(8, 10, 40)
-    tgt, _ = random_batch(8, 9, 40, generator=torch.Generator().manual_seed(5))
+    model = Transformer(tiny_config()).to(device)
+    src, _ = random_batch(8, 10, 40, device=device)
+    tgt, _ = random_batch(8, 9, 40, generator=torch.Generator().manual_seed(5), device=device)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for step in range(300):
@@ -187,9 +193,38 @@ def test_tiny_model_overfits_one_batch():
     assert loss.item() < 0.1
 
 
-def test_select_projects_only_the_chosen_positions():
-    model = Transformer(tiny_config()).eval()
-    src, _ = random_batch(3, 6, 40)
-    tgt, _ = random_batch(3, 5, 40, generator=torch.Generator().manual_seed(7))
+def test_select_projects_only_the_chosen_positions(device):
+    model = Transformer(tiny_config()).to(device).eval()
+    src, _ = random_batch(3, 6, 40, device=device)
+    tgt, _ = random_batch(3, 5, 40, generator=torch.Generator().manual_seed(7), device=device)
     real = tgt != 0
     torch.testing.assert_close(model(src, tgt, select=real), model(src, tgt)[real], atol=1e-6, rtol=0)
+
+
+def test_alibi_slopes_follow_the_papers_formula():
+    from transduce.model.positions import ALiBi
+
+    # Press et al. 2022, §3: for 8 heads the slopes are 1/2, 1/4, ..., 1/256 (2^(-8h/H), h = 1..H)
+    assert ALiBi(8).slopes.tolist() == pytest.approx([2.0 ** -(h + 1) for h in range(8)])
+    assert ALiBi(4).slopes.tolist() == pytest.approx([2.0 ** (-2 * (h + 1)) for h in range(4)])
+    # not a power of two (their reference code): the 8-head slopes, then every other 16-head slope
+    expected = [2.0 ** -(h + 1) for h in range(8)] + [2.0 ** -(0.5 + h) for h in range(4)]
+    assert ALiBi(12).slopes.tolist() == pytest.approx(expected)
+    bias = ALiBi(8)(3, 5)  # (1, H, T, S)
+    expected_bias = torch.tensor([[-abs(i - j) / 2 for j in range(5)] for i in range(3)])
+    torch.testing.assert_close(bias[0, 0], expected_bias)
+
+
+def test_rope_scores_depend_only_on_the_relative_position(device):
+    from transduce.model.positions import Rotary
+
+    rope = Rotary(16, 64).to(device)
+    q, k = torch.randn(1, 1, 1, 16, device=device), torch.randn(1, 1, 1, 16, device=device)
+
+    def score(m: int, n: int) -> float:
+        return float((rope(q, offset=m) * rope(k, offset=n)).sum())
+
+    for shift in (1, 7, 30):
+        assert score(5 + shift, 2 + shift) == pytest.approx(score(5, 2), abs=1e-4)
+        assert score(3 + shift, 9 + shift) == pytest.approx(score(3, 9), abs=1e-4)
+    assert abs(score(5, 2) - score(5, 3)) > 1e-3  # but it does depend on the distance
