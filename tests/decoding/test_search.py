@@ -255,3 +255,36 @@ def test_filter_logits_top_p_keeps_the_nucleus():
     kept = filter_logits(lp, top_p=0.75).isfinite()
     assert kept.tolist() == [[True, True, False, False]]
     assert filter_logits(lp, top_k=3).isfinite().sum() == 3
+
+
+def test_explicit_attention_with_beams_folded_equals_the_fast_path_and_the_full_pass(device):
+    """decode(need_weights=True) with K beams per sentence (queries folded as (B, H, K*T, Dh)):
+    the same logits as the fast path, and cross weights equal to a full pass on repeated sources."""
+    model = Transformer(tiny_config()).to(device).eval()
+    src, _ = random_batch(2, 6, 40, device=device)
+    tgt = torch.randint(4, 40, (6, 3), device=device)  # 2 sentences x 3 beams
+    memory = model.encode(src)
+    fast_cache, slow_cache = model.start_decoding(src, memory, beam=3), model.start_decoding(src, memory, beam=3)
+    fast = model.decode(tgt, fast_cache)
+    slow, cross = model.decode(tgt, slow_cache, need_weights=True)
+    torch.testing.assert_close(slow, fast, atol=1e-5, rtol=0)
+    _, full = model(src.repeat_interleave(3, 0), tgt, need_weights=True)
+    assert len(cross) == len(full.cross)
+    for ours, reference in zip(cross, full.cross):  # (B*K, H, T, S) each
+        torch.testing.assert_close(ours, reference, atol=1e-5, rtol=0)
+
+
+def test_k_finished_stops_early_and_bound_is_never_worse(ambiguous_model):
+    """fairseq's rule stops at K finished hypotheses; the exact bound keeps searching while a live
+    beam can still win, so its best score is never lower, and it equals enumeration."""
+    model, src = ambiguous_model
+    opts = SearchOptions(max_len_a=0, max_len_b=MAX_OUT)
+    gains = []
+    for beam in (2, 3, 4):
+        bound = beam_search(model, src, beam=beam, alpha=1.0, options=opts, stop="bound")
+        k_finished = beam_search(model, src, beam=beam, alpha=1.0, options=opts, stop="k_finished")
+        gains += [b[0].score - k[0].score for b, k in zip(bound, k_finished)]
+    assert min(gains) >= -1e-6 and max(gains) > 0.1  # never worse, and here strictly better somewhere
+    ranked = enumerate_best(model, src, 1.0, "gnmt")
+    wide = beam_search(model, src, beam=len(WORDS) ** (MAX_OUT - 1), alpha=1.0, options=opts, stop="k_finished")
+    assert [h[0].tokens for h in wide] == [r[0][1] for r in ranked]  # K finished out of all prefixes: exact too

@@ -54,12 +54,13 @@ def token_accuracy(folder: Path, data: Path) -> float:
     return float((pred == batch.tgt_out)[real].float().mean())
 
 
-def test_tiny_model_learns_the_reverse_task(reverse_data, tmp_path):
+def test_tiny_model_learns_the_reverse_task(reverse_data, tmp_path, device):
     # Bounded by steps, never by seconds: a busy machine takes longer, not fewer steps.
     cfg = model_config(reverse_data, dropout=0.0)
     tc = TrainConfig(max_tokens=1500, max_steps=300, lr_schedule="inverse_sqrt_peak", peak_lr=3e-3, warmup=60,
                      log_every=100, valid_every=150, save_minutes=0)
-    summary = Trainer(cfg, tc, RunSettings(str(reverse_data), str(tmp_path / "run"), quiet=True), log=lambda *a: None).train()
+    settings = RunSettings(str(reverse_data), str(tmp_path / "run"), device=device, quiet=True)
+    summary = Trainer(cfg, tc, settings, log=lambda *a: None).train()
     accuracy = token_accuracy(list_checkpoints(tmp_path / "run")[-1], reverse_data)
     print(f"reverse task: token accuracy {accuracy:.3f} after {summary['step']} steps, {summary['elapsed']} s")
     assert accuracy > 0.95
@@ -128,7 +129,7 @@ def test_torchrun_two_processes_equal_one_process_over_the_same_batches(reverse_
     common = ["--max-steps", "6", "--preset", "tiny", "--set", "dropout=0.0", "--set", "warmup=10",
               "--max-tokens", str(budget), "--quiet", "--precision", "fp32", "--threads", "1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29531",
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                              "-m", "transduce", "train", str(reverse_data_no_valid), "--out", str(tmp_path / "ddp"),
                              *common], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

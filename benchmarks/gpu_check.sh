@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU checks, as one prepared script (under 8 minutes on one GPU; never run in CI):
+#   1. the test suite's device-parametrized tests on CUDA (pytest --device cuda),
+#   2. a 1-GPU training from the command line, and a 2-GPU torchrun training if 2 GPUs exist,
+#   3. bf16 and fp16 training throughput of `base` (target tokens/s, MFU) and translation throughput.
+# Usage: bash benchmarks/gpu_check.sh   (from the repository root; writes a summary at the end)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+LOG=${OUT:-/tmp}/gpu_check.log
+: > "$LOG"
+summary=()
+step() {  # step NAME COMMAND...: run, log, remember the outcome
+  local name=$1; shift
+  echo "=== $name" | tee -a "$LOG"
+  local start=$SECONDS
+  if "$@" 2>&1 | tee -a "$LOG"; then summary+=("ok    $name ($((SECONDS - start)) s)")
+  else summary+=("FAIL  $name ($((SECONDS - start)) s)"); fi
+}
+# Keep the machine's own CUDA build of torch and install nothing (such machines may have no
+# network): the package runs from src/, its dependencies are the machine's own.
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA'; print(torch.__version__, torch.cuda.get_device_name())" || exit 1
+python3 -c "import sentencepiece, sacrebleu, safetensors, tqdm, matplotlib, pytest" || { echo "missing a dependency"; exit 1; }
+GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
+step "tests on CUDA" timeout 300 python3 -m pytest -q -x tests --device cuda -k "cuda" -p no:cacheprovider
+work=$(mktemp -d)
+python3 - "$work" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, ".")
+from tests.helpers import prepare_reverse_task
+prepare_reverse_task(Path(sys.argv[1]), n_train=4000, n_valid=100)
+PY
+step "train on 1 GPU (bf16)" timeout 120 python3 -m transduce train "$work/data" --out "$work/run1" --preset small \
+  --device cuda --precision bf16 --max-steps 200 --set valid_every=100 --quiet
+step "train on 1 GPU (fp16, resume)" timeout 120 python3 -m transduce train "$work/data" --out "$work/run1" \
+  --resume --device cuda --precision fp16 --max-steps 300 --quiet
+step "translate on the GPU" bash -c "echo 'the cat sat on the mat' | python3 -m transduce translate $work/run1 --device cuda"
+if [ "$GPUS" -ge 2 ]; then
+  step "torchrun on 2 GPUs" timeout 180 python3 -m torch.distributed.run --standalone --nproc_per_node=2 \
+    -m transduce train "$work/data" --out "$work/run2" --preset small --device cuda --max-steps 100 --quiet
+else
+  summary+=("--    torchrun on 2 GPUs: this machine has $GPUS GPU")
+fi
+step "throughput" timeout 240 python3 benchmarks/gpu_check.py --device cuda
+[ -n "${OUT:-}" ] && cp benchmarks/results/gpu_check.json "$OUT/" 2>/dev/null
+echo; echo "=== summary"; printf '%s\n' "${summary[@]}"
