@@ -37,7 +37,8 @@ def test_bf16_autocast_learns_and_resumes_exactly(data, tmp_path, device):
     args = [*COMMON, "--precision", "bf16", "--device", device, "--set", "valid_every=-1", "--set", "warmup=8"]
     cli("train", str(data), "--out", str(tmp_path / "full"), "--max-steps", "16", *args)
     losses = train_losses(tmp_path / "full")
-    assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5  # it learns in bf16
+    late = sum(losses[-5:]) / 5
+    assert late < 0.9 * sum(losses[:5]) / 5 and late < losses[0] - 1.0  # it learns in bf16 (from ~4.6 nats)
     if device != "cpu":
         return  # bitwise resume is a CPU guarantee (GPU kernels may not be deterministic)
     cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "6", *args)
