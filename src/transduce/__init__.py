@@ -1,11 +1,20 @@
 """transduce: a faithful, fast and practical Transformer for sequence transduction."""
 
-from .config import ModelConfig, TrainConfig
-from .model import Transformer
+from .config import DecodeConfig, ModelConfig, TrainConfig
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelConfig", "TrainConfig", "Transformer", "load", "__version__"]
+
+def __getattr__(name: str):
+    # PyTorch is imported on first use of the model, not by `import transduce` (the CLI's --help
+    # and its error messages come at once).
+    if name == "Transformer":
+        from .model import Transformer
+
+        return Transformer
+    raise AttributeError(f"module 'transduce' has no attribute {name!r}")
+
+__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "load", "__version__"]
 
 
 def load(path, device: str = "cpu", precision: str = "fp32"):

@@ -20,6 +20,7 @@ NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none")
 TYINGS = ("none", "decoder", "all")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 # Each preset is a set of overrides on the paper's defaults (which are the `base` row).
 _PRESETS: dict[str, dict[str, Any]] = {

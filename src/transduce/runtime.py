@@ -7,9 +7,8 @@ from contextlib import nullcontext
 
 import torch
 
+from .config import PRECISIONS
 from .errors import TransduceError
-
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def pick_device(name: str = "auto") -> torch.device:

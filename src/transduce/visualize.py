@@ -128,3 +128,33 @@ def plot_training(run_dir: str | Path, out: str | Path) -> Path:
         ax.grid(alpha=0.3)
     fig.suptitle(str(run_dir))
     return _save(fig, out)
+
+
+def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("encoder", "decoder", "cross"), beam: int = 4):
+    """Write the picture; returns ``(path, target text)``."""
+    import torch
+
+    from .data.dataset import pad_sequences
+    from .errors import TransduceError
+
+    for kind in kinds:
+        if kind not in ("encoder", "decoder", "cross"):
+            raise TransduceError(f"--kinds: unknown kind {kind!r}; use encoder, decoder, cross")
+    model, tok = translator.model, translator.tokenizer
+    cfg = model.config
+    if not src.strip():
+        raise TransduceError("--src is empty")
+    if tgt is None:
+        tgt = translator.translate([src], beam=beam)[0]
+    src_ids = translator.encode([src])[0]
+    tgt_ids = tok.encode_tgt([tgt])[0][: cfg.max_positions - 1]
+    device = translator.device
+    src_t = pad_sequences([src_ids], cfg.pad_id, suffix=cfg.eos_id).to(device)
+    tgt_t = pad_sequences([tgt_ids], cfg.pad_id, prefix=cfg.start_id).to(device)
+    with torch.no_grad():
+        _, attention = model(src_t, tgt_t, need_weights=True)
+    src_labels = tok.src_pieces(src_ids) + ["</s>"]
+    tgt_labels = ["<s>"] + tok.tgt_pieces(tgt_ids)
+    panels = attention_panels(attention, src_labels, tgt_labels, kinds)
+    path = attention_figure(panels, f"{src}  →  {tgt}", out)
+    return path, tgt

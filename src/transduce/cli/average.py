@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checkpoint import average_checkpoints, list_checkpoints
 from ..errors import TransduceError
 from ..files import check_output_dir
 
@@ -18,6 +17,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..checkpoint import average_checkpoints, list_checkpoints
+
     if args.last < 1:
         raise TransduceError(f"--last {args.last}: average at least 1 checkpoint")
     found = list_checkpoints(args.run_dir)

@@ -56,7 +56,7 @@ def run(args) -> int:
     from ..evaluate import score
     from ..training import RunSettings, Trainer
     from ..visualize import plot_positional_encoding, plot_training
-    from .attention import draw
+    from ..visualize import draw_attention as draw
 
     from ..files import check_output_dir, read_marker, write_marker
 

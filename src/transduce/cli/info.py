@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from ..config import ModelConfig
 from .common import parse_sets
 
@@ -17,6 +15,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    import torch
+
     from ..model import Transformer
 
     config = ModelConfig.preset(args.preset, vocab_size=args.vocab_size).with_overrides(parse_sets(args.set))

@@ -18,11 +18,19 @@ COMMANDS = {
 }
 
 
+DESCRIPTION = ("Train encoder-decoder Transformers (Vaswani et al. 2017) on your own parallel text, translate "
+               "with beam search, score with sacreBLEU, look at attention, and move models to and from Hugging "
+               "Face and CTranslate2. Start with `transduce demo`; `transduce COMMAND --help` describes a command.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="transduce", description=__doc__.split("\n")[0].strip("`: "))
+    parser = argparse.ArgumentParser(prog="transduce", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"transduce {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    add = sub.add_parser
+    # every command shows its options' defaults in --help
+    sub.add_parser = lambda *a, **k: add(*a, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **k)
     for name, module in COMMANDS.items():
         importlib.import_module(f".{module}", __package__).add_parser(sub)
     return parser

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from ..data.prepare import PrepareOptions, prepare
-
 
 def add_parser(sub) -> None:
     p = sub.add_parser("prepare", help="train a SentencePiece vocabulary and binarize parallel text",
@@ -31,6 +29,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..data.prepare import PrepareOptions, prepare
+
     options = PrepareOptions(src=args.src, tgt=args.tgt, train_prefix=args.train_prefix,
                              valid_prefix=args.valid_prefix, test_prefix=args.test_prefix,
                              vocab_size=args.vocab_size, joint=args.joint, model_type=args.model_type,

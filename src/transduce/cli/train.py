@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
 from ..config import ModelConfig, TrainConfig, split_overrides
-from ..data import load_meta
+from ..config import PRECISIONS
 from ..errors import TransduceError
 from ..files import read_json
-from ..runtime import PRECISIONS
 from .common import parse_sets, set_threads
 
 
@@ -21,8 +19,7 @@ def add_parser(sub) -> None:
                                    "([model] and [train] tables, optional top-level preset), --set KEY=VALUE, "
                                    "then the explicit flags below. With --resume, the run's saved configuration "
                                    "is the base and every option given overrides it (each change is printed); "
-                                   "the model itself cannot change.",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                   "the model itself cannot change.")
     p.add_argument("data_dir", help="a folder written by `transduce prepare`")
     p.add_argument("--out", required=True, help="the run directory (checkpoints, metrics, config)")
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
@@ -139,6 +136,8 @@ def run(args) -> int:
         raise TransduceError("--more-time continues a run: use it with --resume (a new run takes --max-time)")
     if more_time is not None and args.max_time is not None:
         raise TransduceError("give --max-time (for the whole run) or --more-time (from now on), not both")
+    from ..data import load_meta
+
     meta = load_meta(args.data_dir)
     model_config, train_config, preset = resolve_configs(args, meta)
     settings = RunSettings(data_dir=str(args.data_dir), run_dir=str(args.out), device=str(device),
