@@ -263,6 +263,8 @@ class TrainConfig(_ConfigMixin):
         log_every: steps between metric lines. valid_every: steps between validations
             (0: at each epoch end; -1: never). valid_beam: 1 (greedy) or a beam size for validation BLEU.
         valid_max_sentences: translate at most this many validation sentences for BLEU (0: all).
+        valid_share: skip a scheduled validation while validation has taken more than this share
+            of the training time (0: never skip), so that it costs a bounded part of any budget.
         bleu_tokenize: sacreBLEU's tokenizer for validation BLEU ("13a", its default; "char" for
             outputs without spaces, such as the demo's German number words).
         save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper: 10).
@@ -290,6 +292,7 @@ class TrainConfig(_ConfigMixin):
     valid_every: int = 0
     valid_beam: int = 1
     valid_max_sentences: int = 0
+    valid_share: float = 0.1
     bleu_tokenize: str = "13a"
     save_every: int = 0
     save_minutes: float = 10.0
@@ -302,7 +305,7 @@ class TrainConfig(_ConfigMixin):
         _choice("bleu_tokenize", self.bleu_tokenize, BLEU_TOKENIZERS)
         _at_least(self, 1, "max_tokens", "update_freq", "warmup", "keep_last", "log_every", "valid_beam",
                   "max_bad_steps")
-        _at_least(self, 0, "max_steps", "max_epochs", "max_time", "valid_max_sentences", "save_every",
+        _at_least(self, 0, "max_steps", "max_epochs", "max_time", "valid_max_sentences", "valid_share", "save_every",
                   "save_minutes", "patience", "weight_decay", "clip_norm")
         if self.valid_every < -1:
             raise ValueError(f"valid_every must be -1 (never), 0 (each epoch) or a number of steps, "

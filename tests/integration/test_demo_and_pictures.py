@@ -25,6 +25,10 @@ def test_demo_runs_end_to_end_in_a_reduced_form(tmp_path):
         assert (out / name).is_file() and str(out / name) in result.stdout
     assert len((out / "test.hyp.de").read_text().splitlines()) == 50
     assert (out / "run" / "checkpoints").is_dir()
+    assert "stopped at a limit (max_steps 30) before the target" in result.stdout  # says which happened
+    assert "Run it again with a longer --max-time" in result.stdout
+    again = cli("demo", "--out", str(out), "--max-steps", "5", "--train-size", "2000", "--test-size", "50", "--quiet")
+    assert "exact match:" in again.stdout  # its own folder: run again in place
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,7 @@ def test_init_from_loads_the_weights_and_refuses_another_model(data, tmp_path):
 def test_patience_stops_when_validation_no_longer_improves(data, tmp_path):
     # A learning rate too small to change the translations: every validation after the first is no better.
     out = cli("train", str(data), "--out", str(tmp_path / "run"), "--max-steps", "50", *COMMON, "--precision", "fp32",
-              "--set", "valid_every=1", "--set", "patience=2", "--set", "lr_schedule=inverse_sqrt_peak",
+              "--set", "valid_every=1", "--set", "patience=2", "--set", "valid_share=0", "--set", "lr_schedule=inverse_sqrt_peak",
               "--set", "peak_lr=1e-12", "--set", "valid_max_sentences=5")
     assert "no better validation BLEU in 2 validations" in out.stdout
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -139,3 +139,25 @@ def test_separate_vocabularies_end_to_end(tmp_path):
     scored = cli("evaluate", str(tmp_path / "run"), "--src", str(raw / "valid.en"), "--ref", str(raw / "valid.de"),
                  "--json")
     assert json.loads(scored.stdout)["checkpoint"].endswith("best")
+
+
+def test_on_validate_can_stop_training_and_validation_time_is_bounded(data, tmp_path):
+    seen = []
+
+    def stop_at_second(result: dict):
+        seen.append(result)
+        return "enough" if len(seen) == 2 else None
+
+    tc = TrainConfig(max_tokens=1500, max_steps=100, valid_every=2, valid_share=0.0, valid_max_sentences=5,
+                     log_every=100, save_minutes=0)
+    trainer = Trainer(_config(data), tc, RunSettings(str(data), str(tmp_path / "run"), quiet=True),
+                      log=lambda *a: None, on_validate=stop_at_second)
+    summary = trainer.train()
+    assert summary["stopped"] == "enough" and summary["step"] == 4
+    assert {"exact", "seconds", "sentences"} <= set(seen[0]) and seen[0]["sentences"] == 5
+    # with a share of 1e-9 every validation after the first is skipped: it already took more
+    tc = TrainConfig(max_tokens=1500, max_steps=8, valid_every=2, valid_share=1e-9, log_every=100, save_minutes=0)
+    Trainer(_config(data), tc, RunSettings(str(data), str(tmp_path / "run2"), quiet=True),
+            log=lambda *a: None).train()
+    records = [json.loads(line) for line in (tmp_path / "run2" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["type"] == "valid"] == [2]

@@ -10,20 +10,29 @@ import time
 from pathlib import Path
 
 from ..config import ModelConfig, TrainConfig
+from ..errors import TransduceError
 from .common import set_threads
 
 EXAMPLE = 321405  # "three hundred twenty-one thousand four hundred five": units before tens in German
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="train and evaluate a tiny model on a built-in task (no download, no GPU)")
+    p = sub.add_parser("demo", help="train and evaluate a tiny model on a built-in task (no download, no GPU)",
+                       description="Trains until the exact match on held-out validation numbers reaches --target "
+                                   "(checked every 200 steps) or a limit is reached, then scores 1,000 test "
+                                   "numbers and draws attention.")
     p.add_argument("--out", default="transduce-demo", help="folder for the data, the run and the pictures")
-    p.add_argument("--max-time", type=float, default=120.0, help="seconds of training (default 120)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
+    p.add_argument("--target", type=float, default=0.98,
+                   help="stop training when this share of the validation numbers is translated exactly")
+    p.add_argument("--max-time", default="15m", help="the most training time (e.g. 90s, 10m); a busy or slow "
+                                                      "machine needs longer, not fewer steps")
+    p.add_argument("--max-steps", type=int, default=8000, help="the most training steps")
     p.add_argument("--train-size", type=int, default=30000, help="training numbers")
     p.add_argument("--test-size", type=int, default=1000, help="held-out test numbers")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: PyTorch's default)")
+    p.add_argument("--seed", type=int, default=1, help="seed for the task and the model")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads; 1 is as fast for this tiny model and does not fight other programs for "
+                        "cores (0: PyTorch's default)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=run)
 
@@ -42,9 +51,9 @@ def write_task(folder: Path, train: int, valid: int, test: int, seed: int) -> di
 def demo_configs(vocab_size: int, max_time: float, max_steps: int, seed: int) -> tuple[ModelConfig, TrainConfig]:
     model = ModelConfig.preset("tiny", vocab_size=vocab_size, dropout=0.0)
     train = TrainConfig(max_tokens=3000, max_time=max_time, max_steps=max_steps, lr_schedule="inverse_sqrt_peak",
-                        peak_lr=3e-3, warmup=300, label_smoothing=0.1, valid_every=400, valid_max_sentences=300,
-                        bleu_tokenize="char",
-                        log_every=100, save_minutes=0, keep_last=2, seed=seed)
+                        peak_lr=3e-3, warmup=300, label_smoothing=0.1, valid_every=200, valid_max_sentences=300,
+                        valid_share=0.25, bleu_tokenize="char", log_every=100, save_minutes=0, keep_last=2,
+                        seed=seed)
     return model, train
 
 
@@ -60,6 +69,11 @@ def run(args) -> int:
 
     from ..files import check_output_dir, read_marker, write_marker
 
+    from .train import parse_duration
+
+    if not 0 < args.target <= 1:
+        raise TransduceError(f"--target {args.target}: give a share between 0 and 1, e.g. 0.98")
+    max_time = parse_duration(args.max_time)
     set_threads(args.threads)
     start = time.time()
     out = Path(args.out)
@@ -75,18 +89,27 @@ def run(args) -> int:
     raw = out / "raw"
     meta = prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(raw / "train"), valid_prefix=str(raw / "valid"),
                                   test_prefix=str(raw / "test"), vocab_size=160), out / "data", log=None)
-    model_config, train_config = demo_configs(meta["vocab_size"]["src"], args.max_time, args.max_steps, args.seed)
+    model_config, train_config = demo_configs(meta["vocab_size"]["src"], max_time, args.max_steps, args.seed)
     run_dir = out / "run"
     if run_dir.exists() and read_marker(run_dir) == "run":
         import shutil
 
         shutil.rmtree(run_dir)  # the demo always starts fresh (the demo folder and this run are its own)
-    print(f"3/5 training a tiny Transformer for up to {args.max_time:.0f} s on the CPU")
+    print(f"3/5 training a tiny Transformer on the CPU until {100 * args.target:.0f}% of the validation numbers "
+          f"come out exactly (at most {max_time / 60:.0f} min or {args.max_steps:,} steps)")
+
+    def at_target(result: dict) -> str | None:
+        print(f"    step {result['step']}: exact match {100 * result['exact']:.1f}% of {result['sentences']} "
+              f"validation numbers")
+        return f"the target of {100 * args.target:.0f}% exact" if result["exact"] >= args.target else None
+
     trainer = Trainer(model_config, train_config, RunSettings(str(out / "data"), str(run_dir), device="cpu",
                                                               precision="fp32", quiet=args.quiet),
-                      log=lambda *a: None)
+                      log=lambda *a: None, on_validate=at_target)
     summary = trainer.train()
-    print(f"    {summary['step']} steps in {summary['elapsed']:.0f} s; best validation BLEU {summary['best_bleu']:.1f}")
+    reached = summary["stopped"].startswith("the target")
+    print(f"    {summary['step']:,} steps in {summary['elapsed']:.0f} s: stopped at "
+          + (summary["stopped"] if reached else f"a limit ({summary['stopped']}) before the target"))
 
     print("4/5 translating the held-out test numbers with beam search (beam 4)")
     translator = load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir, device="cpu")
@@ -116,6 +139,10 @@ def run(args) -> int:
 
     print(f"\nexact match: {100 * exact:.1f}% on {len(references):,} held-out numbers "
           f"(character-level sacreBLEU {bleu['bleu']:.1f}, chrF {bleu['chrf']:.1f}) in {time.time() - start:.0f} s")
+    if not reached:
+        print(f"training stopped at a limit before the target: this machine was slower or busier than expected. "
+              f"Run it again with a longer --max-time (it took {summary['elapsed']:.0f} s for "
+              f"{summary['step']:,} steps), and close other programs that use the CPU")
     print("files written:")
     for label, path in [("task", raw), ("prepared data", out / "data"), ("run (checkpoints, metrics)", run_dir)] + \
             [(p.name, p) for p in written]:

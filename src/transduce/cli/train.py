@@ -24,6 +24,11 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="the run directory (checkpoints, metrics, config)")
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
                    help="model preset (a new run without one uses base, the paper's)")
+    p.add_argument("--recipe", choices=["auto", "paper"], default="auto",
+                   help="the learning-rate schedule of a new run when you give none of its options: auto scales "
+                        "warmup to the data (4 epochs, 100 to 4000 steps) with a peak of 1e-3 (7e-4 above "
+                        "d_model 256), which learns on a few thousand pairs in minutes; paper: warmup 4000, "
+                        "lr = d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (§5.3)")
     p.add_argument("--config", help="a TOML file with [model] and [train] tables")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any model or training option (model.KEY / train.KEY to be explicit)")
@@ -121,7 +126,37 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
     flags = {"max_tokens": args.max_tokens, "update_freq": args.update_freq, "max_steps": args.max_steps,
              "max_epochs": args.max_epochs, "max_time": parse_duration(args.max_time), "seed": args.seed}
     train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
+    given = set(toml.get("train", {})) | set(train_sets)
+    if not (args.resume and saved_path.is_file()) and getattr(args, "recipe", "paper") == "auto" and \
+            not given & SCHEDULE_KEYS:
+        train = auto_schedule(train, model, args.data_dir)
     return model, train, preset
+
+
+SCHEDULE_KEYS = {"lr_schedule", "warmup", "peak_lr", "lr_factor"}
+
+
+def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str) -> TrainConfig:
+    """A schedule scaled to the data: warmup of about 4 epochs (100 to 4,000 updates, the paper's
+    4,000 being reached on WMT-sized data) to a peak learning rate of 1e-3 (7e-4, the paper's base
+    peak, above d_model 256), then the paper's inverse square root decay."""
+    import dataclasses
+
+    from ..data import ParallelDataset, TokenBatchSampler
+
+    ds = ParallelDataset(data_dir, "train")
+    per_epoch = len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, train.max_tokens)) / train.update_freq
+    warmup = int(min(4000, max(100, round(4 * per_epoch))))
+    peak = 1e-3 if model.d_model <= 256 else 7e-4
+    return dataclasses.replace(train, lr_schedule="inverse_sqrt_peak", warmup=warmup, peak_lr=peak)
+
+
+def describe_schedule(train: TrainConfig, model: ModelConfig) -> str:
+    from ..training.schedule import learning_rate
+
+    peak = learning_rate(train.warmup, train.lr_schedule, model.d_model, train.warmup, train.lr_factor, train.peak_lr)
+    return (f"schedule: {train.lr_schedule}, warmup {train.warmup:,} updates to a peak learning rate of {peak:.2e}, "
+            "then inverse square root decay")
 
 
 def run(args) -> int:
@@ -147,5 +182,7 @@ def run(args) -> int:
     params = trainer.model.num_parameters()["total"]
     trainer.log(f"training a {params:,}-parameter model on {device} ({precision}), "
                 f"{len(trainer.train_set):,} pairs, {len(trainer.sampler):,} batches an epoch; run: {args.out}")
+    trainer.log(describe_schedule(trainer.tc, model_config) +
+                ("" if args.resume else f" (--recipe {args.recipe})"))
     trainer.train()
     return 0

@@ -13,7 +13,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -45,6 +45,7 @@ class Progress:
     best_step: int = 0
     validations_since_best: int = 0
     skipped_updates: int = 0
+    valid_seconds: float = 0.0  # time spent validating, over all sessions
 
 
 @dataclass
@@ -93,8 +94,12 @@ class Trainer:
     """Trains ``model_config`` on ``settings.data_dir``, writing everything into ``settings.run_dir``."""
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig, settings: RunSettings,
-                 resume: bool = False, log=print) -> None:
+                 resume: bool = False, log=print, on_validate: Optional[Callable[[dict], Optional[str]]] = None) -> None:
+        """``on_validate`` (a plain callable) sees each validation's result and may return a reason
+        to stop training (the demo stops when its exact-match target is reached)."""
         self.cfg, self.tc, self.settings = model_config, train_config, settings
+        self.on_validate = on_validate
+        self._stop_reason: Optional[str] = None
         self.run_dir = Path(settings.run_dir)
         self.device = torch.device(settings.device)
         self.dist = distributed.setup(self.device)
@@ -303,8 +308,15 @@ class Trainer:
 
         tc, p = self.tc, self.progress
         previous_sigterm = _sigterm_as_interrupt()
-        bar = tqdm(total=tc.max_steps or None, initial=p.step, desc="training", unit=" step",
-                   disable=True if (self.settings.quiet or not self.dist.is_main) else None, dynamic_ncols=True)
+        # One bar with a total and an ETA: in steps under a step limit, else in seconds under a time limit.
+        by_time = not tc.max_steps and bool(tc.max_time)
+        bar = tqdm(total=(round(tc.max_time) if by_time else tc.max_steps) or None,
+                   initial=round(p.elapsed) if by_time else p.step, desc="training",
+                   unit="s" if by_time else " step", disable=True if (self.settings.quiet or not self.dist.is_main)
+                   else None, dynamic_ncols=True)
+        log = self.log
+        if not bar.disable and log is print:
+            self.log = lambda *a, **k: bar.write(" ".join(str(x) for x in a))  # lines above the bar, not over it
         session_start = time.time()
         start_elapsed = p.elapsed
         last_save = time.time()
@@ -339,8 +351,12 @@ class Trainer:
                     for key in ("loss", "nll", "tokens"):
                         window[key] += stats[key] * (1 if key == "tokens" else stats["tokens"])
                     window["steps"] += 1
-                    bar.update(1)
-                    if p.step % tc.log_every == 0:
+                    if by_time:
+                        bar.update(round(p.elapsed) - bar.n)
+                        bar.set_postfix(step=p.step, refresh=False)
+                    else:
+                        bar.update(1)
+                    if p.step % tc.log_every == 0 or p.step in (1, 10):  # a first loss at once
                         self._log_train(window, stats, bar)
                         window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
                     if tc.valid_every > 0 and p.step % tc.valid_every == 0:
@@ -368,6 +384,7 @@ class Trainer:
             self.log(f"{reason}: saving a checkpoint before stopping")
         finally:
             bar.close()
+            self.log = log
             _restore_sigterm(previous_sigterm)
         self.save()
         summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),
@@ -404,7 +421,7 @@ class Trainer:
             return f"max_time {tc.max_time:.0f}s"
         if tc.patience and p.validations_since_best >= tc.patience:
             return f"no better validation BLEU in {tc.patience} validations"
-        return None
+        return self._stop_reason
 
     def _log_train(self, window: dict, last: dict, bar) -> None:
         seconds = max(time.time() - window["time"], 1e-9)
@@ -415,7 +432,8 @@ class Trainer:
                   "grad_norm": round(float(last["grad_norm"]), 4),
                   "tokens_per_s": round(window["tokens"] / seconds, 1),
                   "elapsed": round(self.progress.elapsed, 1)}
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+        bar.set_postfix(step=self.progress.step, loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}",
+                        tok_s=f"{record['tokens_per_s']:.0f}")
         if bar.disable:
             self.log(" ".join(f"{k}={v}" for k, v in record.items() if k != "type"))
         self._write_metrics(record)
@@ -439,8 +457,16 @@ class Trainer:
 
     # --- validation -----------------------------------------------------------------------
 
-    def _validate_and_track(self) -> None:
+    def _validate_and_track(self, scheduled: bool = True) -> None:
+        """Validate (rank 0), keep ``best/``, and let ``on_validate`` stop the run.
+
+        A scheduled validation is skipped while validation has already taken more than
+        ``valid_share`` of the training time, so that it costs a bounded share of any budget.
+        """
+        p, tc = self.progress, self.tc
         if self.valid_set is None:
+            return
+        if scheduled and tc.valid_share and p.best_step > 0 and p.valid_seconds > tc.valid_share * p.elapsed:
             return
         result = self.validate() if self.dist.is_main else None
         distributed.barrier(self.dist)
@@ -453,12 +479,16 @@ class Trainer:
         else:
             p.validations_since_best += 1
         self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
-                 f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}")
+                 f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} sentences, "
+                 f"{result['seconds']:.1f} s)")
+        if self.on_validate is not None:
+            self._stop_reason = self.on_validate(result) or self._stop_reason
 
     @torch.no_grad()
     def validate(self) -> dict:
         """Validation loss/perplexity and BLEU/chrF of translations of the validation set."""
         model, tc, cfg = self.model, self.tc, self.cfg
+        start = time.time()
         model.eval()
         ds = self.valid_set
         sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, tc.max_tokens, shuffle=False)
@@ -474,10 +504,15 @@ class Trainer:
         decode = DecodeConfig(beam=tc.valid_beam, max_tokens=max(tc.max_tokens, 2048))
         hyps = translate_ids(model, sources, decode, precision=self.settings.precision)
         texts = [self.tokenizer.decode_tgt(h[0].tokens) for h in hyps]
-        scores = score(texts, ds.raw_text("tgt")[:n], tokenize=tc.bleu_tokenize)
+        references = ds.raw_text("tgt")[:n]
+        scores = score(texts, references, tokenize=tc.bleu_tokenize)
+        exact = sum(h == r for h, r in zip(texts, references)) / max(n, 1)
+        seconds = time.time() - start
+        self.progress.valid_seconds += seconds
         result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
                   "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
                   "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
+                  "exact": round(exact, 4), "sentences": n, "seconds": round(seconds, 2),
                   "elapsed": round(self.progress.elapsed, 1)}
         self._write_metrics(result)
         return result
