@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,7 +26,7 @@ from safetensors.torch import load_file, load_model, save_model
 from . import __version__
 from .config import ModelConfig
 from .errors import TransduceError
-from .files import member, output_dir, read_json
+from .files import load_torch, member, output_dir, read_json
 
 CHECKPOINT_RE = re.compile(r"^step_(\d+)$")
 TOKENIZER_KEYS = ("src", "tgt", "vocab", "tgt_vocab")
@@ -168,15 +167,9 @@ def _read_state(folder: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{path} is missing")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the error below says it all
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        if "weights_only" in str(error) or "Unsupported global" in str(error):
-            raise CheckpointError(f"{path} holds Python objects other than tensors and plain data; transduce "
-                                  "never unpickles them (it may not be safe). Use a checkpoint written by "
-                                  "transduce") from None
-        raise CheckpointError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
+        return load_torch(path, "Use a checkpoint written by transduce")
+    except TransduceError as error:
+        raise CheckpointError(str(error)) from None
 
 
 def _read_trainer(folder: Path) -> dict:

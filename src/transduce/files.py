@@ -290,3 +290,25 @@ def read_json(path: str | Path, what: str = "") -> dict:
     if not isinstance(data, dict):
         raise TransduceError(f"{label} is damaged: expected a JSON object, found {type(data).__name__}")
     return data
+
+
+def load_torch(path: str | Path, advice: str = "") -> object:
+    """``torch.load(path, weights_only=True)``: tensors and plain data only, never unpickled objects.
+
+    Raises:
+        TransduceError: the file holds other Python objects (refused: unpickling can run code) or is
+            damaged; the message names the file and never suggests ``weights_only=False``.
+    """
+    import warnings
+
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the error below says it all
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        if "weights_only" in str(error) or "Unsupported global" in str(error):
+            raise TransduceError(f"{path} holds Python objects other than tensors and plain data; transduce "
+                                 f"never unpickles them, since that can run arbitrary code. {advice}".rstrip()) from None
+        raise TransduceError(f"{path} is damaged ({str(error).splitlines()[0]})") from None

@@ -110,9 +110,23 @@ def plot_training(run_dir: str | Path, out: str | Path) -> Path:
         from .errors import TransduceError
 
         raise TransduceError(f"{run_dir} has no metrics.jsonl; is it a run directory?")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from .data.corpus import read_lines
+    from .errors import TransduceError
+
+    records = []
+    for number, line in enumerate(read_lines(path), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                raise TransduceError(f"{path}, line {number}: not a JSON record; the file is damaged") from None
     train = [r for r in records if r.get("type") == "train"]
     valid = [r for r in records if r.get("type") == "valid"]
+    if not train and not valid:
+        raise TransduceError(f"{path} has no training or validation records yet: nothing to draw "
+                             "(train for at least one logged step first)")
+    if not valid:
+        print(f"note: {run_dir} has no validation records yet; the BLEU panel is empty")
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     axes[0].plot([r["step"] for r in train], [r["loss"] for r in train], label="train (label-smoothed)")

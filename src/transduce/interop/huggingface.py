@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import torch
@@ -25,7 +24,7 @@ from safetensors.torch import load_file, save_file
 from ..checkpoint import load_model_from, resolve, tokenizer_paths, write_checkpoint
 from ..config import ModelConfig
 from ..errors import TransduceError
-from ..files import check_output_dir, output_dir, read_json
+from ..files import check_output_dir, load_torch, output_dir, read_json
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
 # Flags of Bart-family configs that Marian checkpoints leave off; transduce has no equivalent.
@@ -109,16 +108,7 @@ def _read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
             raise TransduceError(f"{path} is damaged ({error})") from None
     path = folder / "pytorch_model.bin"
     if path.is_file():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the error below says it all
-                return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:
-            if "weights_only" in str(error) or "Unsupported global" in str(error):
-                raise TransduceError(f"{path} holds Python objects other than tensors; transduce never unpickles "
-                                     "them, since that can run arbitrary code. Convert it to model.safetensors "
-                                     "with a tool you trust") from None
-            raise TransduceError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
+        return load_torch(path, "Convert it to model.safetensors with a tool you trust")
     raise TransduceError(f"{folder}: neither model.safetensors nor pytorch_model.bin found")
 
 
