@@ -3,6 +3,7 @@ checked once, for training and translation alike."""
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
 
 import torch
@@ -89,10 +90,25 @@ def autocast(device: torch.device, precision: str):
     return nullcontext()
 
 
-def set_threads(threads: int | None) -> None:
-    """Intra-op CPU threads: 0 or None leaves PyTorch's default."""
-    if threads is None or threads == 0:
-        return
-    if threads < 0:
-        raise TransduceError(f"--threads {threads}: give a positive number of threads, or 0 for PyTorch's default")
-    torch.set_num_threads(threads)
+def idle_cores() -> int:
+    """The cores other programs leave free: all of them less the 1-minute load average, at least 1.
+
+    PyTorch takes every core by default; on a machine that is also running something else its
+    threads then wait for each other (a tiny model trains several times slower on 2 threads than
+    on 1 beside one busy process), so an automatic choice leaves the busy cores alone.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return cores
+    return max(1, min(cores, cores - int(load + 0.5)))
+
+
+def set_threads(threads: int | None) -> int:
+    """Intra-op CPU threads: a number, or 0 / None for the idle cores (``idle_cores``). Returns it."""
+    if threads is not None and threads < 0:
+        raise TransduceError(f"--threads {threads}: give a positive number of threads, or 0 for the idle cores")
+    chosen = threads or idle_cores()
+    torch.set_num_threads(chosen)
+    return chosen

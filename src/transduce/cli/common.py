@@ -18,10 +18,10 @@ def parse_sets(items: list[str]) -> dict[str, str]:
     return out
 
 
-def set_threads(threads):
+def set_threads(threads) -> int:
     from ..runtime import set_threads as _set
 
-    _set(threads)
+    return _set(threads)
 
 
 def add_decode_options(p) -> None:
@@ -47,7 +47,8 @@ def add_decode_options(p) -> None:
     g.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1, ...")
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32 (exact), bf16 autocast, or fp16 autocast (CUDA only)")
-    g.add_argument("--threads", type=int, default=0, help="intra-op threads (0: PyTorch's default)")
+    g.add_argument("--threads", type=int, default=0,
+                   help="CPU threads (0: the cores other programs leave idle, from the load average)")
 
 
 def decode_config(args, **fixed):

@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed for the task and the model")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads; 1 is as fast for this tiny model and does not fight other programs for "
-                        "cores (0: PyTorch's default)")
+                        "cores (0: the idle cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=run)
 

@@ -44,7 +44,8 @@ def add_parser(sub) -> None:
                    help="autocast precision; auto: bf16 on a CUDA GPU with bf16 or a CPU that multiplies bf16 "
                         "natively (AVX512-BF16 or AMX), else fp32; fp16 (CUDA only) uses a gradient scaler")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--threads", type=int, default=0, help="intra-op CPU threads (0: PyTorch's default)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads (0: the cores other programs leave idle, from the load average)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--init-from", help="start from the weights of a checkpoint or run (same model options)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -163,7 +164,7 @@ def run(args) -> int:
     from ..runtime import pick_device, resolve_precision
     from ..training import RunSettings, Trainer
 
-    set_threads(args.threads)
+    threads = set_threads(args.threads)
     device = pick_device(args.device)
     precision = resolve_precision(args.precision, device)
     more_time = parse_duration(args.more_time, "--more-time")
@@ -180,7 +181,8 @@ def run(args) -> int:
                            more_time=more_time, extra={"preset": preset})
     trainer = Trainer(model_config, train_config, settings, resume=args.resume)
     params = trainer.model.num_parameters()["total"]
-    trainer.log(f"training a {params:,}-parameter model on {device} ({precision}), "
+    trainer.log(f"training a {params:,}-parameter model on {device} ({precision}"
+                + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if device.type == "cpu" else "") + "), "
                 f"{len(trainer.train_set):,} pairs, {len(trainer.sampler):,} batches an epoch; run: {args.out}")
     trainer.log(describe_schedule(trainer.tc, model_config) +
                 ("" if args.resume else f" (--recipe {args.recipe})"))
