@@ -10,7 +10,7 @@ from ..files import check_output_dir
 
 def add_parser(sub) -> None:
     p = sub.add_parser("average", help="average the weights of a run's last checkpoints")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a run directory (its checkpoints/ are averaged)")
     p.add_argument("--last", type=int, default=5, help="how many of the latest checkpoints (paper: 5 base, 20 big)")
     p.add_argument("--out", help="the averaged checkpoint folder (default: RUN_DIR/averaged)")
     p.set_defaults(run=run)

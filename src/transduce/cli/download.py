@@ -38,7 +38,7 @@ def sha256(path: Path) -> str:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("download", help="download a dataset's raw files (needs the internet)")
-    p.add_argument("dataset", choices=sorted(DATASETS))
+    p.add_argument("dataset", choices=sorted(DATASETS), help="the dataset to fetch")
     p.add_argument("out", help="folder to write the files into")
     p.add_argument("--base-url", help="fetch from this mirror instead of the official address")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the server")

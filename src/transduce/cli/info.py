@@ -8,7 +8,7 @@ from .common import parse_sets
 
 def add_parser(sub) -> None:
     p = sub.add_parser("info", help="print a preset's configuration and parameter counts")
-    p.add_argument("--preset", default="base", choices=ModelConfig.preset_names())
+    p.add_argument("--preset", default="base", choices=ModelConfig.preset_names(), help="the preset to describe")
     p.add_argument("--vocab-size", type=int, default=37000, help="shared (or source) vocabulary size")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a model option")
     p.set_defaults(run=run)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 def add_parser(sub) -> None:
     p = sub.add_parser("plot", help="plot a run's loss, validation BLEU and learning rate")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a run directory (reads its metrics.jsonl)")
     p.add_argument("--out", help="the PNG to write (default: RUN_DIR/curves.png)")
     p.set_defaults(run=run)
 

@@ -100,6 +100,7 @@ class Trainer:
         self.cfg, self.tc, self.settings = model_config, train_config, settings
         self.on_validate = on_validate
         self._stop_reason: Optional[str] = None
+        self._validated_at = -1  # the step of the last validation
         self.run_dir = Path(settings.run_dir)
         self.device = torch.device(settings.device)
         self.dist = distributed.setup(self.device)
@@ -386,6 +387,9 @@ class Trainer:
             bar.close()
             self.log = log
             _restore_sigterm(previous_sigterm)
+        if reason and not reason.startswith(("interrupted", "terminated")) and tc.valid_every >= 0 and \
+                self._validated_at != p.step and p.step > 0:
+            self._validate_and_track(scheduled=False)  # the final weights always get their say for best/
         self.save()
         summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),
                    "best_bleu": p.best_bleu, "best_step": p.best_step}
@@ -468,6 +472,7 @@ class Trainer:
             return
         if scheduled and tc.valid_share and p.best_step > 0 and p.valid_seconds > tc.valid_share * p.elapsed:
             return
+        self._validated_at = p.step
         result = self.validate() if self.dist.is_main else None
         distributed.barrier(self.dist)
         if not self.dist.is_main:
