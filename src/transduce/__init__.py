@@ -17,8 +17,8 @@ def __getattr__(name: str):
 __all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "load", "__version__"]
 
 
-def load(path, device: str = "cpu", precision: str = "fp32"):
+def load(path, device: str = "cpu", precision: str = "fp32", compile: bool = False):
     """Load a run directory or checkpoint as a ``Translator`` (see ``transduce.translator``)."""
     from .translator import Translator
 
-    return Translator.load(path, device=device, precision=precision)
+    return Translator.load(path, device=device, precision=precision, compile=compile)

@@ -74,14 +74,23 @@ class Translator:
         self.folder = folder  # the checkpoint folder the model came from
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32") -> "Translator":
-        """Load a checkpoint folder, or a run directory's preferred checkpoint (see ``checkpoint.resolve``)."""
+    def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
+             compile: bool = False) -> "Translator":
+        """Load a checkpoint folder, or a run directory's preferred checkpoint (see ``checkpoint.resolve``).
+
+        ``compile`` wraps the encoder pass and the decode step in ``torch.compile`` (dynamic shapes,
+        so that growing outputs and batch sizes do not recompile at every step): the same outputs,
+        after a compilation of tens of seconds that pays off on long jobs.
+        """
         from .runtime import resolve_precision
 
         folder = resolve(path)
         dev = pick_device(device)
         precision = resolve_precision(precision, dev)
         model, info = load_model_from(folder, dev)
+        if compile:
+            model.encode = torch.compile(model.encode, dynamic=True)
+            model.decode = torch.compile(model.decode, dynamic=True)
         tokenizer = tokenizer_from_info(folder, info)
         return cls(model, tokenizer, info, dev, precision, folder)
 

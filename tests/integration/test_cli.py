@@ -76,3 +76,12 @@ def test_evaluate_prints_signatures_and_checks_line_counts(trained, tmp_path):
 def test_info_prints_the_paper_parameter_count():
     out = cli("info", "--preset", "base", "--vocab-size", "37000").stdout
     assert "63,082,496" in out and "d_model              512" in out
+
+
+@pytest.mark.slow
+def test_compiled_translation_equals_eager(trained):
+    text = "the cat sat\n\nred blue dog\nsees the mat on\n"
+    for beam in ("1", "3"):
+        eager = cli("translate", str(trained / "run"), "--beam", beam, "--nbest", "1", input=text).stdout
+        compiled = cli("translate", str(trained / "run"), "--beam", beam, "--compile", input=text).stdout
+        assert compiled == eager and eager.count("\n") == 4 and eager.strip()

@@ -56,7 +56,7 @@ def run(args) -> int:
             raise TransduceError(f"--src {args.src} has {len(srcs)} lines but --ref {args.ref} has {len(refs)}; "
                                  "source and reference must be aligned line by line")
         set_threads(args.threads)
-        translator = load(args.model, device=args.device, precision=args.precision)
+        translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
         model = str(translator.folder)
         if not args.json:
             print(f"translating with {model}", file=sys.stderr)

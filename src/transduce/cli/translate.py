@@ -99,7 +99,7 @@ def run(args) -> int:
     if args.output:
         check_output_file(args.output, [p for p in (args.input, args.model) if p], "--output")
     set_threads(args.threads)
-    translator = load(args.model, device=args.device, precision=args.precision)
+    translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
     print(f"translating with {translator.folder}", file=sys.stderr)
     interactive = args.input is None and sys.stdin.isatty()
     if interactive:
