@@ -15,6 +15,7 @@ and a damaged checkpoint is reported by name, with the ones that can be used ins
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -43,8 +44,6 @@ def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str,
 
     ``info`` must hold ``model`` (a ModelConfig dict); tokenizer_files are copied beside the weights.
     """
-    import json
-
     with output_dir(folder, "checkpoint", inputs, what="checkpoint") as tmp:
         save_model(model, str(tmp / "model.safetensors"))
         names = []

@@ -209,6 +209,18 @@ def output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), wh
         raise
 
 
+def remove_output(folder: str | Path, kind: str) -> bool:
+    """Delete ``folder`` only if transduce wrote it as ``kind`` (its marker, or a 0.1.0 output's files).
+
+    Returns whether it was removed; anything else is left where it is.
+    """
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir() or (read_marker(folder) or _legacy_kind(folder)) != kind:
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return True
+
+
 def check_output_file(path: str | Path, inputs: Iterable[str | Path] = (), what: str = "--output") -> Path:
     """Check, before any work, that ``path`` can be written as a file."""
     path = Path(path)

@@ -67,7 +67,7 @@ def run(args) -> int:
     from ..visualize import plot_positional_encoding, plot_training
     from ..visualize import draw_attention as draw
 
-    from ..files import check_output_dir, read_marker, write_marker
+    from ..files import check_output_dir, remove_output, write_marker
 
     from .train import parse_duration
 
@@ -91,10 +91,7 @@ def run(args) -> int:
                                   test_prefix=str(raw / "test"), vocab_size=160), out / "data", log=None)
     model_config, train_config = demo_configs(meta["vocab_size"]["src"], max_time, args.max_steps, args.seed)
     run_dir = out / "run"
-    if run_dir.exists() and read_marker(run_dir) == "run":
-        import shutil
-
-        shutil.rmtree(run_dir)  # the demo always starts fresh (the demo folder and this run are its own)
+    remove_output(run_dir, "run")  # the demo always starts fresh: its own run, never anything else
     print(f"3/5 training a tiny Transformer on the CPU until {100 * args.target:.0f}% of the validation numbers "
           f"come out exactly (at most {max_time / 60:.0f} min or {args.max_steps:,} steps)")
 

@@ -128,7 +128,7 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
              "max_epochs": args.max_epochs, "max_time": parse_duration(args.max_time), "seed": args.seed}
     train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
     given = set(toml.get("train", {})) | set(train_sets)
-    if not (args.resume and saved_path.is_file()) and getattr(args, "recipe", "paper") == "auto" and \
+    if not (args.resume and saved_path.is_file()) and args.recipe == "auto" and \
             not given & SCHEDULE_KEYS:
         train = auto_schedule(train, model, args.data_dir)
     return model, train, preset

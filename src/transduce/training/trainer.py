@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import time
 from contextlib import nullcontext
@@ -17,12 +16,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..checkpoint import (CheckpointError, list_checkpoints, read_info, read_training_state, verify,
-                          write_checkpoint)
+from ..checkpoint import CheckpointError, list_checkpoints, read_info, read_training_state, write_checkpoint
 from ..config import ModelConfig, TrainConfig
 from ..data import ParallelDataset, TokenBatchSampler, collate, load_meta, load_tokenizer
 from ..errors import TrainingError
-from ..files import check_output_dir, read_json, write_marker, write_text
+from ..files import check_output_dir, read_json, remove_output, write_marker, write_text
 from ..evaluate import score
 from ..model import Transformer
 from ..translator import DecodeConfig, autocast, translate_ids
@@ -193,8 +191,7 @@ class Trainer:
             self.log(f"--resume: {self.run_dir} has no checkpoint yet; starting from the beginning")
             return
         for folder in reversed(found):
-            try:
-                verify(folder, training=True)
+            try:  # reading the state and loading the weights are the checks: a damaged file fails them
                 state, trainer = read_training_state(folder)
                 self._load_weights(folder)
                 self.optimizer.load_state_dict(state["optimizer"])
@@ -284,16 +281,15 @@ class Trainer:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm if tc.clip_norm > 0 else math.inf)
-        finite = bool(torch.isfinite(torch.stack([sums[0], grad_norm.to(sums.device)])).all())  # the one sync
         if self.scaler is not None:
             # fp16: an overflow is the scaler's business (it lowers the scale and skips the step),
             # not a divergence; only a non-finite loss counts as a bad step.
+            finite = bool(torch.isfinite(sums[0]))  # the one sync (the scaler has its own)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.scaler.step(self.optimizer)
             self.scaler.update()
-            finite = bool(torch.isfinite(sums[0]))
-        elif finite:
+        elif finite := bool(torch.isfinite(torch.stack([sums[0], grad_norm.to(sums.device)])).all()):  # the one sync
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
@@ -551,7 +547,7 @@ class Trainer:
         write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
                          {"progress": asdict(self.progress), "train": self.tc.to_dict()})
         for old in list_checkpoints(self.run_dir)[: -self.tc.keep_last]:
-            shutil.rmtree(old, ignore_errors=True)  # transduce wrote these: pruning keeps the last K
+            remove_output(old, "checkpoint")  # pruning keeps the last K
 
 
 def _sigterm_as_interrupt():
