@@ -4,6 +4,7 @@ checked once, for training and translation alike."""
 from __future__ import annotations
 
 import os
+import time
 from contextlib import nullcontext
 
 import torch
@@ -90,19 +91,39 @@ def autocast(device: torch.device, precision: str):
     return nullcontext()
 
 
+def _busy_cores(interval: float = 0.25) -> float | None:
+    """How many cores other programs keep busy right now (Linux: /proc/stat over ``interval``)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as handle:
+            values = [int(v) for v in handle.readline().split()[1:]]
+        return sum(values), values[3] + values[4]  # all jiffies, idle + iowait
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(interval)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    if total1 <= total0:
+        return None
+    return (1.0 - (idle1 - idle0) / (total1 - total0)) * (os.cpu_count() or 1)
+
+
 def idle_cores() -> int:
-    """The cores other programs leave free: all of them less the 1-minute load average, at least 1.
+    """The cores other programs leave free right now, at least 1 (all of them where this cannot be
+    measured).
 
     PyTorch takes every core by default; on a machine that is also running something else its
     threads then wait for each other (a tiny model trains several times slower on 2 threads than
-    on 1 beside one busy process), so an automatic choice leaves the busy cores alone.
+    on 1 beside one busy process), so an automatic choice leaves the busy cores alone. The CPU use
+    is sampled for a quarter of a second, not read from the load average, which lags a minute
+    behind (a `prepare` that just ended would cost the next command its threads).
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
+    busy = _busy_cores()
+    if busy is None:
         return cores
-    return max(1, min(cores, cores - int(load + 0.5)))
+    return max(1, min(cores, int(cores - busy + 0.5)))
 
 
 def set_threads(threads: int | None) -> int:

@@ -48,7 +48,7 @@ def add_decode_options(p) -> None:
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                    help="fp32 (exact), bf16 autocast, or fp16 autocast (CUDA only)")
     g.add_argument("--threads", type=int, default=0,
-                   help="CPU threads (0: the cores other programs leave idle, from the load average)")
+                   help="CPU threads (0: the cores other programs leave idle, measured at the start)")
     g.add_argument("--compile", action="store_true",
                    help="torch.compile the encoder and the decode step (same outputs; pays off on long inputs)")
 

@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
                         "natively (AVX512-BF16 or AMX), else fp32; fp16 (CUDA only) uses a gradient scaler")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--threads", type=int, default=0,
-                   help="CPU threads (0: the cores other programs leave idle, from the load average)")
+                   help="CPU threads (0: the cores other programs leave idle, measured at the start)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--init-from", help="start from the weights of a checkpoint or run (same model options)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
