@@ -69,10 +69,16 @@ def default_precision(device: torch.device) -> str:
     return "fp32"
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto`` -> the device's default; fp16 only on CUDA (it needs a gradient scaler there)."""
-    if precision not in PRECISIONS:
-        raise TransduceError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+def resolve_precision(precision: str, device: torch.device, inference: bool = False) -> str:
+    """``auto`` -> the device's default; fp16 only on CUDA (it needs a gradient scaler there);
+    int8 (quantized weights) only for inference, on the CPU."""
+    allowed = PRECISIONS + (("int8",) if inference else ())
+    if precision not in allowed:
+        raise TransduceError(f"--precision {precision!r}: choose one of {', '.join(allowed)}")
+    if precision == "int8":
+        if device.type != "cpu":
+            raise TransduceError(f"--precision int8 runs on the CPU only; on {device.type} use bf16, fp16 or fp32")
+        return precision
     if precision == "auto":
         return default_precision(device)
     if precision == "fp16" and device.type != "cuda":

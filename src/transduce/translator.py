@@ -22,13 +22,41 @@ from .runtime import autocast, pick_device
 __all__ = ["DecodeConfig", "Translator", "autocast", "pick_device", "tokenizer_from_info", "translate_ids"]
 
 
+COMPILE_AUTO_LINES = 256  # --compile auto: capture the step on a GPU for at least this many lines
+
+
+def compile_choice(compile: str | bool, device: torch.device, lines: int, precision: str = "fp32") -> bool:
+    """Whether to capture the decode step: ``on``/``off``, or ``auto``.
+
+    ``auto`` compiles only on CUDA (where capture removes the per-operation launch cost) and only
+    for inputs of at least ``COMPILE_AUTO_LINES`` lines, which pay for the compilation. On the CPU
+    it stays eager: the captured step was measured 1.6-2.7x *slower* than the eager fast step on the
+    2-core CI machine (README, "Fast translation"), which already spends most of a step in BLAS.
+    """
+    if compile not in (True, False, "auto", "on", "off"):
+        raise TransduceError(f"--compile {compile!r}: choose auto, on or off")
+    if compile == "auto":
+        return device.type == "cuda" and lines >= COMPILE_AUTO_LINES and precision != "int8"
+    chosen = compile in (True, "on")
+    if chosen and precision == "int8":
+        raise TransduceError("--compile on does not combine with --precision int8 (the quantized kernels are "
+                             "opaque to torch.compile); use one or the other")
+    return chosen
+
+
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig, prefixes=None,
-                  precision: str = "fp32", progress: bool = False) -> list[list[Hypothesis]]:
-    """Search for every source (token ids without eos); results in input order, n-best lists."""
+                  precision: str = "fp32", progress: bool = False, compile: str | bool = False
+                  ) -> list[list[Hypothesis]]:
+    """Search for every source (token ids without eos); results in input order, n-best lists.
+
+    ``precision`` is fp32, bf16 or fp16 (autocast) or int8 (quantized decoder step, CPU);
+    ``compile`` is True/False or "auto"/"on"/"off" (``compile_choice``).
+    """
     from tqdm.auto import tqdm
 
     config = model.config
     device = next(model.parameters()).device
+    compiled = compile_choice(compile, device, len(sources), precision)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
     results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
     generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
@@ -45,8 +73,9 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
         for batch in batches:
             src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)
             options = SearchOptions(decode.max_len_a, decode.max_len_b, decode.min_len,
-                                    [prefixes[i] for i in batch] if prefixes else None)
-            with torch.inference_mode(), autocast(device, precision):
+                                    [prefixes[i] for i in batch] if prefixes else None,
+                                    precision="int8" if precision == "int8" else "fp32", compile=compiled)
+            with torch.inference_mode(), autocast(device, "fp32" if precision == "int8" else precision):
                 if decode.sampling:
                     out = [[h] for h in sample(model, src, options, temperature=decode.temperature, top_k=decode.top_k,
                                                top_p=decode.top_p, generator=generator)]
@@ -61,38 +90,55 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     return results  # type: ignore[return-value]
 
 
+def quantize_encoder(model) -> None:
+    """int8 encoder: every ``nn.Linear`` of the encoder layers becomes PyTorch's dynamically quantized
+    linear (fbgemm), in place. The decoder's int8 weights live in its ``FastDecoder``."""
+    import warnings
+
+    if "fbgemm" not in torch.backends.quantized.supported_engines:
+        raise TransduceError("--precision int8 needs PyTorch's fbgemm quantized engine, which this build lacks; "
+                             "use --precision fp32")
+    torch.backends.quantized.engine = "fbgemm"
+    with warnings.catch_warnings():  # torch.ao quantization is deprecated in favour of torchao, which we do not need
+        warnings.simplefilter("ignore")
+        torch.ao.quantization.quantize_dynamic(model.encoder, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
 class Translator:
     """A model and its tokenizer, ready to translate text."""
 
     def __init__(self, model, tokenizer: Tokenizer, info: dict, device: torch.device, precision: str = "fp32",
-                 folder: Optional[Path] = None):
+                 folder: Optional[Path] = None, compile: str | bool = "auto"):
         self.model = model
         self.tokenizer = tokenizer
         self.info = info
         self.device = device
         self.precision = precision
         self.folder = folder  # the checkpoint folder the model came from
+        self.compile = compile
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
-             compile: bool = False) -> "Translator":
+             compile: str | bool = "auto") -> "Translator":
         """Load a checkpoint folder, or a run directory's preferred checkpoint (see ``checkpoint.resolve``).
 
-        ``compile`` wraps the encoder pass and the decode step in ``torch.compile`` (dynamic shapes,
-        so that growing outputs and batch sizes do not recompile at every step): the same outputs,
-        after a compilation of tens of seconds that pays off on long jobs.
+        ``precision``: fp32 (exact), bf16 or fp16 (autocast), int8 (the Linear weights quantized to
+        int8, CPU only), or auto (the device's default float precision).
+        ``compile``: "on" captures the decode step with ``torch.compile`` (CUDA graphs on a GPU) and
+        compiles the encoder; "auto" does so only where it pays (``compile_choice``); "off" never.
+        The outputs are the same either way; a compilation takes seconds to tens of seconds.
         """
         from .runtime import resolve_precision
 
         folder = resolve(path)
         dev = pick_device(device)
-        precision = resolve_precision(precision, dev)
+        precision = resolve_precision(precision, dev, inference=True)
+        compile_choice(compile, dev, 0, precision)  # refuse a bad combination before loading
         model, info = load_model_from(folder, dev)
-        if compile:
-            model.encode = torch.compile(model.encode, dynamic=True)
-            model.decode = torch.compile(model.decode, dynamic=True)
+        if precision == "int8":
+            quantize_encoder(model)
         tokenizer = tokenizer_from_info(folder, info)
-        return cls(model, tokenizer, info, dev, precision, folder)
+        return cls(model, tokenizer, info, dev, precision, folder, compile)
 
     @property
     def max_source_tokens(self) -> int:
@@ -145,7 +191,11 @@ class Translator:
         sources = self.encode([lines[i] for i in todo], strict=decode.strict, numbers=numbers)
         self._check_lengths(sources, decode, numbers)
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
-        hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress)
+        compiled = compile_choice(self.compile, self.device, len(sources), self.precision)
+        if compiled and not getattr(self.model, "_encoder_compiled", False):
+            self.model.encode = torch.compile(self.model.encode, dynamic=True)
+            object.__setattr__(self.model, "_encoder_compiled", True)
+        hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress, compiled)
         for i, h in zip(todo, hyps):
             texts = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]
             results[i] = texts[0][0] if nbest == 1 else texts

@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .common import Hypothesis, SearchOptions, Stepper, constrain, max_lengths, prefix_tensor
+from .common import Hypothesis, SearchOptions, Stepper, banned_tokens, constrain, max_lengths, prefix_tensor
 
 NEG_INF = float("-inf")
 
@@ -75,11 +75,13 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
     config = model.config
     B, K = src.size(0), beam
     device = src.device
-    stepper = Stepper(model, src, beam=K, use_cache=options.use_cache)
     max_len = max_lengths(model, src, options)  # (B,)
     L = int(max_len.max())
+    stepper = Stepper(model, src, K, options, L)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
     lp_at_max = length_penalty(max_len.cpu(), alpha, length_penalty_kind).float().to(device)  # (B,)
+    banned = banned_tokens(config)
+    last_step = int(max_len.min()) - 1  # before this step no sentence is forced to end
 
     tokens = torch.full((B * K, 1), config.start_id, dtype=torch.long, device=device)  # (B*K, t)
     scores = torch.full((B, K), NEG_INF, device=device)  # cumulative logprobs of live beams
@@ -92,21 +94,22 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
 
     for step in range(L):
         n = alive.numel()
-        lp = stepper.logprobs(tokens)  # (n*K, V)
-        lp = constrain(lp, step, config, max_len[alive], options.min_len,
-                       None if prefix is None else prefix[alive], per_row=K)
-        values, beams, words = top_candidates(scores, lp.view(n, K, -1), 2 * K)  # (n, 2K)
+        logprobs = stepper.logprobs(tokens)  # (n*K, V)
+        logprobs = constrain(logprobs, step, config, max_len[alive], options.min_len,
+                             None if prefix is None else prefix[alive], per_row=K, banned=banned, last_step=last_step)
+        values, beams, words = top_candidates(scores, logprobs.view(n, K, -1), 2 * K)  # (n, 2K)
         rows = (torch.arange(n, device=device)[:, None] * K + beams)  # (n, 2K) rows of tokens
-        history = tokens[rows.view(-1)].view(n, 2 * K, -1)  # (n, 2K, t)
 
         # Candidates that end with eos join the finished list, scored by the length penalty.
         ended = (words == config.eos_id) & (values > NEG_INF)  # (n, 2K)
-        norm = values / length_penalty(step + 1, alpha, length_penalty_kind).float()
-        ended_tokens = torch.cat([history[:, :, 1:], words[:, :, None]], dim=2)  # drop the start token
-        ended_tokens = torch.nn.functional.pad(ended_tokens, (0, L - ended_tokens.size(2)), value=config.pad_id)
-        fin_scores, fin_tokens, fin_logprob = merge_finished(
-            fin_scores, fin_tokens, fin_logprob, norm.masked_fill(~ended, NEG_INF), ended_tokens,
-            values.masked_fill(~ended, NEG_INF))
+        if ended.any():  # (most steps end nothing: skip the history gather and the merge)
+            history = tokens[rows.view(-1)].view(n, 2 * K, -1)  # (n, 2K, t)
+            norm = values / length_penalty(step + 1, alpha, length_penalty_kind).float()
+            ended_tokens = torch.cat([history[:, :, 1:], words[:, :, None]], dim=2)  # drop the start token
+            ended_tokens = torch.nn.functional.pad(ended_tokens, (0, L - ended_tokens.size(2)), value=config.pad_id)
+            fin_scores, fin_tokens, fin_logprob = merge_finished(
+                fin_scores, fin_tokens, fin_logprob, norm.masked_fill(~ended, NEG_INF), ended_tokens,
+                values.masked_fill(~ended, NEG_INF))
 
         # The best K candidates that do not end stay alive (2K candidates hold at least K of them).
         live_values = values.masked_fill(ended, NEG_INF)
@@ -132,6 +135,7 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
             fin_scores, fin_logprob = fin_scores[keep_sentences], fin_logprob[keep_sentences]
             fin_tokens = fin_tokens[keep_sentences]
             stepper.select(keep_sentences)
+            last_step = int(max_len[alive].min()) - 1
     return results  # type: ignore[return-value]
 
 

@@ -28,6 +28,11 @@ class SearchOptions:
     min_len: eos is forbidden before this many output tokens (eos excluded).
     prefix: per sentence, target ids the output must start with (forced decoding of a prefix).
     use_cache: False recomputes the whole prefix at each step (for tests).
+    fast: decode with the ``FastDecoder`` step (``model/fast.py``); False uses the model's own
+        ``decode`` with its growing cache (the reference the fast step is tested against).
+    precision: "int8" quantizes the fast step's weights (CPU); fp32, bf16 and fp16 come from the
+        autocast context around the search.
+    compile: capture the fast step with ``torch.compile`` (``FastDecoder.compile``).
     """
 
     max_len_a: float = 1.0
@@ -35,25 +40,38 @@ class SearchOptions:
     min_len: int = 0
     prefix: Optional[Sequence[Sequence[int]]] = None
     use_cache: bool = True
+    fast: bool = True
+    precision: str = "fp32"
+    compile: bool = False
 
 
 class Stepper:
-    """The decoding state of ``N = B * beam`` hypotheses over B sentences; calls only ``encode``
-    and the incremental ``decode`` (or, without the cache, the full forward pass)."""
+    """The decoding state of ``N = B * beam`` hypotheses over B sentences, for at most ``steps``
+    steps; calls only ``encode`` and a one-token decode step: the ``FastDecoder``'s, or the model's
+    own incremental ``decode``, or (without the cache) the full forward pass."""
 
-    def __init__(self, model, src: Tensor, beam: int, use_cache: bool = True) -> None:
+    def __init__(self, model, src: Tensor, beam: int, options: "SearchOptions", steps: int) -> None:
         self.model = model
         self.beam = beam
-        self.use_cache = use_cache
+        self.use_cache = options.use_cache
+        self.fast = None
         self.src = src  # (B, S)
-        if use_cache:
+        if options.use_cache:
             memory = model.encode(src)  # (B, S, D)
-            self.cache = model.start_decoding(src, memory, beam=beam)
+            if options.fast or options.precision == "int8" or options.compile:
+                from ..model.fast import fast_decoder
+
+                self.fast = fast_decoder(model, options.precision, options.compile)
+                self.cache = self.fast.start(src, memory, beam, capacity=steps)
+            else:
+                self.cache = model.start_decoding(src, memory, beam=beam)
 
     @torch.no_grad()
     def logprobs(self, tokens: Tensor) -> Tensor:
         """``tokens (N, t)`` (start token first) -> next-token log-probabilities ``(N, V)``, float32."""
-        if self.use_cache:
+        if self.fast is not None:
+            logits = self.fast.step(tokens[:, -1], self.cache)  # (N, V)
+        elif self.use_cache:
             logits = self.model.decode(tokens[:, self.cache.length :], self.cache)[:, -1]  # (N, V)
         else:
             src = self.src.repeat_interleave(self.beam, dim=0)  # (N, S)
@@ -92,24 +110,32 @@ def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id:
     return out.to(device)
 
 
+def banned_tokens(config) -> list[int]:
+    """Tokens search never outputs: pad, bos and the decoder's start token (unless one is eos)."""
+    return sorted({config.pad_id, config.bos_id, config.start_id} - {config.eos_id})
+
+
 def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int,
-              prefix: Optional[Tensor], per_row: int = 1) -> Tensor:
+              prefix: Optional[Tensor], per_row: int = 1, banned: Optional[list[int]] = None,
+              last_step: Optional[int] = None) -> Tensor:
     """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based).
 
     Never pad or the start/bos tokens; no eos before ``min_len``; only eos at the last allowed
     position; only the prefix token while a forced prefix lasts. ``max_len`` and ``prefix`` are
-    per sentence; each sentence owns ``per_row`` consecutive rows (its beams).
+    per sentence; each sentence owns ``per_row`` consecutive rows (its beams). ``banned``
+    (``banned_tokens(config)``) and ``last_step`` (``max_len.min() - 1``, on the host) may be
+    passed in to save work per step.
     """
     neg_inf = float("-inf")
-    banned = {config.pad_id, config.bos_id, config.start_id} - {config.eos_id}
-    logprobs[:, list(banned)] = neg_inf
+    logprobs[:, banned if banned is not None else banned_tokens(config)] = neg_inf
     if step < min_len:
         logprobs[:, config.eos_id] = neg_inf
-    last = (max_len - 1 <= step).repeat_interleave(per_row)  # (N,) rows that must end now
-    if last.any():
-        eos = logprobs[last, config.eos_id].clone()
-        logprobs[last] = neg_inf
-        logprobs[last, config.eos_id] = eos
+    if last_step is None or step >= last_step:  # some sentence may have to end now
+        last = (max_len - 1 <= step).repeat_interleave(per_row)  # (N,) rows that must end now
+        if last.any():
+            eos = logprobs[last, config.eos_id].clone()
+            logprobs[last] = neg_inf
+            logprobs[last, config.eos_id] = eos
     if prefix is not None and step < prefix.size(1):
         forced = prefix[:, step].repeat_interleave(per_row)  # (N,)
         rows = (forced >= 0).nonzero().squeeze(1)

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .common import Hypothesis, SearchOptions, Stepper, constrain, max_lengths, prefix_tensor
+from .common import Hypothesis, SearchOptions, Stepper, banned_tokens, constrain, max_lengths, prefix_tensor
 
 
 def filter_logits(logprobs: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
@@ -33,14 +33,17 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
     options = options or SearchOptions()
     config = model.config
     B = src.size(0)
-    stepper = Stepper(model, src, beam=1, use_cache=options.use_cache)
     max_len = max_lengths(model, src, options)  # (B,)
+    steps, last_step = int(max_len.max()), int(max_len.min()) - 1
+    stepper = Stepper(model, src, 1, options, steps)
+    banned = banned_tokens(config)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
     tokens = torch.full((B, 1), config.start_id, dtype=torch.long, device=src.device)  # (B, t)
     logprob = torch.zeros(B, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    for step in range(int(max_len.max())):
-        lp = constrain(stepper.logprobs(tokens), step, config, max_len, options.min_len, prefix)  # (B, V)
+    for step in range(steps):
+        lp = constrain(stepper.logprobs(tokens), step, config, max_len, options.min_len, prefix,
+                       banned=banned, last_step=last_step)  # (B, V)
         if greedy:
             nxt = lp.argmax(-1)
         else:

@@ -1,0 +1,376 @@
+"""The decoder's step for search: the same arithmetic as ``Transformer.decode``, laid out for speed.
+
+Decoding one token per hypothesis is a chain of matrix-*vector* products: at batch 1 the time goes
+into reading the weights and into per-operation overhead, not into arithmetic. This module keeps
+the model untouched and builds, once per set of weights, a ``FastDecoder`` that:
+
+- stores every decoder weight matrix transposed and contiguous, ``(in, out)``, so that each
+  projection is one ``addmm(bias, x, W^T)`` without a transposed operand (2-4x faster than
+  ``F.linear`` for the vocabulary projection at batch 1 on the CPUs we measured: README,
+  "Fast translation"), with the attention scale folded into the query weights;
+- or, with ``precision="int8"``, holds them as int8 with one scale per output row and
+  multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on
+  the fly per batch, int32 accumulation);
+- keeps the self-attention keys and values of every layer in one preallocated tensor
+  ``(layers, 2, N, H, capacity, Dh)``: a step writes position ``t`` in place, attends over the
+  filled positions ``0..t`` only, and a beam reorder is one ``index_select`` of the filled part;
+- computes attention explicitly for the single query (two small matmuls and a softmax), which
+  costs less than the fused kernel's set-up at these sizes.
+
+Every positional scheme, both norm positions and types and every activation are supported; the
+outputs equal ``Transformer.decode``'s up to float rounding (tests compare the searches' tokens).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .feed_forward import RMSNorm
+
+
+class Dense:
+    """``y = x W^T + b`` for a 2-D ``x (N, in)``, from an ``nn.Linear``'s weights.
+
+    float: BLAS is fastest here with a different operand layout for one row than for several
+    (measured on the 2-core CI machine, ``benchmarks/peers.py`` and README "Fast translation"):
+    for one row, ``W^T`` is stored contiguous and cut into one column block per thread, multiplied
+    by one ``bmm`` (BLAS runs a single row on one core; the blocks let every core stream its share
+    of the weights); for 2-16 rows, ``(W x^T)^T`` (2x faster than ``F.linear`` at 4 rows); beyond,
+    ``x W^T`` with ``W^T`` stored contiguous. Each layout is made the first time it is needed.
+    int8: fbgemm's dynamically quantized linear (per-row int8 weights, activations quantized per
+    call). ``scale`` multiplies the whole layer (used to fold 1/sqrt(d_k) into the queries).
+    """
+
+    def __init__(self, weight: Tensor, bias: Optional[Tensor], int8: bool = False, scale: float = 1.0) -> None:
+        weight = weight.detach()
+        bias = None if bias is None else bias.detach()
+        if scale != 1.0:
+            weight, bias = weight * scale, None if bias is None else bias * scale
+        self.int8 = int8
+        if int8:
+            self.packed = _pack_int8(weight.float(), None if bias is None else bias.float())
+            return
+        self.weight = weight  # (out, in), shared with the model unless scaled
+        self.bias = bias
+        self.bias_column = None if bias is None else bias[:, None]  # (out, 1)
+        self.blocks: Optional[Tensor] = None  # (P, in, out/P), made on the first single row
+        self.weight_t: Optional[Tensor] = None  # (in, out), made on the first batch of more than 16 rows
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.int8:
+            return torch.ops.quantized.linear_dynamic(x.float().contiguous(), self.packed, True)
+        rows = x.size(0)
+        if rows == 1:
+            return self._row(x)
+        if rows <= 16 or self.weight.size(0) <= 4 * self.weight.size(1):  # (W x^T)^T, copied back to rows
+            y = self.weight @ x.t() if self.bias is None else torch.addmm(self.bias_column, self.weight, x.t())
+            return y.t().contiguous()
+        if self.weight_t is None:
+            self.weight_t = self.weight.t().contiguous()
+        return x @ self.weight_t if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
+
+    def plain(self, x: Tensor) -> Tensor:
+        """``F.linear`` on the model's own layout: no per-call choices, for ``torch.compile``."""
+        if self.int8:
+            return self(x)
+        return F.linear(x, self.weight, self.bias)
+
+    def columns(self, x_t: Tensor) -> Tensor:
+        """The product in feature-major layout: ``x_t (in, N)`` -> ``(out, N)``, never a copy (float only)."""
+        return self.weight @ x_t if self.bias is None else torch.addmm(self.bias_column, self.weight, x_t)
+
+    def _row(self, x: Tensor) -> Tensor:
+        if self.blocks is None:
+            out, inp = self.weight.shape
+            parts = torch.get_num_threads() if x.device.type == "cpu" else 1
+            parts = parts if parts > 1 and out % parts == 0 else 1
+            self.blocks = self.weight.t().reshape(inp, parts, out // parts).transpose(0, 1).contiguous()
+        if self.blocks.size(0) == 1:
+            y = x @ self.blocks[0] if self.bias is None else torch.addmm(self.bias, x, self.blocks[0])
+            return y
+        y = torch.bmm(x.expand(self.blocks.size(0), 1, -1), self.blocks).view(1, -1)  # (1, out)
+        return y if self.bias is None else y + self.bias
+
+
+def _pack_int8(weight: Tensor, bias: Optional[Tensor]):
+    """Per-output-row symmetric int8 weights, prepacked for fbgemm (dynamic quantization)."""
+    if weight.device.type != "cpu":
+        raise ValueError("int8 decoding runs on the CPU only; use --precision fp16 or bf16 on a GPU")
+    if "fbgemm" not in torch.backends.quantized.supported_engines:
+        raise ValueError("int8 decoding needs PyTorch's fbgemm quantized engine, which this build lacks "
+                         f"(engines: {', '.join(torch.backends.quantized.supported_engines)}); use --precision fp32")
+    torch.backends.quantized.engine = "fbgemm"
+    scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
+    zeros = torch.zeros_like(scales, dtype=torch.long)
+    with warnings.catch_warnings():  # quantized tensors are deprecated in favour of torchao, which we do not depend on
+        warnings.simplefilter("ignore")
+        qweight = torch.quantize_per_channel(weight, scales, zeros, 0, torch.qint8)
+        return torch.ops.quantized.linear_prepack(qweight, bias)
+
+
+def _norm(module: nn.Module):
+    """The norm as a function: ``F.layer_norm`` directly (skips the module call), else the module."""
+    if isinstance(module, nn.LayerNorm):
+        shape, weight, bias, eps = module.normalized_shape, module.weight.detach(), module.bias, module.eps
+        bias = None if bias is None else bias.detach()
+        return lambda x: F.layer_norm(x, shape, weight, bias, eps)
+    if isinstance(module, RMSNorm):
+        return module
+    raise TypeError(f"no fast path for the norm {type(module).__name__}")
+
+
+class StepCache:
+    """The state of ``N = B * beam`` hypotheses between steps.
+
+    Attributes:
+        kv: ``(layers, 2, N * H, capacity, Dh)``, self-attention keys (0) and values (1) with the
+            heads folded into the batch; positions ``0 .. length-1`` are filled.
+        cross_k: per layer ``(B * H, Dh, S)`` (transposed for the score product); cross_v:
+            ``(B * H, S, Dh)``; cross_bias: ``(B * H, beam, S)``, 0 at real source positions and
+            -inf at padding.
+        beam: hypotheses per sentence. length: positions filled (the next token's position).
+    """
+
+    def __init__(self, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor], cross_bias: Tensor,
+                 heads: int, beam: int) -> None:
+        self.kv, self.cross_k, self.cross_v, self.cross_bias = kv, cross_k, cross_v, cross_bias
+        self.heads, self.beam, self.length = heads, beam, 0
+
+    @property
+    def sentences(self) -> int:
+        return self.cross_bias.size(0) // self.heads
+
+    def reorder(self, rows: Tensor) -> None:
+        """Hypothesis ``n`` continues hypothesis ``rows[n]``: only the filled positions move."""
+        t, H = self.length, self.heads
+        if t == 0:
+            return
+        L, _, NH, C, Dh = self.kv.shape
+        filled = self.kv.view(L, 2, NH // H, H, C, Dh)[:, :, :, :, :t]
+        filled.copy_(filled.index_select(2, rows))
+
+    def select_sentences(self, sentences: Tensor) -> None:
+        """Keep only ``sentences`` (indices into the current B); each owns ``beam`` rows."""
+        H, K = self.heads, self.beam
+        rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
+        L, _, NH, C, Dh = self.kv.shape
+        self.kv = self.kv.view(L, 2, NH // H, H, C, Dh).index_select(2, rows).view(L, 2, -1, C, Dh)
+
+        def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (B'*H, ...)
+            return x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1)
+
+        self.cross_k = [per_sentence(k) for k in self.cross_k]
+        self.cross_v = [per_sentence(v) for v in self.cross_v]
+        self.cross_bias = per_sentence(self.cross_bias)
+
+
+class _Layer:
+    """One decoder layer's weights, as the step uses them."""
+
+    def __init__(self, layer, heads: int, int8: bool) -> None:
+        D = layer.self_attn.qkv.in_features
+        scale = torch.ones(3 * D, dtype=layer.self_attn.qkv.weight.dtype, device=layer.self_attn.qkv.weight.device)
+        scale[:D] = (D // heads) ** -0.5  # fold 1/sqrt(d_k) into the queries
+        qkv = layer.self_attn.qkv
+        self.qkv = Dense(qkv.weight * scale[:, None], None if qkv.bias is None else qkv.bias * scale, int8)
+        self.self_out = Dense(layer.self_attn.out.weight, layer.self_attn.out.bias, int8)
+        self.cross_q = Dense(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=(D // heads) ** -0.5)
+        self.cross_out = Dense(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8)
+        ffn = layer.ffn
+        self.w1 = Dense(ffn.w1.weight, ffn.w1.bias, int8)
+        self.w2 = Dense(ffn.w2.weight, ffn.w2.bias, int8)
+        self.w3 = Dense(ffn.w3.weight, ffn.w3.bias, int8) if ffn.w3 is not None else None
+        self.act = ffn.act
+        self.norms = [_norm(layer.sub1.norm), _norm(layer.sub2.norm), _norm(layer.sub3.norm)]
+
+
+class FastDecoder:
+    """A snapshot of a ``Transformer``'s decoder for search; see the module docstring.
+
+    ``cache = fast.start(src, memory, beam, capacity)``, then ``logits = fast.step(tokens, cache)``
+    with ``tokens (N,)`` one new token per hypothesis. The snapshot does not follow later changes of
+    the model's weights: ``fast_decoder(model)`` rebuilds it when they change.
+    """
+
+    def __init__(self, model, precision: str = "fp32") -> None:
+        if model.training:
+            raise ValueError("FastDecoder is for inference: call model.eval() first")
+        c = model.config
+        self.config = c
+        self.precision = precision
+        int8 = precision == "int8"
+        self.heads, self.head_dim = c.n_heads, c.head_dim
+        self.pre = c.norm_position == "pre"
+        with torch.no_grad():
+            self.layers = [_Layer(layer, c.n_heads, int8) for layer in model.decoder]
+            self.final_norm = _norm(model.decoder_norm) if model.decoder_norm is not None else None
+            bias = model.output_bias.detach() if model.output_bias is not None else None
+            self.output = Dense(model.output.weight, bias, int8)
+        embed = model.tgt_embed
+        self.embed_weight = embed.tokens.weight.detach()
+        self.embed_scale = embed.scale
+        self.positions = (embed.table if embed.kind in ("sinusoidal", "sinusoidal_concat") else
+                          embed.learned.weight.detach() if embed.kind == "learned" else None)
+        self.rotary = model.rotary
+        self.alibi = model.alibi
+        self.cross_projections = [layer.cross_attn for layer in model.decoder]
+        self.compiled = None  # the captured step, after compile()
+
+    def start(self, src: Tensor, memory: Tensor, beam: int, capacity: int) -> StepCache:
+        """A cache for ``B * beam`` hypotheses over ``src (B, S)`` and its encoder output ``memory``."""
+        B, S = src.shape
+        H, Dh = self.heads, self.head_dim
+        with torch.no_grad():
+            cross_k, cross_v = [], []
+            for attn in self.cross_projections:
+                k, v = attn.project_memory(memory)  # (B, H, S, Dh)
+                cross_k.append(k.transpose(-2, -1).reshape(B * H, Dh, S))
+                cross_v.append(v.reshape(B * H, S, Dh))
+        shape = (len(self.layers), 2, B * beam * H, capacity, Dh)
+        # the captured step reads every position (masked): unfilled ones must not hold NaN garbage
+        kv = memory.new_zeros(shape) if self.compiled is not None else memory.new_empty(shape)
+        bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
+        bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
+        return StepCache(kv, cross_k, cross_v, bias.view(B * H, beam, S), H, beam)
+
+    def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
+        """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
+        t = cache.length
+        if t >= cache.kv.size(3) or t >= self.config.max_positions:
+            raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(3)} positions, "
+                             f"the model {self.config.max_positions}")
+        if self.compiled is not None:
+            position = torch.tensor(t, device=tokens.device)
+            logits = self.compiled(tokens, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
+        else:
+            logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
+        cache.length = t + 1
+        return logits
+
+    def compile(self) -> None:
+        """Capture the step with ``torch.compile`` (CUDA graphs on a GPU): the position becomes a tensor,
+        attention covers the cache's whole capacity under a mask, so every step has the same shapes
+        and one compilation serves the whole search (a new batch size compiles once more)."""
+        if self.precision == "int8":
+            raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
+        mode = "reduce-overhead" if self.embed_weight.device.type == "cuda" else None
+        self.compiled = torch.compile(self._forward, mode=mode, dynamic=False)
+
+    def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
+                 cross_bias: Tensor) -> Tensor:
+        """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
+        tensor (static shapes for capture: attend over the whole capacity, later positions masked)."""
+        static = isinstance(t, Tensor)
+        N, H, Dh = tokens.size(0), self.heads, self.head_dim
+        K = cross_bias.size(1)
+        B = N // K
+
+        def dense(d: Dense, x: Tensor) -> Tensor:
+            return d.plain(x) if static else d(x)
+
+        x = F.embedding(tokens, self.embed_weight)  # (N, D)
+        if self.positions is not None:
+            x = torch.add(_row(self.positions, t).to(x.dtype), x, alpha=self.embed_scale)
+        elif self.embed_scale != 1.0:
+            x = x * self.embed_scale
+        if not static:
+            kv = kv[:, :, :, : t + 1]  # (layers, 2, N*H, t+1, Dh): the filled positions
+        keys = torch.arange(kv.size(3), device=x.device)  # positions of the attended keys
+        key_bias = None  # (H, 1, keys): ALiBi and, for static shapes, the mask of unfilled positions
+        if self.alibi is not None:
+            key_bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
+        if static:
+            hidden = torch.zeros(kv.size(3), dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
+            key_bias = hidden if key_bias is None else key_bias + hidden
+        for i, layer in enumerate(self.layers):
+            # masked self-attention: the new query against positions 0..t
+            h = layer.norms[0](x) if self.pre else x
+            qkv = dense(layer.qkv, h).reshape(N, 3, H, Dh)  # q is pre-scaled by 1/sqrt(d_k)
+            q = qkv[:, 0].reshape(N * H, 1, Dh)
+            if self.rotary is not None:
+                q, k = self._rotate(q, t), self._rotate(qkv[:, 1].reshape(N * H, 1, Dh), t)
+                _write(kv[i, 0], t, k[:, 0])
+                _write(kv[i, 1], t, qkv[:, 2].reshape(N * H, Dh))
+            else:
+                _write(kv[i], t, qkv[:, 1:].transpose(0, 1).reshape(2, N * H, Dh))
+            scores = torch.bmm(q, kv[i, 0].transpose(1, 2))  # (N*H, 1, keys)
+            if key_bias is not None:
+                scores = (scores.view(N, H, 1, -1) + key_bias).view(N * H, 1, -1)
+            a = torch.bmm(scores.softmax(-1), kv[i, 1]).view(N, H * Dh)  # (N, D)
+            x = self._residual(x, dense(layer.self_out, a), layer.norms[0])
+            # encoder-decoder attention: the K beams of a sentence share its keys
+            h = layer.norms[1](x) if self.pre else x
+            q = dense(layer.cross_q, h).reshape(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
+            scores = torch.baddbmm(cross_bias, q, cross_k[i])  # (B*H, K, S)
+            a = torch.bmm(scores.softmax(-1), cross_v[i])  # (B*H, K, Dh)
+            a = a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
+            x = self._residual(x, dense(layer.cross_out, a), layer.norms[1])
+            # feed-forward
+            h = layer.norms[2](x) if self.pre else x
+            if static or h.size(0) == 1 or layer.w1.int8:
+                f = layer.act(dense(layer.w1, h))
+                if layer.w3 is not None:
+                    f = f * dense(layer.w3, h)
+                out = dense(layer.w2, f)
+            else:  # feature-major: the wide hidden layer is never transposed
+                h_t = h.t()
+                f = layer.act(layer.w1.columns(h_t))  # (F, N)
+                if layer.w3 is not None:
+                    f = f * layer.w3.columns(h_t)
+                out = layer.w2.columns(f).t()  # (N, D), a transposed view
+            x = self._residual(x, out, layer.norms[2])
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return dense(self.output, x)  # (N, V)
+
+    def _residual(self, x: Tensor, out: Tensor, norm) -> Tensor:
+        return x + out if self.pre else norm(x + out)
+
+    def _rotate(self, x: Tensor, t: int) -> Tensor:
+        cos = _row(self.rotary.cos, t).to(x.dtype)  # (Dh/2,)
+        sin = _row(self.rotary.sin, t).to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def _row(table: Tensor, t) -> Tensor:
+    """``table[t]`` for an int or a 0-d tensor position (indexing with a tensor would read it on the host)."""
+    return table[t] if not isinstance(t, Tensor) else table.index_select(0, t.view(1))[0]
+
+
+def _write(buffer: Tensor, t, value: Tensor) -> None:
+    """``buffer[..., t, :] = value``: position ``t`` (an int or a 0-d tensor) of a ``(..., C, Dh)`` cache."""
+    if isinstance(t, Tensor):
+        buffer.index_copy_(buffer.dim() - 2, t.view(1), value.unsqueeze(-2))
+    else:
+        buffer[..., t, :] = value
+
+
+def fast_decoder(model, precision: str = "fp32", compiled: bool = False) -> FastDecoder:
+    """The model's ``FastDecoder`` for ``precision`` (compiled or not), rebuilt only when the weights
+    changed since it was built.
+
+    The weights' in-place version counters (bumped by every optimizer step) tell whether the
+    snapshot is stale, so validation during training always decodes with the current weights.
+    """
+    version = _weights_version(model)
+    cached = getattr(model, "_fast_decoders", None)
+    if cached is None or cached[0] != version:
+        cached = (version, {})
+        object.__setattr__(model, "_fast_decoders", cached)  # not a submodule, never saved
+    key = (precision, compiled)
+    if key not in cached[1]:
+        decoder = FastDecoder(model, precision)
+        if compiled:
+            decoder.compile()
+        cached[1][key] = decoder
+    return cached[1][key]
+
+
+def _weights_version(model) -> tuple:
+    return tuple((id(p), p._version) for p in model.parameters())

@@ -1,0 +1,186 @@
+"""The fast decode step (``model/fast.py``) against the model's own ``decode``: the same logits for
+every architecture option, the same search outputs, the captured (compiled) step, int8."""
+
+import pytest
+import torch
+from torch import nn
+
+from transduce import Transformer
+from transduce.data.dataset import pad_sequences
+from transduce.decoding import SearchOptions, beam_search, greedy_search, sample
+from transduce.model.fast import FastDecoder, fast_decoder
+from transduce.translator import compile_choice
+
+from ..conftest import random_batch, tiny_config
+
+ARCHITECTURES = [
+    {},  # the paper's: post-LN, sinusoidal, ReLU, no tying
+    {"positional": "sinusoidal_concat", "tying": "all"},
+    {"positional": "learned", "tying": "decoder", "output_bias": True},
+    {"positional": "rope", "norm_position": "pre"},
+    {"positional": "alibi", "norm_type": "rmsnorm", "activation": "swiglu"},
+    {"positional": "none", "norm_position": "pre", "activation": "gelu", "scale_embedding": False},
+]
+
+
+def _ids(options: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in options.items()) or "paper"
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES, ids=_ids)
+@pytest.mark.parametrize("batch, beam", [(1, 1), (3, 1), (2, 3), (20, 1)])
+def test_fast_step_logits_equal_the_models_decode(arch, batch, beam, device):
+    """Step by step, with beam reorders in between: one row (the split single-row product), a few
+    rows, beams sharing cross keys, and more than 16 rows (the other operand layouts)."""
+    model = Transformer(tiny_config(**arch)).to(device).eval()
+    with torch.no_grad():  # biases start at zero and norms at one: make every parameter count
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(device) * 0.1)
+    src, _ = random_batch(batch, 7, 40, device=device)
+    fast = FastDecoder(model)
+    with torch.no_grad():
+        memory = model.encode(src)
+        reference = model.start_decoding(src, memory, beam=beam)
+        cache = fast.start(src, memory, beam, capacity=12)
+        g = torch.Generator().manual_seed(3)
+        tokens = torch.full((batch * beam,), model.config.start_id, device=device)
+        for step in range(12):
+            expected = model.decode(tokens[:, None], reference)[:, -1]
+            got = fast.step(tokens, cache)
+            torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-4)
+            rows = torch.randint(0, batch * beam, (batch * beam,), generator=g).to(device)
+            reference.reorder(rows)
+            cache.reorder(rows)
+            tokens = torch.randint(4, 40, (batch * beam,), generator=g).to(device)
+    assert cache.length == 12
+
+
+def test_fast_step_refuses_a_position_past_its_capacity():
+    model = Transformer(tiny_config()).eval()
+    src, _ = random_batch(1, 4, 40)
+    fast = FastDecoder(model)
+    cache = fast.start(src, model.encode(src), 1, capacity=2)
+    token = torch.tensor([model.config.start_id])
+    fast.step(token, cache)
+    fast.step(token, cache)
+    with pytest.raises(ValueError, match="does not fit"):
+        fast.step(token, cache)
+    with pytest.raises(ValueError, match="inference"):
+        FastDecoder(model.train())
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES[::2], ids=_ids)
+def test_searches_give_the_same_outputs_fast_or_not(arch, device):
+    """Greedy, beam (sentences finishing at different steps, so the cache drops sentences) and
+    sampling: the same tokens with the fast step as with the model's own decode."""
+    model = Transformer(tiny_config(**arch)).to(device).eval()
+    src, _ = random_batch(6, 9, 40, device=device)
+    fast, slow = SearchOptions(1.0, 6), SearchOptions(1.0, 6, fast=False)
+    assert [h.tokens for h in greedy_search(model, src, fast)] == [h.tokens for h in greedy_search(model, src, slow)]
+    for beam in (2, 4):
+        a = beam_search(model, src, beam, options=fast, nbest=2)
+        b = beam_search(model, src, beam, options=slow, nbest=2)
+        assert [[h.tokens for h in hs] for hs in a] == [[h.tokens for h in hs] for hs in b]
+        for x, y in zip(a, b):
+            assert [h.score for h in x] == pytest.approx([h.score for h in y], abs=1e-4)
+    g1, g2 = (torch.Generator(device=device).manual_seed(5) for _ in range(2))
+    assert [h.tokens for h in sample(model, src, fast, generator=g1)] == \
+        [h.tokens for h in sample(model, src, slow, generator=g2)]
+
+
+def test_snapshot_follows_the_weights():
+    """``fast_decoder`` reuses its snapshot while the weights stay, and rebuilds it after an update."""
+    model = Transformer(tiny_config()).eval()
+    first = fast_decoder(model)
+    assert fast_decoder(model) is first
+    src, _ = random_batch(2, 5, 40)
+    opts = SearchOptions(1.0, 5)
+    with torch.no_grad():
+        for p in model.decoder.parameters():
+            p.mul_(-1.5)  # an in-place update, as an optimizer step
+    second = fast_decoder(model)
+    assert second is not first
+    assert [h.tokens for h in greedy_search(model, src, opts)] == \
+        [h.tokens for h in greedy_search(model, src, SearchOptions(1.0, 5, fast=False))]
+
+
+@pytest.fixture(scope="module")
+def reverser():
+    """A tiny model trained (full batch, bounded by steps) until it reverses 90% of its training
+    sequences: confident outputs, as a trained model's. Returns the model and 60 of its sources."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = Transformer(tiny_config(vocab_size=20, d_model=32, d_ff=64))
+    seqs = [torch.randint(4, 20, (int(torch.randint(3, 7, (1,), generator=g)),), generator=g).tolist()
+            for _ in range(200)]
+    src = pad_sequences(seqs, 0, suffix=2)
+    tgt_in = pad_sequences([s[::-1] for s in seqs], 0, prefix=1)
+    tgt_out = pad_sequences([s[::-1] for s in seqs], 0, suffix=2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(1, 401):
+        model.train()
+        loss = nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 50 == 0:
+            model.eval()
+            outputs = [h.tokens for h in greedy_search(model, src[:60], SearchOptions(0, 8))]
+            if sum(o == t[::-1] for o, t in zip(outputs, seqs)) >= 54:
+                return model, src[:60]
+    pytest.fail("the reverser did not learn its task within the step budget")
+
+
+def test_int8_agrees_with_fp32_on_a_trained_model(reverser):
+    """int8 weights change the numbers a little and the outputs rarely: at least 90% of the beam
+    outputs of a trained model stay identical (the stated threshold), on both searches."""
+    model, src = reverser
+    fp32 = SearchOptions(0, 8)
+    int8 = SearchOptions(0, 8, precision="int8")
+    for search in (lambda o: [h.tokens for h in greedy_search(model, src, o)],
+                   lambda o: [h[0].tokens for h in beam_search(model, src, 4, options=o)]):
+        a, b = search(fp32), search(int8)
+        assert sum(x == y for x, y in zip(a, b)) >= 0.9 * len(a)
+    quantized = fast_decoder(model, "int8")
+    assert quantized.output.int8 and all(layer.w1.int8 for layer in quantized.layers)
+    # and the logits stay close: a few percent of their range (3.5% here)
+    with torch.no_grad():
+        memory = model.encode(src)
+        logits = []
+        for decoder in (fast_decoder(model), quantized):
+            cache = decoder.start(src, memory, 1, capacity=2)
+            logits.append(decoder.step(torch.full((len(src),), 1), cache))
+    error = (logits[1] - logits[0]).abs().max() / logits[0].abs().max()
+    assert error < 0.08, f"int8 logits differ from fp32 by {error:.3f} of their range"
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES, ids=_ids)
+def test_int8_runs_on_every_architecture(arch):
+    model = Transformer(tiny_config(**arch)).eval()
+    src, _ = random_batch(3, 6, 40)
+    for beam in (1, 3):
+        out = beam_search(model, src, beam, options=SearchOptions(1.0, 4, precision="int8"))
+        assert len(out) == 3 and all(hs for hs in out)
+
+
+def test_compiled_step_equals_the_eager_step(reverser):
+    """The captured step (static shapes: the position a tensor, the whole capacity attended under a
+    mask) gives the eager outputs, greedy and beam."""
+    model, src = reverser
+    eager, compiled = SearchOptions(0, 8), SearchOptions(0, 8, compile=True)
+    rows = src[:5]
+    assert [h.tokens for h in greedy_search(model, rows, compiled)] == [h.tokens for h in greedy_search(model, rows, eager)]
+    a = beam_search(model, rows, 3, options=compiled, nbest=2)
+    b = beam_search(model, rows, 3, options=eager, nbest=2)
+    assert [[h.tokens for h in hs] for hs in a] == [[h.tokens for h in hs] for hs in b]
+
+
+def test_compile_auto_stays_eager_where_it_would_not_pay():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert compile_choice("auto", cpu, 1) is False
+    assert compile_choice("auto", cpu, 10**6) is False  # measured slower than the eager step on the CPU
+    assert compile_choice("auto", cuda, 1) is False  # one line never pays for a compilation
+    assert compile_choice("auto", cuda, 10**4) is True
+    assert compile_choice("auto", cuda, 10**4, "int8") is False
+    assert compile_choice("on", cpu, 1) is True and compile_choice("off", cuda, 10**4) is False
