@@ -2,7 +2,8 @@
 # The GPU checks, as one prepared script (under 8 minutes on one GPU; never run in CI):
 #   1. the test suite's device-parametrized tests on CUDA (pytest --device cuda),
 #   2. a 1-GPU training from the command line, and a 2-GPU torchrun training if 2 GPUs exist,
-#   3. bf16 and fp16 training throughput of `base` (target tokens/s, MFU) and translation throughput.
+#   3. translation with the captured decode step (torch.compile, CUDA graphs) equal to eager decoding,
+#   4. bf16 and fp16 training throughput of `base` (target tokens/s, MFU) and translation throughput.
 # Usage: bash benchmarks/gpu_check.sh   (from the repository root; writes a summary at the end)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,10 @@ step "train on 1 GPU (bf16)" timeout 120 python3 -m transduce train "$work/data"
 step "train on 1 GPU (fp16, resume)" timeout 120 python3 -m transduce train "$work/data" --out "$work/run1" \
   --resume --device cuda --precision fp16 --max-steps 300 --quiet
 step "translate on the GPU" bash -c "echo 'the cat sat on the mat' | python3 -m transduce translate $work/run1 --device cuda"
+printf 'the cat sat on the mat\nred dog\n%.0s' {1..150} > "$work/lines.txt"  # 300 lines: --compile auto captures
+step "captured decode step (CUDA graphs) equals eager" bash -c "python3 -m transduce translate $work/run1 --device cuda \
+  --compile off --input $work/lines.txt > $work/eager.txt && python3 -m transduce translate $work/run1 --device cuda \
+  --compile auto --input $work/lines.txt > $work/captured.txt && cmp $work/eager.txt $work/captured.txt"
 if [ "$GPUS" -ge 2 ]; then
   step "torchrun on 2 GPUs" timeout 180 python3 -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m transduce train "$work/data" --out "$work/run2" --preset small --device cuda --max-steps 100 --quiet

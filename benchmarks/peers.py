@@ -4,10 +4,13 @@
     python benchmarks/peers.py train     [--quick] [--shapes small base]
     python benchmarks/peers.py inference [--quick] [--shapes small base]
     python benchmarks/peers.py scaling   [--quick]
+    python benchmarks/peers.py real      --run RUN   (a trained Multi30k run: beam 4 on test_2016_flickr)
 
 The weights are a random-init MarianMTModel (vocabulary 8,000) saved once, imported into transduce
 (``import-hf``) and exported to CTranslate2 from there. Batches are Multi30k's (``../shared/data``),
-cut at the same token budget for every system. Every figure is the median of at least 3 trials
+cut at the same token budget for every system. transduce runs as ``transduce`` (fp32, the eager fast
+step), ``transduce_compiled`` (the captured step), ``transduce_int8`` and, where the CPU multiplies
+bf16 natively, ``transduce_bf16``; CTranslate2 as float32 and int8. Every figure is the median of at least 3 trials
 (min-max beside it). CTranslate2 runs at 1 and 2 threads and the better is reported; the PyTorch
 systems run at 2 threads, their best here (``--all-threads`` tries 1 as well). Prints markdown tables with the
 ratios and writes ``benchmarks/results/peers_<what>.json``. Needs the dev extra (transformers,
@@ -181,18 +184,18 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
     beam = 4 if mode == "beam4" else 1
     chunks = [src_ids[i : i + batch] for i in range(0, len(src_ids), batch)]
     outputs: list = []
-    if system == "transduce":
-        from transduce import load
+    if system.startswith("transduce"):
         from transduce.data import pad_sequences
         from transduce.decoding import SearchOptions, beam_search, greedy_search
 
-        model = load(model_dir, device="cpu").model
+        model, precision, compiled, context = _transduce_system(system, model_dir)
         # `length` decoder steps: length - 1 tokens with eos forbidden, then the forced eos
-        options = SearchOptions(max_len_a=0, max_len_b=length, min_len=length - 1)
+        options = SearchOptions(max_len_a=0, max_len_b=length, min_len=length - 1, precision=precision,
+                                compile=compiled)
 
         def run_all():
             outputs.clear()
-            with torch.inference_mode():
+            with torch.inference_mode(), context():
                 for chunk in chunks:
                     src = pad_sequences(chunk, pad, suffix=eos)
                     if beam == 1:
@@ -237,6 +240,93 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
     return result
 
 
+def _transduce_system(system: str, model_dir: str):
+    """transduce in one of its modes: (model, step precision, compiled, autocast context)."""
+    import torch
+
+    from transduce import load
+    from transduce.translator import quantize_encoder
+
+    model = load(model_dir, device="cpu").model
+    if system == "transduce_int8":
+        quantize_encoder(model)
+        return model, "int8", False, nullcontext
+    if system == "transduce_bf16":
+        return model, "fp32", False, lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+    return model, "fp32", system == "transduce_compiled", nullcontext
+
+
+def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int, batch: int = 32) -> dict:
+    """Beam 4 on test_2016_flickr, un-forced: sentences/s and sacreBLEU. The same SentencePiece ids and
+    the same batches (32 sentences, sorted by length) for every system; each system's own length
+    penalty of 0.6 in the |Y|^alpha form they share, at most 100 output tokens."""
+    import gzip
+
+    import sentencepiece
+    import torch
+
+    from transduce.evaluate import score
+
+    torch.set_num_threads(threads)
+    sp = sentencepiece.SentencePieceProcessor(model_file=spm)
+    sources = gzip.open(MULTI30K / "test_2016_flickr.en.gz", "rt", encoding="utf-8").read().split("\n")[:-1]
+    references = gzip.open(MULTI30K / "test_2016_flickr.de.gz", "rt", encoding="utf-8").read().split("\n")[:-1]
+    ids = sp.encode(sources)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+    chunks = [order[i : i + batch] for i in range(0, len(order), batch)]
+    hyps: list = [None] * len(ids)
+    if system.startswith("transduce"):
+        from transduce.data import pad_sequences
+        from transduce.decoding import SearchOptions, beam_search
+
+        model, precision, compiled, context = _transduce_system(system, model_dir)
+        c = model.config
+        options = SearchOptions(max_len_a=0, max_len_b=100, precision=precision, compile=compiled)
+
+        def run_all():
+            with torch.inference_mode(), context():
+                for chunk in chunks:
+                    src = pad_sequences([ids[i] for i in chunk], c.pad_id, suffix=c.eos_id)
+                    for i, h in zip(chunk, beam_search(model, src, 4, 0.6, options, length_penalty_kind="power")):
+                        hyps[i] = h[0].tokens
+            return len(ids)
+    elif system == "hf":
+        import transformers
+
+        from transduce.data import pad_sequences
+
+        model = transformers.MarianMTModel.from_pretrained(model_dir).eval()
+        pad, eos = model.config.pad_token_id, model.config.eos_token_id
+
+        def run_all():
+            with torch.inference_mode():
+                for chunk in chunks:
+                    src = pad_sequences([ids[i] for i in chunk], pad, suffix=eos)
+                    out = model.generate(input_ids=src, attention_mask=(src != pad).long(), num_beams=4,
+                                         length_penalty=0.6, max_new_tokens=100, do_sample=False)
+                    for i, row in zip(chunk, out.tolist()):
+                        row = row[1:]
+                        hyps[i] = row[: row.index(eos)] if eos in row else [t for t in row if t != pad]
+            return len(ids)
+    else:
+        import ctranslate2
+
+        translator = ctranslate2.Translator(model_dir, device="cpu", intra_threads=threads, inter_threads=1)
+        pieces = [sp.id_to_piece(x) + ["</s>"] for x in ids]
+
+        def run_all():
+            for chunk in chunks:
+                results = translator.translate_batch([pieces[i] for i in chunk], beam_size=4, length_penalty=0.6,
+                                                     max_decoding_length=100, max_batch_size=batch)
+                for i, r in zip(chunk, results):
+                    hyps[i] = [sp.piece_to_id(p) for p in r.hypotheses[0]]
+            return len(ids)
+    result = measure(run_all, trials=trials, warmup=1)
+    texts = [sp.decode(h) for h in hyps]
+    result.update({k: v for k, v in score(texts, references).items() if k in ("bleu", "chrf")})
+    return result
+
+
 def scaling_worker(system: str, model_dir: str, threads: int, trials: int) -> dict:
     out = {}
     for length in (16, 64, 256):
@@ -261,9 +351,67 @@ def best_of_threads(args: list[str], key: str, higher: bool = True, threads=(1, 
     return {**results[best], "threads": best}
 
 
+def inference_systems(only: list[str] | None) -> list[str]:
+    """The systems compared at inference: HF first (the baseline of the ratios), then transduce's modes."""
+    from transduce.runtime import cpu_has_fast_bf16
+
+    systems = ["hf", "transduce", "transduce_compiled", "transduce_int8", "ct2", "ct2_int8"]
+    if cpu_has_fast_bf16():  # bf16 without native instructions is emulated: slower than fp32, not worth a row
+        systems.insert(4, "transduce_bf16")
+    return [s for s in systems if only is None or s in only]
+
+
+def ratios(rate: float, found: dict) -> dict:
+    """This rate against HF, CTranslate2 float32 and CTranslate2 int8 (CTranslate2's rows come last,
+    so transduce's rows are filled in after them: see ``fill_ratios``)."""
+    out = {}
+    for name, key in (("vs HF", "hf"), ("vs CT2 fp32", "ct2"), ("vs CT2 int8", "ct2_int8")):
+        out[name] = f"{rate / found[key]['rate_median']:.2f}x" if key in found else ""
+    return out
+
+
+def fill_ratios(rows: list[dict], raw: dict, key_of) -> None:
+    """Recompute every row's ratios once all systems of its setting have run."""
+    for row in rows:
+        found = {s: raw[key_of(row, s)] for s in ("hf", "ct2", "ct2_int8") if key_of(row, s) in raw}
+        rate = raw[key_of(row, row["system"])]["rate_median"]
+        row.update(ratios(rate, found))
+
+
+def real_rows(opts, trials: int, raw: dict) -> tuple[list[dict], list[str]]:
+    """The trained model on real, un-forced output: export it once, then every system translates."""
+    from transduce.checkpoint import resolve
+    from transduce.interop.ctranslate2 import export_ctranslate2
+    from transduce.interop.huggingface import export_hf
+
+    if not opts.run:
+        raise SystemExit("real: give --run, a trained Multi30k run directory or checkpoint")
+    folder = resolve(opts.run)
+    spm = next(folder.glob("*.model"))
+    root = HERE / "results" / "real"
+    paths = {"hf": root / "hf", "ct2": root / "ct2", "ct2_int8": root / "ct2_int8"}
+    stamp = root / "source.txt"
+    if not stamp.is_file() or stamp.read_text() != str(folder):
+        export_hf(folder, paths["hf"])
+        export_ctranslate2(folder, paths["ct2"])
+        export_ctranslate2(folder, paths["ct2_int8"], quantization="int8")
+        stamp.write_text(str(folder))
+    rows = []
+    for system in inference_systems(opts.systems):
+        threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
+        path = folder if system.startswith("transduce") else paths[system]
+        r = best_of_threads(["real", system, str(path), "--trials", str(trials), "--spm", str(spm)], "rate_median",
+                            threads=threads)
+        raw[f"real/{system}"] = r
+        rows.append({"system": system, "sentences/s": f"{r['rate_median']:.1f} ({r['rate_min']:.1f}-{r['rate_max']:.1f})",
+                     "BLEU": f"{r['bleu']:.2f}", "chrF": f"{r['chrf']:.2f}", "threads": r["threads"]})
+    fill_ratios(rows, raw, lambda row, s: f"real/{s}")
+    return rows, ["system", "sentences/s", "vs HF", "vs CT2 fp32", "vs CT2 int8", "BLEU", "chrF", "threads"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["train", "inference", "scaling", "worker"])
+    parser.add_argument("what", choices=["train", "inference", "scaling", "real", "worker"])
     parser.add_argument("rest", nargs=argparse.REMAINDER)
     args, _ = parser.parse_known_args()
     if args.what == "worker":
@@ -273,13 +421,15 @@ def main() -> None:
     options.add_argument("--shapes", nargs="+", default=["small", "base"])
     options.add_argument("--all-threads", action="store_true", help="also try 1 thread for the PyTorch systems")
     options.add_argument("--sentences", type=int, default=200, help="validation sources to translate")
+    options.add_argument("--systems", nargs="+", default=None, help="only these systems (default: all)")
+    options.add_argument("--run", help="real: the trained Multi30k run (or checkpoint) to translate with")
     opts = options.parse_args(args.rest)
     sentences = 50 if opts.quick else opts.sentences
     trials = 3
     root = HERE / "results" / "models"
     rows, raw = [], {"machine": machine(), "trials": trials}
     started = time.time()
-    for shape in opts.shapes:
+    for shape in opts.shapes if args.what != "real" else []:
         models = make_models(root, shape)
         if args.what == "train":
             steps = ["--trials", str(4 if opts.quick else 8)]
@@ -300,26 +450,32 @@ def main() -> None:
         elif args.what == "inference":
             settings = [("greedy", 1), ("greedy", 32), ("beam4", 1), ("beam4", 32)]
             for mode, batch in settings:
-                base = None
-                for system in ("hf", "transduce", "ct2", "ct2_int8"):
+                found = {}
+                for system in inference_systems(opts.systems):
                     threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
-                    r = best_of_threads(["inference", system, str(models[system]), mode, str(batch), "--trials",
+                    path = models["transduce" if system.startswith("transduce") else system]
+                    r = best_of_threads(["inference", system, str(path), mode, str(batch), "--trials",
                                          str(trials), "--sentences", str(sentences)], "rate_median", threads=threads)
-                    base = base or r["rate_median"]
+                    found[system] = r
                     raw[f"{shape}/{mode}/{batch}/{system}"] = r
                     rows.append({"shape": shape, "search": mode, "batch": batch, "system": system,
                                  "sentences/s": f"{r['rate_median']:.1f} ({r['rate_min']:.1f}-{r['rate_max']:.1f})",
-                                 "vs HF": f"{r['rate_median'] / base:.2f}x", "threads": r["threads"],
+                                 **ratios(r["rate_median"], found), "threads": r["threads"],
                                  "output lengths": r["lengths"]})
-            columns = ["shape", "search", "batch", "system", "sentences/s", "vs HF", "threads", "output lengths"]
+            fill_ratios(rows, raw, lambda row, s: f"{row['shape']}/{row['search']}/{row['batch']}/{s}")
+            columns = ["shape", "search", "batch", "system", "sentences/s", "vs HF", "vs CT2 fp32", "vs CT2 int8",
+                       "threads", "output lengths"]
         else:
-            for system in ("hf", "transduce", "ct2", "ct2_int8"):
-                r = run_worker(["scaling", system, str(models[system]), "--trials", str(trials), "--threads",
+            for system in inference_systems(opts.systems):
+                path = models["transduce" if system.startswith("transduce") else system]
+                r = run_worker(["scaling", system, str(path), "--trials", str(trials), "--threads",
                                 "1" if system.startswith("ct2") else "2"])
                 raw[f"{shape}/{system}"] = r
                 rows.append({"shape": shape, "system": system,
                              **{f"ms/token @{n}": f"{r[str(n)]['ms_per_token']:.2f}" for n in (16, 64, 256)}})
             columns = ["shape", "system", "ms/token @16", "ms/token @64", "ms/token @256"]
+    if args.what == "real":
+        rows, columns = real_rows(opts, trials, raw)
     print(table(rows, columns))
     print(f"\n({time.time() - started:.0f} s; {machine()})")
     save(f"peers_{args.what}", {**raw, "rows": rows})
@@ -334,9 +490,12 @@ def _worker_main(argv: list[str]) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--sentences", type=int, default=200)
+    p.add_argument("--spm", default="")
     a = p.parse_args(argv)
     if a.kind == "train":
         result = train_worker(a.system, a.model_dir, a.extra[0], a.threads, a.trials)
+    elif a.kind == "real":
+        result = real_worker(a.system, a.model_dir, a.spm, a.threads, a.trials)
     elif a.kind == "inference":
         result = inference_worker(a.system, a.model_dir, a.extra[0], int(a.extra[1]), a.threads, a.trials,
                                   sentences=a.sentences)

@@ -17,8 +17,10 @@ def __getattr__(name: str):
 __all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "load", "__version__"]
 
 
-def load(path, device: str = "cpu", precision: str = "fp32", compile: bool = False):
-    """Load a run directory or checkpoint as a ``Translator`` (see ``transduce.translator``)."""
+def load(path, device: str = "cpu", precision: str = "fp32", compile="auto"):
+    """Load a run directory or checkpoint as a ``Translator`` (see ``transduce.translator``).
+
+    precision: fp32, bf16, fp16 (CUDA), int8 (CPU) or auto; compile: "auto", "on" or "off"."""
     from .translator import Translator
 
     return Translator.load(path, device=device, precision=precision, compile=compile)

@@ -63,6 +63,10 @@ def test_evaluate_prints_signatures_and_checks_line_counts(trained, tmp_path):
     scores = json.loads(result.stdout)
     print(f"reverse task after 500 steps: valid BLEU {scores['bleu']}")
     assert scores["bleu"] > 30 and "nrefs:1" in scores["bleu_signature"] and "nc:6" in scores["chrf_signature"]
+    int8 = json.loads(cli("evaluate", str(trained / "run"), "--src", str(raw / "valid.en"), "--ref",
+                          str(raw / "valid.de"), "--json", "--precision", "int8").stdout)
+    print(f"int8: valid BLEU {int8['bleu']}")
+    assert abs(int8["bleu"] - scores["bleu"]) <= 2.0  # quantized weights: nearly the same translations
     again = cli("evaluate", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(raw / "valid.de"), "--json")
     assert json.loads(again.stdout)["bleu"] == scores["bleu"]
     (tmp_path / "short.de").write_text("one line\n")

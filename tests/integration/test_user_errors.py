@@ -170,6 +170,8 @@ CASES = [
     ("device-cuda-99", "train {root}/data --out {root}/new-run --max-steps 1 --device cuda:99", "--device cuda:99", {}),
     ("device-foo", "translate {root}/run --device foo", "--device 'foo' is not a device", {"stdin": b"cat\n"}),
     ("threads-negative", "translate {root}/run --threads -1", "--threads -1", {"stdin": b"cat\n"}),
+    ("compile-with-int8", "translate {root}/run --precision int8 --compile on", "--compile on does not combine with "
+     "--precision int8", {"stdin": b"cat\n"}),
     ("toml-model-not-a-table", "train {root}/data --out {root}/new-run --max-steps 1 --config {root}/toml-model-5.toml",
      "model must be a table", {}),
     ("toml-float-for-int", "train {root}/data --out {root}/new-run --max-steps 1 --config {root}/toml-float.toml",
