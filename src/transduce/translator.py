@@ -193,6 +193,10 @@ class Translator:
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
         compiled = compile_choice(self.compile, self.device, len(sources), self.precision)
         if compiled and not getattr(self.model, "_encoder_compiled", False):
+            import sys
+
+            print("compiling the encoder and the decode step with torch.compile (once per process; the first "
+                  "batches take longer; torch keeps compiled kernels on disk for the next run)", file=sys.stderr)
             self.model.encode = torch.compile(self.model.encode, dynamic=True)
             object.__setattr__(self.model, "_encoder_compiled", True)
         hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress, compiled)

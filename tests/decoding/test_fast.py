@@ -184,3 +184,16 @@ def test_compile_auto_stays_eager_where_it_would_not_pay():
     assert compile_choice("auto", cuda, 10**4) is True
     assert compile_choice("auto", cuda, 10**4, "int8") is False
     assert compile_choice("on", cpu, 1) is True and compile_choice("off", cuda, 10**4) is False
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES[::2], ids=_ids)
+def test_bf16_autocast_decodes_like_the_module_path(arch):
+    """Under bf16 autocast (training's validation on bf16 CPUs) the fast step runs and agrees with
+    the model's own decode on nearly every sentence (both round to bf16, at different places)."""
+    model = Transformer(tiny_config(**arch)).eval()
+    src, _ = random_batch(20, 6, 40)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        fast = greedy_search(model, src, SearchOptions(1.0, 5))
+        slow = greedy_search(model, src, SearchOptions(1.0, 5, fast=False))
+        assert beam_search(model, src[:2], 3, options=SearchOptions(1.0, 5))[0]
+    assert sum(a.tokens == b.tokens for a, b in zip(fast, slow)) >= 18
