@@ -137,9 +137,10 @@ class StepCache:
     """
 
     def __init__(self, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor], cross_bias: Tensor,
-                 heads: int, beam: int) -> None:
+                 heads: int, beam: int, zeroed: bool = False) -> None:
         self.kv, self.cross_k, self.cross_v, self.cross_bias = kv, cross_k, cross_v, cross_bias
         self.heads, self.beam, self.length = heads, beam, 0
+        self.zeroed = zeroed  # unfilled positions hold zeros (the captured step reads them under a mask)
 
     @property
     def sentences(self) -> int:
@@ -159,7 +160,13 @@ class StepCache:
         H, K = self.heads, self.beam
         rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
         L, _, NH, C, Dh = self.kv.shape
-        self.kv = self.kv.view(L, 2, NH // H, H, C, Dh).index_select(2, rows).view(L, 2, -1, C, Dh)
+        t = self.length
+        kept = self.kv.new_zeros if self.zeroed else self.kv.new_empty
+        kv = kept(L, 2, rows.numel() * H, C, Dh)
+        if t:  # copy the filled positions only: the capacity can be several times the length so far
+            filled = self.kv.view(L, 2, NH // H, H, C, Dh)[:, :, :, :, :t].index_select(2, rows)
+            kv[:, :, :, :t] = filled.reshape(L, 2, -1, t, Dh)
+        self.kv = kv
 
         def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (B'*H, ...)
             return x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1)
@@ -236,7 +243,7 @@ class FastDecoder:
         kv = memory.new_zeros(shape) if self.compiled is not None else memory.new_empty(shape)
         bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
         bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
-        return StepCache(kv, cross_k, cross_v, bias.view(B * H, beam, S), H, beam)
+        return StepCache(kv, cross_k, cross_v, bias.view(B * H, beam, S), H, beam, zeroed=self.compiled is not None)
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
