@@ -245,7 +245,7 @@ def _transduce_system(system: str, model_dir: str):
     import torch
 
     from transduce import load
-    from transduce.translator import quantize_encoder
+    from transduce.model.fast import quantize_encoder
 
     model = load(model_dir, device="cpu").model
     if system == "transduce_int8":
@@ -260,17 +260,16 @@ def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int
     """Beam 4 on test_2016_flickr, un-forced: sentences/s and sacreBLEU. The same SentencePiece ids and
     the same batches (32 sentences, sorted by length) for every system; each system's own length
     penalty of 0.6 in the |Y|^alpha form they share, at most 100 output tokens."""
-    import gzip
-
     import sentencepiece
     import torch
 
+    from transduce.data.corpus import read_lines
     from transduce.evaluate import score
 
     torch.set_num_threads(threads)
     sp = sentencepiece.SentencePieceProcessor(model_file=spm)
-    sources = gzip.open(MULTI30K / "test_2016_flickr.en.gz", "rt", encoding="utf-8").read().split("\n")[:-1]
-    references = gzip.open(MULTI30K / "test_2016_flickr.de.gz", "rt", encoding="utf-8").read().split("\n")[:-1]
+    sources = list(read_lines(MULTI30K / "test_2016_flickr.en.gz"))
+    references = list(read_lines(MULTI30K / "test_2016_flickr.de.gz"))
     ids = sp.encode(sources)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
     chunks = [order[i : i + batch] for i in range(0, len(order), batch)]
@@ -362,21 +361,14 @@ def inference_systems(only: list[str] | None) -> list[str]:
     return [s for s in systems if only is None or s in only]
 
 
-def ratios(rate: float, found: dict) -> dict:
-    """This rate against HF, CTranslate2 float32 and CTranslate2 int8 (CTranslate2's rows come last,
-    so transduce's rows are filled in after them: see ``fill_ratios``)."""
-    out = {}
-    for name, key in (("vs HF", "hf"), ("vs CT2 fp32", "ct2"), ("vs CT2 int8", "ct2_int8")):
-        out[name] = f"{rate / found[key]['rate_median']:.2f}x" if key in found else ""
-    return out
-
-
 def fill_ratios(rows: list[dict], raw: dict, key_of) -> None:
-    """Recompute every row's ratios once all systems of its setting have run."""
+    """Each row's rate against HF, CTranslate2 float32 and CTranslate2 int8 of the same setting
+    (``key_of(row, system)`` names a result in ``raw``), once every system has run."""
     for row in rows:
-        found = {s: raw[key_of(row, s)] for s in ("hf", "ct2", "ct2_int8") if key_of(row, s) in raw}
         rate = raw[key_of(row, row["system"])]["rate_median"]
-        row.update(ratios(rate, found))
+        for name, system in (("vs HF", "hf"), ("vs CT2 fp32", "ct2"), ("vs CT2 int8", "ct2_int8")):
+            other = raw.get(key_of(row, system))
+            row[name] = f"{rate / other['rate_median']:.2f}x" if other else ""
 
 
 def real_rows(opts, trials: int, raw: dict) -> tuple[list[dict], list[str]]:
@@ -451,17 +443,15 @@ def main() -> None:
         elif args.what == "inference":
             settings = [("greedy", 1), ("greedy", 32), ("beam4", 1), ("beam4", 32)]
             for mode, batch in settings:
-                found = {}
                 for system in inference_systems(opts.systems):
                     threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
                     path = models["transduce" if system.startswith("transduce") else system]
                     r = best_of_threads(["inference", system, str(path), mode, str(batch), "--trials",
                                          str(trials), "--sentences", str(sentences)], "rate_median", threads=threads)
-                    found[system] = r
                     raw[f"{shape}/{mode}/{batch}/{system}"] = r
                     rows.append({"shape": shape, "search": mode, "batch": batch, "system": system,
                                  "sentences/s": f"{r['rate_median']:.1f} ({r['rate_min']:.1f}-{r['rate_max']:.1f})",
-                                 **ratios(r["rate_median"], found), "threads": r["threads"],
+                                 "threads": r["threads"],
                                  "output lengths": r["lengths"]})
             fill_ratios(rows, raw, lambda row, s: f"{row['shape']}/{row['search']}/{row['batch']}/{s}")
             columns = ["shape", "search", "batch", "system", "sentences/s", "vs HF", "vs CT2 fp32", "vs CT2 int8",

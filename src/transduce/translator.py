@@ -30,8 +30,8 @@ def compile_choice(compile: str | bool, device: torch.device, lines: int, precis
 
     ``auto`` compiles only on CUDA (where capture removes the per-operation launch cost) and only
     for inputs of at least ``COMPILE_AUTO_LINES`` lines, which pay for the compilation. On the CPU
-    it stays eager: the captured step was measured 1.6-2.7x *slower* than the eager fast step on the
-    2-core CI machine (README, "Fast translation"), which already spends most of a step in BLAS.
+    it stays eager: the captured step ran at 0.5-0.9x the eager step's speed on the project's 2-core
+    CPU (``benchmarks/peers.py inference``, README "Benchmarks"), whose time is already in BLAS.
     """
     if compile not in (True, False, "auto", "on", "off"):
         raise TransduceError(f"--compile {compile!r}: choose auto, on or off")
@@ -90,20 +90,6 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     return results  # type: ignore[return-value]
 
 
-def quantize_encoder(model) -> None:
-    """int8 encoder: every ``nn.Linear`` of the encoder layers becomes PyTorch's dynamically quantized
-    linear (fbgemm), in place. The decoder's int8 weights live in its ``FastDecoder``."""
-    import warnings
-
-    if "fbgemm" not in torch.backends.quantized.supported_engines:
-        raise TransduceError("--precision int8 needs PyTorch's fbgemm quantized engine, which this build lacks; "
-                             "use --precision fp32")
-    torch.backends.quantized.engine = "fbgemm"
-    with warnings.catch_warnings():  # torch.ao quantization is deprecated in favour of torchao, which we do not need
-        warnings.simplefilter("ignore")
-        torch.ao.quantization.quantize_dynamic(model.encoder, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
-
-
 class Translator:
     """A model and its tokenizer, ready to translate text."""
 
@@ -136,7 +122,12 @@ class Translator:
         compile_choice(compile, dev, 0, precision)  # refuse a bad combination before loading
         model, info = load_model_from(folder, dev)
         if precision == "int8":
-            quantize_encoder(model)
+            from .model.fast import quantize_encoder
+
+            try:
+                quantize_encoder(model)
+            except ValueError as error:
+                raise TransduceError(f"--precision int8: {error}") from None
         tokenizer = tokenizer_from_info(folder, info)
         return cls(model, tokenizer, info, dev, precision, folder, compile)
 

@@ -1,24 +1,22 @@
 """The decoder's step for search: the same arithmetic as ``Transformer.decode``, laid out for speed.
 
-Decoding one token per hypothesis is a chain of matrix-*vector* products: at batch 1 the time goes
-into reading the weights and into per-operation overhead, not into arithmetic. This module keeps
-the model untouched and builds, once per set of weights, a ``FastDecoder`` that:
+Decoding one token per hypothesis is a chain of matrix-*vector* products: at batch 1 a step reads
+every decoder weight once and does little else. This module leaves the model untouched and
+builds, once per set of weights, a ``FastDecoder`` that:
 
-- stores every decoder weight matrix transposed and contiguous, ``(in, out)``, so that each
-  projection is one ``addmm(bias, x, W^T)`` without a transposed operand (2-4x faster than
-  ``F.linear`` for the vocabulary projection at batch 1 on the CPUs we measured: README,
-  "Fast translation"), with the attention scale folded into the query weights;
-- or, with ``precision="int8"``, holds them as int8 with one scale per output row and
-  multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on
-  the fly per batch, int32 accumulation);
+- multiplies each weight in the operand layout BLAS handles best for the number of rows
+  (``Dense``), with 1/sqrt(d_k) folded into the query weights;
+- or, with ``precision="int8"``, holds the weights as int8 with one scale per output row and
+  multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on the
+  fly, int32 accumulation); ``quantize_encoder`` gives the encoder the same ``Int8Linear``;
 - keeps the self-attention keys and values of every layer in one preallocated tensor
-  ``(layers, 2, N, H, capacity, Dh)``: a step writes position ``t`` in place, attends over the
+  ``(layers, 2, N * H, capacity, Dh)``: a step writes position ``t`` in place, attends over the
   filled positions ``0..t`` only, and a beam reorder is one ``index_select`` of the filled part;
-- computes attention explicitly for the single query (two small matmuls and a softmax), which
-  costs less than the fused kernel's set-up at these sizes.
+- computes attention explicitly for the single query (two ``bmm`` and a softmax);
+- has a static-shape variant (``compile``) for ``torch.compile`` and CUDA graphs.
 
 Every positional scheme, both norm positions and types and every activation are supported; the
-outputs equal ``Transformer.decode``'s up to float rounding (tests compare the searches' tokens).
+outputs equal ``Transformer.decode``'s up to float rounding (``tests/decoding/test_fast.py``).
 """
 
 from __future__ import annotations
@@ -36,49 +34,45 @@ from .feed_forward import RMSNorm
 class Dense:
     """``y = x W^T + b`` for a 2-D ``x (N, in)``, from an ``nn.Linear``'s weights.
 
-    float: BLAS is fastest here with a different operand layout for one row than for several
-    (measured on the 2-core CI machine, ``benchmarks/peers.py`` and README "Fast translation"):
-    for one row, ``W^T`` is stored contiguous and cut into one column block per thread, multiplied
-    by one ``bmm`` (BLAS runs a single row on one core; the blocks let every core stream its share
-    of the weights); for 2-16 rows, ``(W x^T)^T`` (2x faster than ``F.linear`` at 4 rows); beyond,
-    ``x W^T`` with ``W^T`` stored contiguous. Each layout is made the first time it is needed.
-    int8: fbgemm's dynamically quantized linear (per-row int8 weights, activations quantized per
-    call). ``scale`` multiplies the whole layer (used to fold 1/sqrt(d_k) into the queries).
+    float: BLAS is fastest with a different operand layout for one row than for several
+    (microbenchmarks on the project's 2-core CPU): for one row, ``W^T`` cut into one column block
+    per thread and multiplied by one ``bmm`` (BLAS runs a single row on one core; the blocks let
+    every core stream its share of the weights); for 2-16 rows, and for matrices no wider than 4x
+    their input, ``(W x^T)^T``; beyond, ``x W^T`` with ``W^T`` stored contiguous. Each layout is
+    made the first time it is needed; the model's own weight is shared, not copied.
+    int8: an ``Int8Linear``. ``scale`` (a number, or one per output row) multiplies the layer:
+    it folds 1/sqrt(d_k) into the queries.
     """
 
-    def __init__(self, weight: Tensor, bias: Optional[Tensor], int8: bool = False, scale: float = 1.0) -> None:
+    def __init__(self, weight: Tensor, bias: Optional[Tensor], int8: bool = False,
+                 scale: float | Tensor = 1.0) -> None:
         weight = weight.detach()
         bias = None if bias is None else bias.detach()
-        if scale != 1.0:
-            weight, bias = weight * scale, None if bias is None else bias * scale
-        self.int8 = int8
-        if int8:
-            self.packed = _pack_int8(weight.float(), None if bias is None else bias.float())
-            return
-        self.weight = weight  # (out, in), shared with the model unless scaled
+        if isinstance(scale, Tensor) or scale != 1.0:
+            weight = weight * (scale[:, None] if isinstance(scale, Tensor) else scale)
+            bias = None if bias is None else bias * scale
+        self.int8 = Int8Linear(weight, bias) if int8 else None
+        self.weight = weight  # (out, in)
         self.bias = bias
         self.bias_column = None if bias is None else bias[:, None]  # (out, 1)
         self.blocks: Optional[Tensor] = None  # (P, in, out/P), made on the first single row
         self.weight_t: Optional[Tensor] = None  # (in, out), made on the first batch of more than 16 rows
 
     def __call__(self, x: Tensor) -> Tensor:
-        if self.int8:
-            return torch.ops.quantized.linear_dynamic(x.float().contiguous(), self.packed, True)
+        if self.int8 is not None:
+            return self.int8(x)
         rows = x.size(0)
         if rows == 1:
             return self._row(x)
         if rows <= 16 or self.weight.size(0) <= 4 * self.weight.size(1):  # (W x^T)^T, copied back to rows
-            y = self.weight @ x.t() if self.bias is None else torch.addmm(self.bias_column, self.weight, x.t())
-            return y.t().contiguous()
+            return self.columns(x.t()).t().contiguous()
         if self.weight_t is None:
             self.weight_t = self.weight.t().contiguous()
         return x @ self.weight_t if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
 
     def plain(self, x: Tensor) -> Tensor:
         """``F.linear`` on the model's own layout: no per-call choices, for ``torch.compile``."""
-        if self.int8:
-            return self(x)
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias) if self.int8 is None else self.int8(x)
 
     def columns(self, x_t: Tensor) -> Tensor:
         """The product in feature-major layout: ``x_t (in, N)`` -> ``(out, N)``, never a copy (float only)."""
@@ -91,26 +85,44 @@ class Dense:
             parts = parts if parts > 1 and out % parts == 0 else 1
             self.blocks = self.weight.t().reshape(inp, parts, out // parts).transpose(0, 1).contiguous()
         if self.blocks.size(0) == 1:
-            y = x @ self.blocks[0] if self.bias is None else torch.addmm(self.bias, x, self.blocks[0])
-            return y
+            return x @ self.blocks[0] if self.bias is None else torch.addmm(self.bias, x, self.blocks[0])
         y = torch.bmm(x.expand(self.blocks.size(0), 1, -1), self.blocks).view(1, -1)  # (1, out)
         return y if self.bias is None else y + self.bias
 
 
-def _pack_int8(weight: Tensor, bias: Optional[Tensor]):
-    """Per-output-row symmetric int8 weights, prepacked for fbgemm (dynamic quantization)."""
-    if weight.device.type != "cpu":
-        raise ValueError("int8 decoding runs on the CPU only; use --precision fp16 or bf16 on a GPU")
-    if "fbgemm" not in torch.backends.quantized.supported_engines:
-        raise ValueError("int8 decoding needs PyTorch's fbgemm quantized engine, which this build lacks "
-                         f"(engines: {', '.join(torch.backends.quantized.supported_engines)}); use --precision fp32")
-    torch.backends.quantized.engine = "fbgemm"
-    scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
-    zeros = torch.zeros_like(scales, dtype=torch.long)
-    with warnings.catch_warnings():  # quantized tensors are deprecated in favour of torchao, which we do not depend on
-        warnings.simplefilter("ignore")
-        qweight = torch.quantize_per_channel(weight, scales, zeros, 0, torch.qint8)
-        return torch.ops.quantized.linear_prepack(qweight, bias)
+class Int8Linear(nn.Module):
+    """A linear layer with symmetric per-output-row int8 weights, multiplied by fbgemm's dynamic
+    quantization kernel (activations quantized per call, int32 accumulation); inference on the CPU.
+    Takes ``(..., in)`` like ``nn.Linear``."""
+
+    def __init__(self, weight: Tensor, bias: Optional[Tensor]) -> None:
+        super().__init__()
+        if weight.device.type != "cpu":
+            raise ValueError("int8 decoding runs on the CPU only; use --precision fp16 or bf16 on a GPU")
+        engines = torch.backends.quantized.supported_engines
+        if "fbgemm" not in engines:
+            raise ValueError("int8 needs PyTorch's fbgemm quantized engine, which this build lacks "
+                             f"(engines: {', '.join(engines)}); use --precision fp32")
+        torch.backends.quantized.engine = "fbgemm"
+        weight = weight.detach().float()
+        scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
+        with warnings.catch_warnings():  # quantized tensors are deprecated in favour of torchao, not a dependency
+            warnings.simplefilter("ignore")
+            qweight = torch.quantize_per_channel(weight, scales, torch.zeros_like(scales, dtype=torch.long), 0,
+                                                 torch.qint8)
+            self.packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.detach().float())
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.ops.quantized.linear_dynamic(x.float().contiguous(), self.packed, True)
+
+
+def quantize_encoder(model) -> None:
+    """Replace every ``nn.Linear`` of the encoder by an ``Int8Linear``, in place (the decoder's int8
+    weights live in its ``FastDecoder``)."""
+    for parent in list(model.encoder.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(parent, name, Int8Linear(child.weight, child.bias))
 
 
 def _norm(module: nn.Module):
@@ -141,10 +153,6 @@ class StepCache:
         self.kv, self.cross_k, self.cross_v, self.cross_bias = kv, cross_k, cross_v, cross_bias
         self.heads, self.beam, self.length = heads, beam, 0
         self.zeroed = zeroed  # unfilled positions hold zeros (the captured step reads them under a mask)
-
-    @property
-    def sentences(self) -> int:
-        return self.cross_bias.size(0) // self.heads
 
     def reorder(self, rows: Tensor) -> None:
         """Hypothesis ``n`` continues hypothesis ``rows[n]``: only the filled positions move."""
@@ -181,10 +189,10 @@ class _Layer:
 
     def __init__(self, layer, heads: int, int8: bool) -> None:
         D = layer.self_attn.qkv.in_features
-        scale = torch.ones(3 * D, dtype=layer.self_attn.qkv.weight.dtype, device=layer.self_attn.qkv.weight.device)
-        scale[:D] = (D // heads) ** -0.5  # fold 1/sqrt(d_k) into the queries
         qkv = layer.self_attn.qkv
-        self.qkv = Dense(qkv.weight * scale[:, None], None if qkv.bias is None else qkv.bias * scale, int8)
+        scale = torch.ones(3 * D, dtype=qkv.weight.dtype, device=qkv.weight.device)
+        scale[:D] = (D // heads) ** -0.5  # fold 1/sqrt(d_k) into the queries
+        self.qkv = Dense(qkv.weight, qkv.bias, int8, scale)
         self.self_out = Dense(layer.self_attn.out.weight, layer.self_attn.out.bias, int8)
         self.cross_q = Dense(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=(D // heads) ** -0.5)
         self.cross_out = Dense(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8)
@@ -319,7 +327,7 @@ class FastDecoder:
             x = self._residual(x, dense(layer.cross_out, a), layer.norms[1])
             # feed-forward
             h = layer.norms[2](x) if self.pre else x
-            if static or h.size(0) == 1 or layer.w1.int8:
+            if static or h.size(0) == 1 or layer.w1.int8 is not None:
                 f = layer.act(dense(layer.w1, h))
                 if layer.w3 is not None:
                     f = f * dense(layer.w3, h)
