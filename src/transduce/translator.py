@@ -131,6 +131,16 @@ class Translator:
         tokenizer = tokenizer_from_info(folder, info)
         return cls(model, tokenizer, info, dev, precision, folder, compile)
 
+    def prepare_compile(self, compiled: bool) -> None:
+        """Compile the encoder (once per process) when the decode step is to be captured too."""
+        if compiled and not getattr(self.model, "_encoder_compiled", False):
+            import sys
+
+            print("compiling the encoder and the decode step with torch.compile (once per process; the first "
+                  "batches take longer; torch keeps compiled kernels on disk for the next run)", file=sys.stderr)
+            self.model.encode = torch.compile(self.model.encode, dynamic=True)
+            object.__setattr__(self.model, "_encoder_compiled", True)
+
     @property
     def max_source_tokens(self) -> int:
         return self.model.config.max_positions - 1  # room for eos
@@ -183,13 +193,7 @@ class Translator:
         self._check_lengths(sources, decode, numbers)
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
         compiled = compile_choice(self.compile, self.device, len(sources), self.precision)
-        if compiled and not getattr(self.model, "_encoder_compiled", False):
-            import sys
-
-            print("compiling the encoder and the decode step with torch.compile (once per process; the first "
-                  "batches take longer; torch keeps compiled kernels on disk for the next run)", file=sys.stderr)
-            self.model.encode = torch.compile(self.model.encode, dynamic=True)
-            object.__setattr__(self.model, "_encoder_compiled", True)
+        self.prepare_compile(compiled)
         hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress, compiled)
         for i, h in zip(todo, hyps):
             texts = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]

@@ -1,0 +1,177 @@
+"""``transduce serve``: the HTTP translation service (``transduce.serving``) on uvicorn.
+
+The address is bound and the model loaded before the server starts, so a taken port or a bad
+checkpoint is a message, not a half-started server. The first SIGINT or SIGTERM stops it
+gracefully: requests in flight finish, new translation requests get 503, then it exits with
+status 0 (a second SIGINT, or ``--drain-timeout`` seconds, ends it at once).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+from ..errors import TransduceError
+from .common import add_decode_options, decode_config, set_threads
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("serve", help="serve a model over HTTP, with dynamic batching and a page that shows attention",
+                       description="Serve a model over HTTP: POST /v1/translate, GET /v1/model, /health, /metrics, "
+                                   "the page at / and the API's documentation at /docs. Needs the serve extra: "
+                                   "pip install 'transduce[serve]'.")
+    p.add_argument("model", help="a run directory or checkpoint folder")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every network, "
+                        "without authentication)")
+    p.add_argument("--port", type=int, default=8000, help="the port (0: a free one, printed at the start)")
+    g = p.add_argument_group("batching and limits")
+    g.add_argument("--batching", choices=["on", "off"], default="on",
+                   help="on: sentences of concurrent requests share a search; off: one request per search")
+    g.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="how long a waiting sentence waits for others to share its batch")
+    g.add_argument("--max-request-sentences", type=int, default=64, help="sentences per request")
+    g.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
+    g.add_argument("--max-body-bytes", type=int, default=1_000_000, help="bytes per request body")
+    g.add_argument("--queue-limit", type=int, default=1024,
+                   help="sentences waiting at most; beyond it requests get 503 (memory stays bounded)")
+    g.add_argument("--max-beam", type=int, default=16, help="the largest beam a request may ask for")
+    g.add_argument("--drain-timeout", type=float, default=30.0,
+                   help="seconds a stopping server gives requests in flight to finish")
+    g.add_argument("--no-access-log", action="store_true", help="do not log each request")
+    add_decode_options(p)
+    p.set_defaults(run=run)
+
+
+def _settings(args):
+    from dataclasses import fields
+
+    from ..serving.app import ServeSettings
+
+    decode = decode_config(args)
+    try:
+        return ServeSettings(decode=decode, max_wait_ms=args.max_wait_ms, batching=args.batching == "on",
+                             max_request_sentences=args.max_request_sentences, max_chars=args.max_chars,
+                             max_body_bytes=args.max_body_bytes, queue_limit=args.queue_limit,
+                             max_beam=args.max_beam, drain_timeout=args.drain_timeout)
+    except ValueError as error:
+        text, name = str(error), str(error).split(" ")[0]
+        if name in {f.name for f in fields(ServeSettings)}:
+            text = "--" + name.replace("_", "-") + text[len(name):]
+        raise TransduceError(text) from None
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or a message saying why there is none."""
+    if not 0 <= port <= 65535:
+        raise TransduceError(f"--port {port}: choose a port from 1 to 65535 (0: a free one)")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise TransduceError(f"--host {host}: not an address of this machine ({error.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        hint = "; another program (or another transduce serve) uses it: choose another --port, or 0 for a free one" \
+            if error.errno in (98, 48, 10048) else ""
+        raise TransduceError(f"cannot listen on {host}:{port}: {error.strerror}{hint}") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(sock: socket.socket, host: str) -> str:
+    port = sock.getsockname()[1]
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
+    return f"http://{shown}:{port}/"
+
+
+def run(args) -> int:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise TransduceError("transduce serve needs FastAPI and uvicorn: pip install 'transduce[serve]' "
+                             "(from a clone: pip install -e '.[serve]')") from None
+    from .. import load
+    from ..checkpoint import resolve
+    from ..serving.app import create_app
+    from ..translator import COMPILE_AUTO_LINES, compile_choice
+
+    settings = _settings(args)
+    resolve(args.model)  # a missing or damaged run is a message before the port is taken
+    sock = bind(args.host, args.port)
+    try:
+        threads = set_threads(args.threads)
+        started = time.monotonic()
+        translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
+        # a server's lifetime pays for a compilation where a long input would (see compile_choice)
+        compiled = compile_choice(args.compile, translator.device, COMPILE_AUTO_LINES, translator.precision)
+        translator.prepare_compile(compiled)
+        app = create_app(translator, settings, compiled=compiled)
+    except BaseException:
+        sock.close()
+        raise
+    info = translator.info
+    url = url_of(sock, args.host)
+    decode = settings.decode
+    print(f"serving {translator.folder} (step {info.get('step')}, {info.get('src')} -> {info.get('tgt')}), loaded in "
+          f"{time.monotonic() - started:.1f} s", file=sys.stderr)
+    print(f"device {translator.device}, precision {translator.precision}, {threads} thread(s)"
+          f"{', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; batching "
+          + (f"on (up to {decode.max_tokens} tokens / {decode.max_sentences} sentences a batch, waiting at most "
+             f"{settings.max_wait_ms:g} ms)" if settings.batching else "off"), file=sys.stderr)
+    if args.host not in LOOPBACK:
+        print(f"warning: listening on {args.host}: anyone who can reach this machine can use the model "
+              "(there is no authentication)", file=sys.stderr)
+    print(f"open {url} (the API's documentation: {url}docs); Ctrl+C stops", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, lifespan="on",
+                            timeout_graceful_shutdown=max(1, int(settings.drain_timeout)))
+    server = GracefulServer(config, app.state.gate, settings.drain_timeout)
+    server.run(sockets=[sock])
+    print("stopped", file=sys.stderr)
+    return 0
+
+
+def _server_class():
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """uvicorn's server, stopping in two stages: the first signal stops taking translation
+        requests (503) and lets those in flight finish; the server exits when none is left (or at
+        the drain timeout). A second SIGINT forces the exit. The signal is not raised again
+        afterwards (uvicorn would), so a graceful stop exits with status 0."""
+
+        def __init__(self, config, gate, drain_timeout: float):
+            super().__init__(config)
+            self.gate = gate
+            self.drain_timeout = drain_timeout
+            self.deadline = None
+
+        def handle_exit(self, sig, frame) -> None:
+            if self.gate.draining:
+                self.force_exit = self.should_exit = True
+                return
+            self.gate.draining = True
+            self.deadline = time.monotonic() + self.drain_timeout
+            print(f"stopping: finishing {self.gate.in_flight} request(s) in flight, refusing new ones "
+                  "(Ctrl+C again to stop at once)", file=sys.stderr, flush=True)
+
+        async def on_tick(self, counter: int) -> bool:
+            if self.gate.draining and not self.should_exit:
+                if self.gate.in_flight == 0 or time.monotonic() > self.deadline:
+                    self.should_exit = True
+            return await super().on_tick(counter)
+
+    return GracefulServer
+
+
+def GracefulServer(config, gate, drain_timeout):  # noqa: N802 - builds the uvicorn subclass lazily
+    return _server_class()(config, gate, drain_timeout)

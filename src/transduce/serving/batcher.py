@@ -1,0 +1,254 @@
+"""Dynamic batching: sentences of concurrent requests share one search.
+
+One worker thread owns the model. A request puts its sentences on a queue and gets a future.
+The worker takes the oldest waiting sentence, waits at most ``max_wait`` seconds (from that
+sentence's arrival) for company, then searches, in one token-budget batch, every waiting sentence
+that has the same search settings, oldest first, and hands each request its own results in its
+own order once all of its sentences are done. Requests with different settings (beam, alpha,
+nbest) wait for a batch of their own. With ``batching=False`` the worker serves one request at a
+time, as a one-request-per-search server would: the baseline of ``benchmarks/serve_load.py``.
+
+The queue is bounded (``queue_limit`` sentences): ``submit`` raises ``QueueFull`` beyond it, so
+memory stays bounded under any load. A request whose future was cancelled (its client went away)
+has its waiting sentences dropped.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..config import DecodeConfig
+from ..data.dataset import pad_sequences
+from ..decoding import Hypothesis
+from ..runtime import autocast
+from ..translator import Translator, translate_ids
+
+
+class QueueFull(Exception):
+    """The queue holds ``waiting`` sentences and cannot take ``wanted`` more within ``limit``."""
+
+    def __init__(self, waiting: int, wanted: int, limit: int):
+        super().__init__(f"the queue holds {waiting} sentences and takes at most {limit}")
+        self.waiting, self.wanted, self.limit = waiting, wanted, limit
+
+
+@dataclass
+class Result:
+    """One sentence's outcome: its hypotheses (best first) and, on request, its cross-attention:
+    ``attention`` is ``(layers, target + 1, source + 1)``, averaged over heads (eos on both
+    sides; row i is the attention while producing target piece i)."""
+
+    hypotheses: list[Hypothesis]
+    attention: Optional[np.ndarray] = None
+
+
+@dataclass
+class Job:
+    """One request: its sentences (token ids), settings and where its results go."""
+
+    sources: list[list[int]]
+    decode: DecodeConfig
+    attention: bool = False
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    arrived: float = field(default_factory=time.monotonic)
+    results: list = field(default_factory=list)
+    remaining: int = 0
+    started: Optional[float] = None  # when its first batch began
+    search_seconds: float = 0.0  # the time of the batches its sentences were in
+    batch_sizes: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.sources)
+        self.remaining = len(self.sources)
+
+
+@dataclass
+class BatchRecord:
+    """What one search did: for instruments (metrics, tests)."""
+
+    sentences: int
+    requests: int
+    tokens: int  # target tokens generated (eos included)
+    seconds: float
+
+
+class Batcher:
+    """The worker thread and its queue; see the module's docstring."""
+
+    def __init__(self, translator: Translator, max_wait: float = 0.005, batching: bool = True,
+                 queue_limit: int = 1024, on_batch: Optional[Callable[[BatchRecord], None]] = None,
+                 compiled: bool = False):
+        self.translator = translator
+        self.max_wait = max_wait
+        self.batching = batching
+        self.queue_limit = queue_limit
+        self.on_batch = on_batch
+        self.compiled = compiled
+        self.history: collections.deque[BatchRecord] = collections.deque(maxlen=1000)
+        self._queue: collections.deque[tuple[Job, int]] = collections.deque()  # (job, sentence index)
+        self._cond = threading.Condition()
+        self._closed = False
+        self._busy = 0  # sentences being searched now
+        self._thread: Optional[threading.Thread] = None
+
+    # the requests' side
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="transduce-batcher", daemon=True)
+        self._thread.start()
+
+    def submit(self, sources: Sequence[Sequence[int]], decode: DecodeConfig, attention: bool = False) -> Job:
+        """Queue one request's sentences; ``job.future`` resolves to the job when all are done."""
+        job = Job([list(s) for s in sources], decode, attention)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the batcher is closed")
+            if len(self._queue) + len(sources) > self.queue_limit:
+                raise QueueFull(len(self._queue), len(sources), self.queue_limit)
+            self._queue.extend((job, i) for i in range(len(sources)))
+            self._cond.notify()
+        if not sources:
+            job.future.set_result(job)
+        return job
+
+    @property
+    def waiting(self) -> int:
+        """Sentences queued and not yet taken into a batch."""
+        return len(self._queue)
+
+    @property
+    def busy(self) -> int:
+        """Sentences in the search running now."""
+        return self._busy
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Finish what is queued, then stop the worker."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # the worker's side
+
+    def _budget(self, decode: DecodeConfig, arrived: Sequence[tuple[Job, int]]) -> list[tuple[Job, int]]:
+        """The longest run of ``arrived`` (in order) that fits one batch, the budget rule of
+        ``translate_ids``: sentences x (longest + eos) <= max_tokens, at most max_sentences."""
+        taken, width = [], 0
+        for job, i in arrived:
+            w = max(width, len(job.sources[i]) + 1)
+            if taken and ((len(taken) + 1) * w > decode.max_tokens or len(taken) >= decode.max_sentences):
+                break
+            taken.append((job, i))
+            width = w
+        return taken
+
+    def _candidates(self) -> list[tuple[Job, int]]:
+        """What the oldest waiting sentence may share a batch with (oldest first)."""
+        self._drop_cancelled()
+        if not self._queue:
+            return []
+        head = self._queue[0][0]
+        if not self.batching:
+            return [(job, i) for job, i in self._queue if job is head]
+        return [(job, i) for job, i in self._queue if job.decode == head.decode]
+
+    def _drop_cancelled(self) -> None:
+        if any(job.future.cancelled() for job, _ in self._queue):
+            self._queue = collections.deque((job, i) for job, i in self._queue if not job.future.cancelled())
+
+    def _next_batch(self) -> Optional[list[tuple[Job, int]]]:
+        """Wait for work and return the next batch (None: closed and drained)."""
+        with self._cond:
+            while True:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                candidates = self._candidates()
+                if not candidates:
+                    if self._closed and not self._queue:
+                        return None
+                    continue
+                batch = self._budget(candidates[0][0].decode, candidates)
+                full = len(batch) < len(candidates) or len(batch) >= batch[0][0].decode.max_sentences
+                wait = candidates[0][0].arrived + self.max_wait - time.monotonic()
+                if not self.batching or full or wait <= 0 or self._closed:
+                    taken = {(id(job), i) for job, i in batch}
+                    self._queue = collections.deque(x for x in self._queue if (id(x[0]), x[1]) not in taken)
+                    self._busy = len(batch)
+                    return batch
+                self._cond.wait(wait)  # more sentences may come to share the batch
+
+    def _run(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            try:
+                self._search(batch)
+            except BaseException as error:  # every request of the batch learns of it; the worker goes on
+                traceback.print_exc()
+                for job in {id(job): job for job, _ in batch}.values():
+                    _resolve(job.future, error=error)
+            finally:
+                self._busy = 0
+
+    def _search(self, batch: list[tuple[Job, int]]) -> None:
+        start = time.monotonic()
+        decode = batch[0][0].decode
+        translator = self.translator
+        sources = [job.sources[i] for job, i in batch]
+        hyps = translate_ids(translator.model, sources, decode, precision=translator.precision,
+                             compile=self.compiled)
+        wanted = [n for n, (job, _) in enumerate(batch) if job.attention]
+        weights = cross_attention(translator, [sources[n] for n in wanted], [hyps[n][0].tokens for n in wanted])
+        attention = dict(zip(wanted, weights))
+        seconds = time.monotonic() - start
+        jobs = {id(job): job for job, _ in batch}
+        for job in jobs.values():
+            job.started = job.started if job.started is not None else start
+            job.search_seconds += seconds
+            job.batch_sizes.append(len(batch))
+        for n, (job, i) in enumerate(batch):
+            job.results[i] = Result(hyps[n], attention.get(n))
+            job.remaining -= 1
+            if job.remaining == 0:
+                _resolve(job.future, job)
+        record = BatchRecord(len(batch), len(jobs), sum(len(h[0].tokens) + 1 for h in hyps), seconds)
+        self.history.append(record)
+        if self.on_batch is not None:
+            self.on_batch(record)
+
+
+def _resolve(future: concurrent.futures.Future, job: Optional[Job] = None, error: Optional[BaseException] = None):
+    """Set a future's outcome unless its waiter cancelled it (a client that went away)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(job)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+def cross_attention(translator: Translator, sources: Sequence[Sequence[int]],
+                    targets: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """Each pair's cross-attention, ``(layers, len(target) + 1, len(source) + 1)`` averaged over
+    heads, from one teacher-forced pass of the batch over the model's own outputs: the weights the
+    search used when it produced each target piece (and eos)."""
+    if not sources:
+        return []
+    model, config = translator.model, translator.model.config
+    device = translator.device
+    src = pad_sequences(list(sources), config.pad_id, suffix=config.eos_id).to(device)
+    tgt = pad_sequences(list(targets), config.pad_id, prefix=config.start_id).to(device)
+    precision = "fp32" if translator.precision == "int8" else translator.precision
+    with torch.inference_mode(), autocast(device, precision):
+        _, weights = model(src, tgt, need_weights=True)
+    stacked = torch.stack([w.float().mean(1) for w in weights.cross], 1).cpu().numpy()  # (B, L, T, S)
+    return [stacked[b, :, : len(t) + 1, : len(s) + 1] for b, (s, t) in enumerate(zip(sources, targets))]
