@@ -207,6 +207,16 @@ CASES = [
     ("evaluate-nbest", "evaluate {root}/run --src {root}/raw/valid.en --ref {root}/raw/valid.de --nbest 3",
      "--nbest", {}),
     ("more-time-without-resume", "train {root}/data --out {root}/new-run --more-time 1m", "--more-time", {}),
+    # 11. serve: every bad setting is found before the port is taken or the model loaded
+    ("serve-no-model", "serve {root}/no-such-run --port 0", "no-such-run", {}),
+    ("serve-port-out-of-range", "serve {root}/run --port 70000", "--port 70000: choose a port from 1 to 65535", {}),
+    ("serve-host-unknown", "serve {root}/run --host no.such.host.invalid --port 0", "--host no.such.host.invalid: "
+     "not an address", {}),
+    ("serve-max-chars-0", "serve {root}/run --max-chars 0 --port 0", "--max-chars must be at least 1", {}),
+    ("serve-wait-negative", "serve {root}/run --max-wait-ms -1 --port 0", "--max-wait-ms must be between 0", {}),
+    ("serve-sampling", "serve {root}/run --sampling --port 0", "sampling is not served", {}),
+    ("serve-beam-over-max", "serve {root}/run --beam 20 --port 0", "--beam 20 is more than --max-beam 16", {}),
+    ("serve-int8-compile", "serve {root}/run --precision int8 --compile on --port 0", "does not combine", {}),
 ]
 
 

@@ -52,6 +52,9 @@ def _settings(args):
     from ..serving.app import ServeSettings
 
     decode = decode_config(args)
+    if decode.beam > args.max_beam:
+        raise TransduceError(f"--beam {decode.beam} is more than --max-beam {args.max_beam}: raise --max-beam or "
+                             "lower --beam")
     try:
         return ServeSettings(decode=decode, max_wait_ms=args.max_wait_ms, batching=args.batching == "on",
                              max_request_sentences=args.max_request_sentences, max_chars=args.max_chars,

@@ -19,7 +19,6 @@ import collections
 import concurrent.futures
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -79,6 +78,7 @@ class BatchRecord:
     requests: int
     tokens: int  # target tokens generated (eos included)
     seconds: float
+    beam: int
 
 
 class Batcher:
@@ -191,8 +191,7 @@ class Batcher:
         while (batch := self._next_batch()) is not None:
             try:
                 self._search(batch)
-            except BaseException as error:  # every request of the batch learns of it; the worker goes on
-                traceback.print_exc()
+            except BaseException as error:  # every request of the batch learns of it (and logs it); the worker goes on
                 for job in {id(job): job for job, _ in batch}.values():
                     _resolve(job.future, error=error)
             finally:
@@ -219,7 +218,8 @@ class Batcher:
             job.remaining -= 1
             if job.remaining == 0:
                 _resolve(job.future, job)
-        record = BatchRecord(len(batch), len(jobs), sum(len(h[0].tokens) + 1 for h in hyps), seconds)
+        record = BatchRecord(len(batch), len(jobs), sum(len(h[0].tokens) + 1 for h in hyps), seconds,
+                             decode.beam)
         self.history.append(record)
         if self.on_batch is not None:
             self.on_batch(record)

@@ -1,0 +1,77 @@
+"""A small trained run for the serving tests, and a real ``transduce serve`` process to test against."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from ..helpers import cli, prepare_reverse_task
+
+
+@pytest.fixture(scope="session")
+def served_run(tmp_path_factory):
+    """A tiny model trained (bounded by steps) on the word-reversal task: outputs are its words."""
+    root = tmp_path_factory.mktemp("serving")
+    data = prepare_reverse_task(root, n_train=1500, n_valid=30)
+    cli("train", str(data), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "400", "--quiet",
+        "--set", "warmup=100", "--set", "dropout=0.0", "--precision", "fp32", "--max-tokens", "1500")
+    return root / "run"
+
+
+class ServerProcess:
+    """``python -m transduce serve RUN ...`` in a process of its own; ``url`` once it listens.
+    Its stderr is collected in ``log`` (a reader thread keeps the pipe from filling)."""
+
+    def __init__(self, run, *flags: str, port: int = 0, timeout: float = 120.0):
+        command = [sys.executable, "-m", "transduce", "serve", str(run), "--port", str(port), "--threads", "1", *flags]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log: list[str] = []
+        self.url = None
+        deadline = time.monotonic() + timeout
+        while self.url is None:
+            line = self.process.stderr.readline()
+            if not line:
+                raise AssertionError(f"transduce serve ended before listening:\n{''.join(self.log)}")
+            self.log.append(line)
+            if line.startswith("open http://"):
+                self.url = line.split()[1].rstrip("/")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"transduce serve did not listen within {timeout} s:\n{''.join(self.log)}")
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.log.append(line)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        code = self.process.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def text(self) -> str:
+        return "".join(self.log)
+
+
+@pytest.fixture()
+def start_server():
+    """Start ``transduce serve`` processes; every one still running is stopped after the test."""
+    started: list[ServerProcess] = []
+
+    def start(run, *flags, port: int = 0) -> ServerProcess:
+        server = ServerProcess(run, *flags, port=port)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(30)
