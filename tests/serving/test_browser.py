@@ -1,0 +1,106 @@
+"""The page in a real browser: headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+which ``.ci/run`` installs) driven by selenium against a live ``transduce serve``.
+
+It types a sentence, translates with the button and with Ctrl+Enter, and finds the translation,
+the heatmap and the hover highlight; a screenshot is saved in the test's folder. In CI (``CI`` set)
+a missing browser fails the test; elsewhere it is skipped with what to install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.request
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+def browser():
+    missing = [name for name, path in (("chromium", CHROMIUM), ("chromium-driver", DRIVER)) if path is None]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (pip install -e '.[dev]')")
+    if missing:
+        message = f"the browser test needs {', '.join(missing)} (Debian: apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,1000", "--lang=en-US"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+
+
+def api_translation(url: str, sentence: str) -> str:
+    request = urllib.request.Request(url + "/v1/translate", json.dumps({"text": [sentence]}).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.load(answer)["translations"][0]
+
+
+def test_the_page_translates_and_shows_attention(served_run, start_server, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser()
+    server = start_server(served_run)
+    try:
+        wait = WebDriverWait(driver, 60)
+        driver.get(server.url + "/")
+        wait.until(ready.text_to_be_present_in_element((By.ID, "model-meta"), "English (en) → German (de)"))
+        assert driver.find_element(By.ID, "source-label").text == "Source: English (en)"
+        assert driver.find_element(By.ID, "target-label").text == "Translation: German (de)"
+        source = driver.find_element(By.ID, "source")
+        assert source.get_attribute("id") == driver.find_element(By.CSS_SELECTOR, "label[for=source]") \
+            .get_attribute("for")  # the text box has its label
+        source.clear()
+        source.send_keys("the big dog sees a red cat")
+        driver.find_element(By.ID, "translate").click()
+        wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#results li button")))
+        shown = driver.find_element(By.CSS_SELECTOR, "#results li button").text
+        assert shown == api_translation(server.url, "the big dog sees a red cat")
+        assert "translated in" in driver.find_element(By.ID, "status").text
+        # the heatmap: a row per target piece (and </s>), a column per source piece (and </s>)
+        heatmap = driver.find_element(By.ID, "heatmap")
+        assert heatmap.is_displayed()
+        rows = heatmap.find_elements(By.CSS_SELECTOR, "tbody tr")
+        columns = heatmap.find_elements(By.CSS_SELECTOR, "thead th")
+        target_pieces = driver.find_elements(By.CSS_SELECTOR, "#target-strip .piece")
+        source_pieces = driver.find_elements(By.CSS_SELECTOR, "#source-strip .piece")
+        assert len(rows) == len(target_pieces) >= 2 and len(columns) == len(source_pieces) >= 2
+        assert all(len(r.find_elements(By.TAG_NAME, "td")) == len(columns) for r in rows)
+        assert [p.text for p in source_pieces][-1] == "</s>"
+        # hovering a target piece lights up the source pieces it attends to
+        assert all(not p.get_attribute("style") for p in source_pieces)
+        ActionChains(driver).move_to_element(target_pieces[0]).perform()
+        assert "active" in target_pieces[0].get_attribute("class")
+        assert all("background" in p.get_attribute("style") for p in source_pieces)
+        assert len(driver.find_element(By.ID, "layer").find_elements(By.TAG_NAME, "option")) == 2  # tiny: 2 layers
+        driver.save_screenshot(str(tmp_path / "page.png"))
+        assert (tmp_path / "page.png").stat().st_size > 10_000
+        # the keyboard: Ctrl+Enter in the text box translates two lines
+        source.clear()
+        source.send_keys("a small house", Keys.SHIFT, Keys.ENTER, Keys.SHIFT, "the cat sat")
+        source.send_keys(Keys.CONTROL, Keys.ENTER)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 2)
+        shown = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#results li button")]
+        assert shown == [api_translation(server.url, s) for s in ("a small house", "the cat sat")]
+        # a request the server refuses shows its message
+        driver.execute_script("document.getElementById('beam').value = 99")
+        driver.find_element(By.ID, "translate").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "error"), "beam 99"))
+        driver.save_screenshot(str(tmp_path / "error.png"))
+    finally:
+        driver.quit()

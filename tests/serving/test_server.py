@@ -1,0 +1,115 @@
+"""``transduce serve`` as a user runs it: a real uvicorn process on a loopback port."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+pytest.importorskip("uvicorn", reason="the serve extra (pip install -e '.[dev]') is needed")
+
+from ..helpers import cli  # noqa: E402
+
+SENTENCES = ["the cat sat on the mat", "a big dog runs", "", "red blue house"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def call(url: str, body=None, timeout: float = 60.0) -> tuple[int, dict | str]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            status, text = answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def test_a_served_model_answers_like_translate(served_run, start_server):
+    port = free_port()
+    server = start_server(served_run, "--beam", "3", port=port)
+    assert server.url == f"http://127.0.0.1:{port}"
+    assert f"serving {served_run}" in server.text() and "device cpu, precision fp32" in server.text()
+    assert call(server.url + "/health") == (200, {"status": "ready"})
+    expected = cli("translate", str(served_run), "--beam", "3", input="\n".join(SENTENCES) + "\n").stdout
+    status, body = call(server.url + "/v1/translate", {"text": SENTENCES})
+    assert status == 200 and body["translations"] == expected.split("\n")[:-1]
+    status, info = call(server.url + "/v1/model")
+    assert status == 200 and info["search"]["beam"] == 3 and info["source_language"] == "en"
+    status, metrics = call(server.url + "/metrics")
+    assert status == 200 and 'transduce_requests_total{path="/v1/translate",status="200"} 1' in metrics
+    status, page = call(server.url + "/")
+    assert status == 200 and "<title>transduce" in page
+    # a second server on the same port is a message, not a traceback
+    taken = cli("serve", str(served_run), "--port", str(port), check=False)
+    assert taken.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in taken.stderr
+    assert "choose another --port" in taken.stderr and "Traceback" not in taken.stderr
+    assert server.stop() == 0
+
+
+def test_slow_and_vanishing_clients_do_not_block_others(served_run, start_server):
+    server = start_server(served_run)
+    host, port = server.url.removeprefix("http://").split(":")
+    body = json.dumps({"text": ["the cat sat"]}).encode()
+    head = (f"POST /v1/translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    slow = socket.create_connection((host, int(port)))
+    slow.sendall(head + body[:5])  # and then nothing: a client on a very slow line
+    gone = socket.create_connection((host, int(port)))
+    gone.sendall(head + body)
+    gone.close()  # a client that went away before its answer
+    started = time.monotonic()
+    for _ in range(3):
+        status, answer = call(server.url + "/v1/translate", {"text": ["a dog runs", "the cat sat"]}, timeout=30)
+        assert status == 200 and len(answer["translations"]) == 2
+    assert time.monotonic() - started < 30
+    slow.sendall(body[5:])  # the slow client finishes and gets its answer too
+    reply = slow.recv(65536).decode()
+    slow.close()
+    assert reply.startswith("HTTP/1.1 200")
+    assert server.stop() == 0
+
+
+def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, start_server):
+    """Three requests wait in the batcher (a long --max-wait-ms keeps them in flight) when SIGTERM
+    comes: a request sent then gets 503, the three get their translations, the process exits 0."""
+    server = start_server(served_run, "--max-wait-ms", "3000")
+    answers: dict[int, tuple] = {}
+    bodies = [{"text": [s]} for s in ("the cat sat", "a dog runs", "red blue house")]
+    threads = [threading.Thread(target=lambda n=n: answers.__setitem__(n, call(server.url + "/v1/translate",
+                                                                                bodies[n])))
+               for n in range(3)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while "transduce_requests_in_flight 3" not in call(server.url + "/metrics")[1]:
+        assert time.monotonic() < deadline, "the requests never got in flight"
+        time.sleep(0.05)
+    server.process.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    late = call(server.url + "/v1/translate", {"text": ["the cat"]})
+    health = call(server.url + "/health")
+    for thread in threads:
+        thread.join(60)
+    assert late == (503, {"detail": "the server is stopping; it takes no new requests"})
+    assert health == (503, {"status": "stopping"})
+    expected = [cli("translate", str(served_run), input=b["text"][0] + "\n").stdout.strip() for b in bodies]
+    assert [answers[n][0] for n in range(3)] == [200] * 3
+    assert [answers[n][1]["translations"][0] for n in range(3)] == expected
+    assert server.process.wait(60) == 0
+    log = server.text()
+    assert "stopping: finishing 3 request(s) in flight" in log and log.rstrip().endswith("stopped")
