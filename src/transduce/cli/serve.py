@@ -31,8 +31,9 @@ def add_parser(sub) -> None:
     g = p.add_argument_group("batching and limits")
     g.add_argument("--batching", choices=["on", "off"], default="on",
                    help="on: sentences of concurrent requests share a search; off: one request per search")
-    g.add_argument("--max-wait-ms", type=float, default=5.0,
-                   help="how long a waiting sentence waits for others to share its batch")
+    g.add_argument("--max-wait-ms", type=float, default=10.0,
+                   help="a batch waits for more sentences while they keep coming, each within this of the "
+                        "last (at most 5x this in all)")
     g.add_argument("--max-request-sentences", type=int, default=64, help="sentences per request")
     g.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
     g.add_argument("--max-body-bytes", type=int, default=1_000_000, help="bytes per request body")

@@ -37,7 +37,8 @@ class ServeSettings:
 
     decode: the search settings a request does not give (beam, alpha and nbest can be given per
         request; the batch budget ``max_tokens``/``max_sentences`` is the batcher's).
-    max_wait_ms: how long the oldest waiting sentence waits for others to share its batch.
+    max_wait_ms: a batch waits for more sentences while they keep coming, each within this of the
+        last (at most ``batcher.LINGER`` times this in all).
     batching: False serves one request per search (the baseline for ``benchmarks/serve_load.py``).
     max_request_sentences, max_chars, max_body_bytes, queue_limit, max_beam: request limits;
     queue_limit counts waiting sentences.
@@ -45,7 +46,7 @@ class ServeSettings:
     """
 
     decode: DecodeConfig = DecodeConfig()
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 10.0
     batching: bool = True
     max_request_sentences: int = 64
     max_chars: int = 2000

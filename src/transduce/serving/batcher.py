@@ -1,12 +1,16 @@
 """Dynamic batching: sentences of concurrent requests share one search.
 
 One worker thread owns the model. A request puts its sentences on a queue and gets a future.
-The worker takes the oldest waiting sentence, waits at most ``max_wait`` seconds (from that
-sentence's arrival) for company, then searches, in one token-budget batch, every waiting sentence
-that has the same search settings, oldest first, and hands each request its own results in its
-own order once all of its sentences are done. Requests with different settings (beam, alpha,
-nbest) wait for a batch of their own. With ``batching=False`` the worker serves one request at a
-time, as a one-request-per-search server would: the baseline of ``benchmarks/serve_load.py``.
+The worker takes the oldest waiting sentence and waits for company while sentences keep coming,
+each within ``max_wait`` seconds of the last, at most ``LINGER x max_wait`` in all. The window
+opens at the oldest sentence's arrival, or at the end of the previous search if that is later: on
+a loaded server the clients just answered send their next requests in that window, and batches
+stay whole instead of settling into two half-size groups that take turns. Then it searches, in
+one token-budget batch, every waiting sentence that has the same search settings, oldest first,
+and hands each request its own results in its own order once all of its sentences are done.
+Requests with different settings (beam, alpha, nbest) wait for a batch of their own. With
+``batching=False`` the worker serves one request at a time, as a one-request-per-search server
+would: the baseline of ``benchmarks/serve_load.py``.
 
 The queue is bounded (``queue_limit`` sentences): ``submit`` raises ``QueueFull`` beyond it, so
 memory stays bounded under any load. A request whose future was cancelled (its client went away)
@@ -30,6 +34,9 @@ from ..data.dataset import pad_sequences
 from ..decoding import Hypothesis
 from ..runtime import autocast
 from ..translator import Translator, translate_ids
+
+
+LINGER = 5  # a batch waits for company at most this many times max_wait
 
 
 class QueueFull(Exception):
@@ -84,7 +91,7 @@ class BatchRecord:
 class Batcher:
     """The worker thread and its queue; see the module's docstring."""
 
-    def __init__(self, translator: Translator, max_wait: float = 0.005, batching: bool = True,
+    def __init__(self, translator: Translator, max_wait: float = 0.010, batching: bool = True,
                  queue_limit: int = 1024, on_batch: Optional[Callable[[BatchRecord], None]] = None,
                  compiled: bool = False):
         self.translator = translator
@@ -98,6 +105,8 @@ class Batcher:
         self._cond = threading.Condition()
         self._closed = False
         self._busy = 0  # sentences being searched now
+        self._free_since = 0.0  # when the last search ended
+        self._last_arrival = 0.0  # when the last request came
         self._thread: Optional[threading.Thread] = None
 
     # the requests' side
@@ -115,6 +124,7 @@ class Batcher:
             if len(self._queue) + len(sources) > self.queue_limit:
                 raise QueueFull(len(self._queue), len(sources), self.queue_limit)
             self._queue.extend((job, i) for i in range(len(sources)))
+            self._last_arrival = job.arrived
             self._cond.notify()
         if not sources:
             job.future.set_result(job)
@@ -179,7 +189,12 @@ class Batcher:
                     continue
                 batch = self._budget(candidates[0][0].decode, candidates)
                 full = len(batch) < len(candidates) or len(batch) >= batch[0][0].decode.max_sentences
-                wait = candidates[0][0].arrived + self.max_wait - time.monotonic()
+                # the window opens at the oldest sentence's arrival, or at the end of the last search if
+                # that is later; it stays open while sentences keep coming (each within max_wait of the
+                # last), at most LINGER x max_wait
+                opened = max(candidates[0][0].arrived, self._free_since)
+                deadline = min(max(opened, self._last_arrival) + self.max_wait, opened + LINGER * self.max_wait)
+                wait = deadline - time.monotonic()
                 if not self.batching or full or wait <= 0 or self._closed:
                     taken = {(id(job), i) for job, i in batch}
                     self._queue = collections.deque(x for x in self._queue if (id(x[0]), x[1]) not in taken)
@@ -196,6 +211,7 @@ class Batcher:
                     _resolve(job.future, error=error)
             finally:
                 self._busy = 0
+                self._free_since = time.monotonic()
 
     def _search(self, batch: list[tuple[Job, int]]) -> None:
         start = time.monotonic()
