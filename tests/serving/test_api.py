@@ -256,3 +256,28 @@ def test_the_token_budget_splits_a_queue(translator):
         job.future.result(timeout=60)
     batcher.close()
     assert [r.sentences for r in batcher.history] == [3, 3, 1]
+
+
+def test_the_batch_window_stays_open_while_sentences_keep_coming(translator):
+    """Requests 0.3 s apart with max_wait 1 s: one batch, though the last comes 1.2 s after the first
+    (each arrival keeps the window open, up to LINGER x max_wait)."""
+    import threading
+    import time
+
+    batcher = Batcher(translator, max_wait=1.0)
+    batcher.start()
+    decode = DecodeConfig()
+    jobs = []
+
+    def arrive():
+        for _ in range(5):  # the last arrives ~1.2 s after the first: past a fixed 1 s window
+            jobs.append(batcher.submit([[5, 6, 7]], decode))
+            time.sleep(0.3)
+
+    feeder = threading.Thread(target=arrive)
+    feeder.start()
+    feeder.join()
+    for job in jobs:
+        job.future.result(timeout=60)
+    batcher.close()
+    assert [r.sentences for r in batcher.history] == [5]

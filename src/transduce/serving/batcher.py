@@ -5,7 +5,8 @@ The worker takes the oldest waiting sentence and waits for company while sentenc
 each within ``max_wait`` seconds of the last, at most ``LINGER x max_wait`` in all. The window
 opens at the oldest sentence's arrival, or at the end of the previous search if that is later: on
 a loaded server the clients just answered send their next requests in that window, and batches
-stay whole instead of settling into two half-size groups that take turns. Then it searches, in
+stay whole instead of settling into two half-size groups that take turns (the window closes early
+once as many requests have come as the previous search answered). Then it searches, in
 one token-budget batch, every waiting sentence that has the same search settings, oldest first,
 and hands each request its own results in its own order once all of its sentences are done.
 Requests with different settings (beam, alpha, nbest) wait for a batch of their own. With
@@ -107,6 +108,8 @@ class Batcher:
         self._busy = 0  # sentences being searched now
         self._free_since = 0.0  # when the last search ended
         self._last_arrival = 0.0  # when the last request came
+        self._answered = 0  # requests the last search completed
+        self._returned = 0  # requests that came since it ended
         self._thread: Optional[threading.Thread] = None
 
     # the requests' side
@@ -125,6 +128,7 @@ class Batcher:
                 raise QueueFull(len(self._queue), len(sources), self.queue_limit)
             self._queue.extend((job, i) for i in range(len(sources)))
             self._last_arrival = job.arrived
+            self._returned += 1
             self._cond.notify()
         if not sources:
             job.future.set_result(job)
@@ -195,7 +199,9 @@ class Batcher:
                 opened = max(candidates[0][0].arrived, self._free_since)
                 deadline = min(max(opened, self._last_arrival) + self.max_wait, opened + LINGER * self.max_wait)
                 wait = deadline - time.monotonic()
-                if not self.batching or full or wait <= 0 or self._closed:
+                # as many requests came since the last search as it answered: its clients are back
+                back = 0 < self._answered <= self._returned
+                if not self.batching or full or wait <= 0 or back or self._closed:
                     taken = {(id(job), i) for job, i in batch}
                     self._queue = collections.deque(x for x in self._queue if (id(x[0]), x[1]) not in taken)
                     self._busy = len(batch)
@@ -204,14 +210,18 @@ class Batcher:
 
     def _run(self) -> None:
         while (batch := self._next_batch()) is not None:
+            jobs = list({id(job): job for job, _ in batch}.values())
             try:
                 self._search(batch)
             except BaseException as error:  # every request of the batch learns of it (and logs it); the worker goes on
-                for job in {id(job): job for job, _ in batch}.values():
+                for job in jobs:
                     _resolve(job.future, error=error)
             finally:
-                self._busy = 0
-                self._free_since = time.monotonic()
+                with self._cond:
+                    self._busy = 0
+                    self._free_since = time.monotonic()
+                    self._answered = sum(job.future.done() for job in jobs)
+                    self._returned = 0
 
     def _search(self, batch: list[tuple[Job, int]]) -> None:
         start = time.monotonic()
