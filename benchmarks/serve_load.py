@@ -1,7 +1,7 @@
 """Load on ``transduce serve``: K concurrent clients on loopback, with dynamic batching on and off.
 
-    python benchmarks/serve_load.py --run runs/multi30k-small [--clients 16] [--seconds 60]
-                                    [--max-requests 5000] [--beam 4] [--threads 2]
+    python benchmarks/serve_load.py --run runs/multi30k-small [--clients 16] [--seconds 40]
+                                    [--max-requests 5000] [--trials 3] [--beam 4] [--threads 2]
 
 For each mode a fresh server process (``transduce serve RUN --port 0 --batching on|off``) is
 started, warmed up with a few requests, then K clients (asyncio + httpx, one process) each send
@@ -9,7 +9,7 @@ single-sentence requests one after another, cycling through Multi30k's test_2016
 side (``../shared/data``), until ``--seconds`` or ``--max-requests`` is reached. Reported per mode:
 requests/s, sentences/s, p50/p99 latency, errors (any status but 200), the mean batch size from
 the server's /metrics and the server's peak resident memory (VmHWM); then the ratio of
-sentences/s, batching on over off. The clients share the machine with the server (2 cores here),
+sentences/s, batching on over off, per trial (a pair of runs, one after the other) and its median. The clients share the machine with the server (2 cores here),
 as they would on a laptop. Writes ``benchmarks/results/serve_load.json`` and prints a markdown table.
 """
 
@@ -132,23 +132,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="a trained run (e.g. runs/multi30k-small)")
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=60.0, help="each mode's load lasts at most this long")
+    parser.add_argument("--seconds", type=float, default=40.0, help="each mode's load lasts at most this long")
     parser.add_argument("--max-requests", type=int, default=5000, help="and sends at most this many requests")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="the server's CPU threads")
     parser.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its default)")
+    parser.add_argument("--trials", type=int, default=3, help="pairs of runs, on then off, side by side")
     parser.add_argument("--modes", nargs="+", default=["on", "off"], choices=["on", "off"])
     args = parser.parse_args()
     texts = sentences()
-    rows = [run_mode(args, mode, texts) for mode in args.modes]
+    rows, ratios = [], []
+    for trial in range(1, args.trials + 1):
+        pair = [dict(trial=trial, **run_mode(args, mode, texts)) for mode in args.modes]
+        rows += pair
+        if len(pair) == 2:
+            ratios.append(round(pair[0]["sentences_per_s"] / pair[1]["sentences_per_s"], 2))
     payload = {"machine": machine(), "run": args.run, "beam": args.beam, "threads": args.threads,
-               "max_wait_ms": args.max_wait_ms, "seconds": args.seconds, "max_requests": args.max_requests, "rows": rows}
-    if len(rows) == 2:
-        payload["ratio_sentences_per_s"] = round(rows[0]["sentences_per_s"] / rows[1]["sentences_per_s"], 2)
-    print(table(rows, ["batching", "clients", "requests", "errors", "sentences_per_s", "p50_ms", "p99_ms",
+               "max_wait_ms": args.max_wait_ms, "seconds": args.seconds, "max_requests": args.max_requests,
+               "rows": rows, "ratios": ratios}
+    print(table(rows, ["trial", "batching", "clients", "requests", "errors", "sentences_per_s", "p50_ms", "p99_ms",
                        "mean_batch", "peak_memory_mb"]))
-    if "ratio_sentences_per_s" in payload:
-        print(f"\nsentences/s, batching on / off: {payload['ratio_sentences_per_s']}x")
+    if ratios:
+        payload["ratio_median"] = statistics.median(ratios)
+        print(f"\nsentences/s, batching on / off, per trial: {', '.join(f'{r}x' for r in ratios)} "
+              f"(median {payload['ratio_median']}x)")
     print(f"wrote {save('serve_load', payload)}", file=sys.stderr)
 
 
