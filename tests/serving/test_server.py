@@ -113,3 +113,11 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, st
     assert server.process.wait(60) == 0
     log = server.text()
     assert "stopping: finishing 3 request(s) in flight" in log and log.rstrip().endswith("stopped")
+
+
+def test_serve_without_the_extra_says_what_to_install(served_run, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if uvicorn were not installed
+    result = cli("serve", str(served_run), "--port", "0", check=False)
+    assert result.returncode == 2 and "pip install 'transduce[serve]'" in result.stderr
