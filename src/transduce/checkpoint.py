@@ -38,11 +38,13 @@ class CheckpointError(TransduceError):
 
 
 def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str, Any], tokenizer_files: list[Path],
-                     state: Optional[dict] = None, trainer: Optional[dict] = None, inputs: list[Path] = ()) -> Path:
+                     state: Optional[dict] = None, trainer: Optional[dict] = None, inputs: list[Path] = (),
+                     tensors: Optional[dict[str, dict[str, torch.Tensor]]] = None) -> Path:
     """Write a checkpoint folder atomically, replacing an earlier checkpoint of the same name
     (never a folder transduce did not write as a checkpoint).
 
     ``info`` must hold ``model`` (a ModelConfig dict); tokenizer_files are copied beside the weights.
+    ``tensors`` maps file names to more tensors to write in safetensors (the EMA's averages).
     """
     with output_dir(folder, "checkpoint", inputs, what="checkpoint") as tmp:
         save_model(model, str(tmp / "model.safetensors"))
@@ -57,6 +59,10 @@ def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str,
             torch.save(state, tmp / "state.pt")
         if trainer is not None:
             (tmp / "trainer.json").write_text(json.dumps(trainer, indent=2) + "\n", encoding="utf-8")
+        for name, named in (tensors or {}).items():
+            from safetensors.torch import save_file
+
+            save_file({k: v.detach().cpu().contiguous() for k, v in named.items()}, str(tmp / name))
     return Path(folder)
 
 

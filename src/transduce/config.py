@@ -270,6 +270,8 @@ class TrainConfig(_ConfigMixin):
         save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper: 10).
         keep_last: checkpoints kept. patience: validations without a better BLEU before stopping
             (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
+        ema: decay of an exponential moving average of the weights, written as ``RUN/ema/`` at
+            each checkpoint (0: off; e.g. 0.999; see ``training.ema``).
     """
 
     max_tokens: int = 4096
@@ -299,6 +301,7 @@ class TrainConfig(_ConfigMixin):
     keep_last: int = 5
     patience: int = 0
     max_bad_steps: int = 5
+    ema: float = 0.0
 
     def __post_init__(self) -> None:
         _choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
@@ -310,6 +313,8 @@ class TrainConfig(_ConfigMixin):
         if self.valid_every < -1:
             raise ValueError(f"valid_every must be -1 (never), 0 (each epoch) or a number of steps, "
                              f"got {self.valid_every}")
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema must be in [0, 1) (0: off; a decay such as 0.999), got {self.ema}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         for name in ("adam_beta1", "adam_beta2"):

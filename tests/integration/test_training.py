@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transduce import ModelConfig, TrainConfig
+from transduce import ModelConfig, TrainConfig, load
 from transduce.checkpoint import list_checkpoints, load_model_from
 from transduce.data import ParallelDataset, collate
 from transduce.training import RunSettings, Trainer, TrainingError
@@ -72,12 +72,20 @@ def test_tiny_model_learns_the_reverse_task(reverse_data, tmp_path, device):
 
 
 def test_exact_resume_after_a_clean_stop(reverse_data_no_valid, tmp_path):
+    """... with an EMA of the weights, whose averages resume exactly too."""
     data = str(reverse_data_no_valid)
-    cli("train", data, "--out", str(tmp_path / "full"), "--max-steps", "30", *TINY)
-    cli("train", data, "--out", str(tmp_path / "part"), "--max-steps", "12", *TINY)
+    cli("train", data, "--out", str(tmp_path / "full"), "--max-steps", "30", "--ema", "0.9", *TINY)
+    cli("train", data, "--out", str(tmp_path / "part"), "--max-steps", "12", "--ema", "0.9", *TINY)
     cli("train", data, "--out", str(tmp_path / "part"), "--max-steps", "30", "--resume", *TINY)
     a, b = weights(tmp_path / "full"), weights(tmp_path / "part")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # bitwise
+    ema_a = load_file(str(tmp_path / "full" / "ema" / "model.safetensors"))
+    ema_b = load_file(str(tmp_path / "part" / "ema" / "model.safetensors"))
+    assert ema_a.keys() == a.keys() and all(torch.equal(ema_a[k], ema_b[k]) for k in a)
+    assert not all(torch.equal(ema_a[k], a[k]) for k in a)  # an average, not the last weights
+    state = load_file(str(list_checkpoints(tmp_path / "part")[-1] / "ema.safetensors"))
+    assert int(state["__updates__"][0]) == 30
+    assert load(tmp_path / "part" / "ema").translate(["the cat"], beam=2)[0] is not None
 
 
 def test_exact_resume_after_sigkill(reverse_data_no_valid, tmp_path):

@@ -39,6 +39,8 @@ def add_parser(sub) -> None:
     p.add_argument("--max-time", help="training time limit over all sessions of the run: 3600, 90m, 1.5h")
     p.add_argument("--more-time", help="with --resume: train this much longer than the run has so far (e.g. 10m)")
     p.add_argument("--seed", type=int, help="seed for weights, dropout and batch order (new runs)")
+    p.add_argument("--ema", type=float, metavar="DECAY",
+                   help="keep an exponential moving average of the weights (e.g. 0.999), written as RUN/ema/")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
     p.add_argument("--precision", choices=list(PRECISIONS), default="auto",
                    help="autocast precision; auto: bf16 on a CUDA GPU with bf16 or a CPU that multiplies bf16 "
@@ -125,7 +127,8 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
     model_sets, train_sets = split_overrides(parse_sets(args.set))
     model = model.with_overrides(model_sets)
     flags = {"max_tokens": args.max_tokens, "update_freq": args.update_freq, "max_steps": args.max_steps,
-             "max_epochs": args.max_epochs, "max_time": parse_duration(args.max_time), "seed": args.seed}
+             "max_epochs": args.max_epochs, "max_time": parse_duration(args.max_time), "seed": args.seed,
+             "ema": args.ema}
     train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
     given = set(toml.get("train", {})) | set(train_sets)
     if not (args.resume and saved_path.is_file()) and args.recipe == "auto" and \

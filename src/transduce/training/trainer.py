@@ -25,6 +25,7 @@ from ..evaluate import score
 from ..model import Transformer
 from ..translator import DecodeConfig, autocast, translate_ids
 from . import distributed
+from .ema import EMA_FILE, ExponentialAverage
 from .loss import label_smoothed_nll
 from .schedule import learning_rate
 
@@ -126,6 +127,7 @@ class Trainer:
                                           weight_decay=train_config.weight_decay)
         # fp16 (CUDA only) needs loss scaling; bf16 and fp32 do not.
         self.scaler = torch.amp.GradScaler("cuda") if settings.precision == "fp16" else None
+        self.ema = ExponentialAverage(self.model, train_config.ema) if train_config.ema > 0 else None
         self.progress = Progress()
         self._lock = None
         self._prepare_run_dir(resume)
@@ -198,6 +200,7 @@ class Trainer:
                 if self.scaler is not None and state.get("scaler"):
                     self.scaler.load_state_dict(state["scaler"])
                 progress = Progress(**trainer["progress"])
+                self._resume_ema(folder)
             except (CheckpointError, KeyError, TypeError, ValueError) as error:
                 self.log(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
                 continue
@@ -214,6 +217,23 @@ class Trainer:
         self.progress = progress
         self.log(f"resumed from {folder} (step {self.progress.step}, epoch {self.progress.epoch + 1}, "
                  f"batch {self.progress.batch_in_epoch})")
+
+    def _resume_ema(self, folder: Path) -> None:
+        """The EMA's averages from ``folder`` (started afresh from the resumed weights if the run had
+        none: ``--set ema=...`` added on resume)."""
+        if self.ema is None:
+            return
+        path = folder / EMA_FILE
+        if not path.is_file():
+            self.ema = ExponentialAverage(self.model, self.tc.ema)
+            self.log(f"--resume: {folder} has no EMA; the EMA starts from the resumed weights")
+            return
+        from safetensors.torch import load_file
+
+        try:
+            self.ema.load_state_dict(load_file(str(path), device=str(self.device)))
+        except Exception as error:  # safetensors raises its own types for a damaged file
+            raise CheckpointError(f"{path} is damaged ({error})") from None
 
     def _load_weights(self, folder: Path) -> None:
         """Load ``folder``'s weights into the model; a partial load is an error naming the keys."""
@@ -294,6 +314,8 @@ class Trainer:
                 group["lr"] = lr
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None and finite:
+            self.ema.update(self.model)
         return {"loss": sums[0] / total_tokens, "nll": sums[1] / total_tokens, "lr": lr, "grad_norm": grad_norm,
                 "tokens": total_tokens, "finite": finite}
 
@@ -545,7 +567,12 @@ class Trainer:
                  "scaler": self.scaler.state_dict() if self.scaler is not None else None}
         folder = self.run_dir / "checkpoints" / f"step_{self.progress.step:08d}"
         write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
-                         {"progress": asdict(self.progress), "train": self.tc.to_dict()})
+                         {"progress": asdict(self.progress), "train": self.tc.to_dict()},
+                         tensors={EMA_FILE: self.ema.state_dict()} if self.ema is not None else None)
+        if self.ema is not None:  # the averaged weights as a checkpoint of their own
+            with self.ema.applied(self.model):
+                write_checkpoint(self.run_dir / "ema", self.model, {**self.checkpoint_info(), "ema": self.tc.ema},
+                                 self.tokenizer_files)
         for old in list_checkpoints(self.run_dir)[: -self.tc.keep_last]:
             remove_output(old, "checkpoint")  # pruning keeps the last K
 
