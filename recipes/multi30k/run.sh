@@ -27,7 +27,13 @@ for n in 1 2 3 5; do
   if python3 -c "import sys; sys.exit(0 if $bleu > $best_bleu else 1)"; then best_n=$n; best_bleu=$bleu; fi
 done
 echo "chosen on validation: the average of the last $best_n"
-for name in avg1 "avg$best_n"; do
+names="avg1 avg$best_n"
+if [ -d "$RUN/ema" ]; then  # the exponential moving average of the weights (small.toml: ema = 0.999)
+  bleu=$(transduce evaluate "$RUN/ema" --src "$RAW/val.en.gz" --ref "$RAW/val.de.gz" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])')
+  echo "valid BLEU, EMA of the weights: $bleu"
+  names="$names ema"
+fi
+for name in $names; do
   transduce evaluate "$RUN/$name" --src "$RAW/test_2016_flickr.en.gz" --ref "$RAW/test_2016_flickr.de.gz" \
     --save-hyp "$RUN/$name.test.de"
   echo "lowercased, 13a-tokenized:"

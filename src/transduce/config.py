@@ -137,7 +137,11 @@ class ModelConfig(_ConfigMixin):
 
     Defaults are the paper's base model. Fields:
         encoder_layers, decoder_layers: N, layers per stack (6).
-        d_model: model width (512). n_heads: h (8); d_k = d_v = d_model / h.
+        d_model: model width (512). n_heads: h (8).
+        head_dim: d_k = d_v, the width of each head; None: d_model / h (the paper). Table 3 rows
+            (A) and (B) vary it; the projections are then d_model x h*d_k (``d_k`` property).
+        attention_scale: "sqrt_dk" (the paper: softmax(QK^T / sqrt(d_k))) or "none" (no scaling,
+            to test the argument of §3.2.1).
         d_ff: inner width of the position-wise feed-forward network (2048).
         dropout: on sub-layer outputs and on embeddings + positions (0.1).
         attention_dropout: on attention weights (0.0; a tensor2tensor addition).
@@ -165,6 +169,8 @@ class ModelConfig(_ConfigMixin):
     decoder_layers: int = 6
     d_model: int = 512
     n_heads: int = 8
+    head_dim: Optional[int] = None
+    attention_scale: str = "sqrt_dk"
     d_ff: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
@@ -192,16 +198,19 @@ class ModelConfig(_ConfigMixin):
         _choice("norm_type", self.norm_type, NORM_TYPES)
         _choice("positional", self.positional, POSITIONALS)
         _choice("tying", self.tying, TYINGS)
+        _choice("attention_scale", self.attention_scale, ("sqrt_dk", "none"))
+        if self.head_dim is not None and self.head_dim < 1:
+            raise ValueError(f"head_dim must be at least 1 (or None: d_model / n_heads), got {self.head_dim}")
         for name in ("encoder_layers", "decoder_layers", "d_model", "n_heads", "d_ff", "vocab_size",
                      "max_positions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
+        if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
-                             f"change one of them (e.g. n_heads={_divisor_near(self.d_model, self.n_heads)})")
-        if self.positional == "rope" and self.head_dim % 2:
-            raise ValueError(f"positional='rope' needs an even head dimension, got {self.head_dim}; "
-                             "change d_model or n_heads")
+                             f"change one of them (e.g. n_heads={_divisor_near(self.d_model, self.n_heads)}), or set head_dim")
+        if self.positional == "rope" and self.d_k % 2:
+            raise ValueError(f"positional='rope' needs an even head dimension, got {self.d_k}; "
+                             "change d_model, n_heads or head_dim")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
@@ -214,8 +223,15 @@ class ModelConfig(_ConfigMixin):
                 raise ValueError(f"{name}={value} is outside the vocabulary (size {self.vocab_size})")
 
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+    def d_k(self) -> int:
+        """The width of each head (d_k = d_v): ``head_dim``, or d_model / h."""
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+
+    @property
+    def paper_heads(self) -> bool:
+        """Heads as the paper shapes them: d_k = d_model / h and scores scaled by 1/sqrt(d_k)
+        (what Marian and CTranslate2 can express)."""
+        return self.d_k * self.n_heads == self.d_model and self.attention_scale == "sqrt_dk"
 
     @property
     def target_vocab_size(self) -> int:

@@ -25,3 +25,46 @@ def score(hypotheses: Sequence[str], references: Sequence[str], lowercase: bool 
     return {"bleu": round(b.score, 2), "bleu_signature": str(bleu.get_signature()),
             "chrf": round(c.score, 2), "chrf_signature": str(chrf.get_signature()),
             "sentences": len(hypotheses)}
+
+
+PAPER_BLEU_NOTE = ("tokenized BLEU as the paper's numbers were computed (Moses tokenizer, compound splitting "
+                   "for German, multi-bleu): NOT comparable with sacreBLEU")
+
+
+def moses_tokenizer():
+    """sacremoses' ``MosesTokenizer`` class, or a message saying how to install it."""
+    try:
+        from sacremoses import MosesTokenizer
+    except ImportError:
+        raise TransduceError("--paper-bleu needs the Moses tokenizer: pip install 'transduce[paper]' "
+                             "(sacremoses)") from None
+    return MosesTokenizer
+
+
+def paper_bleu(hypotheses: Sequence[str], references: Sequence[str], language: str) -> float:
+    """BLEU the way the paper's EN-DE and EN-FR figures were computed (tensor2tensor's
+    ``get_ende_bleu.sh``, fairseq's ``compound_split_bleu.sh``): both sides tokenized with the Moses
+    tokenizer for ``language``; for German, each hyphen between two non-spaces becomes its own token
+    (``Rad-Rennen`` -> ``Rad ##AT##-##AT## Rennen``), so that compounds count as several words; then
+    case-sensitive corpus BLEU on those tokens without smoothing (multi-bleu.perl). Higher than
+    sacreBLEU and not comparable with it; for comparing with the paper's tables only.
+
+    The Moses tokenizer is ``sacremoses`` (the ``paper`` extra), imported only here.
+    """
+    import re
+
+    from sacrebleu.metrics import BLEU
+
+    MosesTokenizer = moses_tokenizer()
+
+    if len(hypotheses) != len(references):
+        raise TransduceError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
+                             "they must match line by line")
+    moses = MosesTokenizer(lang=language)
+
+    def tokens(line: str) -> str:
+        text = moses.tokenize(line, return_str=True)
+        return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", text) if language == "de" else text
+
+    bleu = BLEU(tokenize="none", smooth_method="none", force=True)
+    return round(bleu.corpus_score([tokens(h) for h in hypotheses], [[tokens(r) for r in references]]).score, 2)

@@ -16,9 +16,9 @@ from ..conftest import random_batch, tiny_config
 ARCHITECTURES = [
     {},  # the paper's: post-LN, sinusoidal, ReLU, no tying
     {"positional": "sinusoidal_concat", "tying": "all"},
-    {"positional": "learned", "tying": "decoder", "output_bias": True},
-    {"positional": "rope", "norm_position": "pre"},
-    {"positional": "alibi", "norm_type": "rmsnorm", "activation": "swiglu"},
+    {"positional": "learned", "tying": "decoder", "output_bias": True, "head_dim": 24},  # heads wider than D/h
+    {"positional": "rope", "norm_position": "pre", "head_dim": 10},
+    {"positional": "alibi", "norm_type": "rmsnorm", "activation": "swiglu", "attention_scale": "none"},
     {"positional": "none", "norm_position": "pre", "activation": "gelu", "scale_embedding": False},
 ]
 

@@ -9,10 +9,10 @@ from transduce.config import split_overrides
 
 def test_presets_follow_the_paper():
     base = ModelConfig.preset("base", vocab_size=37000)
-    assert (base.encoder_layers, base.d_model, base.d_ff, base.n_heads, base.head_dim, base.dropout) == (
+    assert (base.encoder_layers, base.d_model, base.d_ff, base.n_heads, base.d_k, base.dropout) == (
         6, 512, 2048, 8, 64, 0.1)
     big = ModelConfig.preset("big", vocab_size=37000)
-    assert (big.encoder_layers, big.d_model, big.d_ff, big.n_heads, big.head_dim, big.dropout) == (
+    assert (big.encoder_layers, big.d_model, big.d_ff, big.n_heads, big.d_k, big.dropout) == (
         6, 1024, 4096, 16, 64, 0.3)
     small = ModelConfig.preset("small")
     assert (small.encoder_layers, small.decoder_layers, small.d_model, small.n_heads, small.d_ff) == (3, 3, 256, 4, 1024)

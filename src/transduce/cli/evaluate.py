@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
     p.add_argument("--save-hyp", help="also write the translations here")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     p.add_argument("--tokenize", help="sacreBLEU tokenizer (default: 13a)")
+    p.add_argument("--paper-bleu", nargs="?", const="auto", metavar="LANG",
+                   help="also print the paper's tokenized BLEU (Moses tokenizer, German compound splitting; NOT "
+                        "comparable with sacreBLEU) for target language LANG (default: the model's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_decode_options(p)
     p.set_defaults(run=run)
@@ -35,6 +38,12 @@ def run(args) -> int:
         raise TransduceError("--nbest: evaluate scores the best translation of each sentence; to see n-best "
                              "lists, use `transduce translate --nbest N`")
     decode = decode_config(args)
+    if args.paper_bleu == "auto" and args.hyp:
+        raise TransduceError("--paper-bleu with --hyp: name the target language, e.g. --paper-bleu de")
+    if args.paper_bleu:
+        from ..evaluate import moses_tokenizer
+
+        moses_tokenizer()  # found missing before any translating
     if args.save_hyp:
         check_output_file(args.save_hyp, [p for p in (args.src, args.ref, args.hyp, args.model) if p], "--save-hyp")
     refs = read_text_lines(args.ref, "--ref")
@@ -66,6 +75,12 @@ def run(args) -> int:
     result = score(hyps, refs, lowercase=args.lowercase, tokenize=args.tokenize)
     if model is not None:
         result["checkpoint"] = model
+    if args.paper_bleu:
+        from ..evaluate import PAPER_BLEU_NOTE, paper_bleu
+
+        language = args.paper_bleu if args.paper_bleu != "auto" else translator.info.get("tgt") or "en"
+        result.update(paper_bleu=paper_bleu(hyps, refs, language), paper_bleu_language=language,
+                      paper_bleu_note=PAPER_BLEU_NOTE)
     if args.json:
         print(json.dumps(result))
     else:
@@ -73,4 +88,6 @@ def run(args) -> int:
             print(f"model: {model}")
         print(f"BLEU {result['bleu']:.2f}  ({result['bleu_signature']})")
         print(f"chrF {result['chrf']:.2f}  ({result['chrf_signature']})")
+        if args.paper_bleu:
+            print(f"paper BLEU {result['paper_bleu']:.2f}  ({result['paper_bleu_language']}: {PAPER_BLEU_NOTE})")
     return 0

@@ -32,6 +32,10 @@ def _spec(model, info: dict, folder: Path):
     if c.norm_type != "layernorm" or c.activation == "swiglu" or c.positional not in ("sinusoidal", "sinusoidal_concat"):
         option = "norm_type" if c.norm_type != "layernorm" else "activation" if c.activation == "swiglu" else "positional"
         raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 by transduce")
+    if not c.paper_heads:
+        option = "attention_scale" if c.attention_scale != "sqrt_dk" else "head_dim"
+        raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 (its heads are "
+                             "d_model / n_heads wide and scaled by 1/sqrt(d_k))")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
                   "silu": common_spec.Activation.SWISH}[c.activation]
     spec = TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.n_heads,

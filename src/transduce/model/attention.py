@@ -20,9 +20,9 @@ from .positions import Rotary
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, bias: Optional[Tensor] = None,
-           dropout: float = 0.0, need_weights: bool = False, causal: bool = False
+           dropout: float = 0.0, need_weights: bool = False, causal: bool = False, scale: Optional[float] = None
            ) -> tuple[Tensor, Optional[Tensor]]:
-    """softmax(Q K^T / sqrt(d_k) + M) V, per head.
+    """softmax(Q K^T / sqrt(d_k) + M) V, per head (``scale`` replaces 1/sqrt(d_k) when given).
 
     Args:
         q: ``(N, H, T, Dh)``. k, v: ``(B, H, S, Dh)`` where N is B or a multiple of it: with N = B*K
@@ -49,12 +49,13 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, bias:
             causal = False
         if bias is not None:
             attn_mask = _as_additive(bias.to(q.dtype), attn_mask)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=causal)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=causal,
+                                             scale=scale)
         weights = None
     else:
         if causal:
             mask = _and(mask, torch.ones(T, T, dtype=torch.bool, device=q.device).tril())
-        scores = q @ k.transpose(-2, -1) / Dh**0.5  # (B, H, T, S)
+        scores = q @ k.transpose(-2, -1) * (Dh**-0.5 if scale is None else scale)  # (B, H, T, S)
         if bias is not None:
             scores = scores + bias
         if mask is not None:
@@ -81,13 +82,13 @@ def _as_additive(bias: Tensor, mask: Optional[Tensor]) -> Tensor:
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
-    """``(B, T, D)`` -> ``(B, H, T, Dh)``."""
+    """``(B, T, H*Dh)`` -> ``(B, H, T, Dh)``."""
     B, T, D = x.shape
     return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, Dh)
 
 
 def merge_heads(x: Tensor) -> Tensor:
-    """``(B, H, T, Dh)`` -> ``(B, T, D)``, i.e. Concat(head_1, ..., head_h)."""
+    """``(B, H, T, Dh)`` -> ``(B, T, H*Dh)``, i.e. Concat(head_1, ..., head_h)."""
     B, H, T, Dh = x.shape
     return x.transpose(1, 2).reshape(B, T, H * Dh)  # (B, T, D)
 
@@ -97,11 +98,12 @@ class SelfAttention(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        D = config.d_model
+        D, inner = config.d_model, config.n_heads * config.d_k
         self.heads = config.n_heads
         self.dropout = config.attention_dropout
-        self.qkv = nn.Linear(D, 3 * D)
-        self.out = nn.Linear(D, D)
+        self.scale = attention_scale(config)
+        self.qkv = nn.Linear(D, 3 * inner)
+        self.out = nn.Linear(inner, D)
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None, *, causal: bool = False,
                 cache: Optional[LayerCache] = None, rotary: Optional[Rotary] = None,
@@ -118,7 +120,7 @@ class SelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H, offset+T, Dh)
         p = self.dropout if self.training else 0.0
-        out, weights = attend(q, k, v, mask, bias, p, need_weights, causal)  # (B, H, T, Dh)
+        out, weights = attend(q, k, v, mask, bias, p, need_weights, causal, self.scale)  # (B, H, T, Dh)
         return self.out(merge_heads(out)), weights
 
 
@@ -127,12 +129,13 @@ class CrossAttention(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        D = config.d_model
+        D, inner = config.d_model, config.n_heads * config.d_k
         self.heads = config.n_heads
         self.dropout = config.attention_dropout
-        self.q = nn.Linear(D, D)
-        self.kv = nn.Linear(D, 2 * D)
-        self.out = nn.Linear(D, D)
+        self.scale = attention_scale(config)
+        self.q = nn.Linear(D, inner)
+        self.kv = nn.Linear(D, 2 * inner)
+        self.out = nn.Linear(inner, D)
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Encoder output ``(B, S, D)`` -> keys and values ``(B, H, S, Dh)`` each (once per sentence)."""
@@ -144,5 +147,10 @@ class CrossAttention(nn.Module):
         """``x (N, T, D)`` against ``k, v (B, H, S, Dh)`` (N = B or B * beams) -> ``(N, T, D)``."""
         q = split_heads(self.q(x), self.heads)  # (N, H, T, Dh)
         p = self.dropout if self.training else 0.0
-        out, weights = attend(q, k, v, mask, None, p, need_weights)
+        out, weights = attend(q, k, v, mask, None, p, need_weights, scale=self.scale)
         return self.out(merge_heads(out)), weights
+
+
+def attention_scale(config: ModelConfig) -> Optional[float]:
+    """The factor on Q K^T: None for the paper's 1/sqrt(d_k) (SDPA's default), 1.0 for "none"."""
+    return None if config.attention_scale == "sqrt_dk" else 1.0

@@ -187,14 +187,15 @@ class StepCache:
 class _Layer:
     """One decoder layer's weights, as the step uses them."""
 
-    def __init__(self, layer, heads: int, int8: bool) -> None:
-        D = layer.self_attn.qkv.in_features
+    def __init__(self, layer, config, int8: bool) -> None:
+        inner = config.n_heads * config.d_k
+        factor = config.d_k**-0.5 if config.attention_scale == "sqrt_dk" else 1.0
         qkv = layer.self_attn.qkv
-        scale = torch.ones(3 * D, dtype=qkv.weight.dtype, device=qkv.weight.device)
-        scale[:D] = (D // heads) ** -0.5  # fold 1/sqrt(d_k) into the queries
+        scale = torch.ones(3 * inner, dtype=qkv.weight.dtype, device=qkv.weight.device)
+        scale[:inner] = factor  # fold 1/sqrt(d_k) into the queries
         self.qkv = Dense(qkv.weight, qkv.bias, int8, scale)
         self.self_out = Dense(layer.self_attn.out.weight, layer.self_attn.out.bias, int8)
-        self.cross_q = Dense(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=(D // heads) ** -0.5)
+        self.cross_q = Dense(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=factor)
         self.cross_out = Dense(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8)
         ffn = layer.ffn
         self.w1 = Dense(ffn.w1.weight, ffn.w1.bias, int8)
@@ -219,10 +220,10 @@ class FastDecoder:
         self.config = c
         self.precision = precision
         int8 = precision == "int8"
-        self.heads, self.head_dim = c.n_heads, c.head_dim
+        self.heads, self.head_dim = c.n_heads, c.d_k
         self.pre = c.norm_position == "pre"
         with torch.no_grad():
-            self.layers = [_Layer(layer, c.n_heads, int8) for layer in model.decoder]
+            self.layers = [_Layer(layer, c, int8) for layer in model.decoder]
             self.final_norm = _norm(model.decoder_norm) if model.decoder_norm is not None else None
             bias = model.output_bias.detach() if model.output_bias is not None else None
             self.output = Dense(model.output.weight, bias, int8)
@@ -316,7 +317,7 @@ class FastDecoder:
             scores = torch.bmm(q, kv[i, 0].transpose(1, 2))  # (N*H, 1, keys)
             if key_bias is not None:
                 scores = (scores.view(N, H, 1, -1) + key_bias).view(N * H, 1, -1)
-            a = torch.bmm(scores.softmax(-1), kv[i, 1]).view(N, H * Dh)  # (N, D)
+            a = torch.bmm(scores.softmax(-1), kv[i, 1]).view(N, H * Dh)  # (N, H*Dh)
             x = self._residual(x, dense(layer.self_out, a), layer.norms[0])
             # encoder-decoder attention: the K beams of a sentence share its keys
             h = layer.norms[1](x) if self.pre else x

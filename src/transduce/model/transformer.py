@@ -51,7 +51,7 @@ class Transformer(nn.Module):
         self.decoder_norm = make_norm(c) if c.norm_position == "pre" else None
         self.output = nn.Linear(c.d_model, c.target_vocab_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(c.target_vocab_size)) if c.output_bias else None
-        self.rotary = Rotary(c.head_dim, c.max_positions) if c.positional == "rope" else None
+        self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
         self._init_weights()
         if c.tying in ("decoder", "all"):
@@ -130,7 +130,7 @@ class Transformer(nn.Module):
         layers = []
         for layer in self.decoder:
             k, v = layer.cross_attn.project_memory(memory)  # (B, H, S, Dh)
-            empty = memory.new_empty(B * beam, c.n_heads, capacity, c.head_dim)  # (B*K, H, C, Dh)
+            empty = memory.new_empty(B * beam, c.n_heads, capacity, c.d_k)  # (B*K, H, C, Dh)
             layers.append(LayerCache(empty, torch.empty_like(empty), k, v))
         return DecoderCache(layers, padding_mask(src, c.pad_id), beam)
 

@@ -126,6 +126,12 @@ def test_fast_and_explicit_attention_agree_and_masked_rows_are_zero(device):
     assert not torch.isnan(fast).any() and not torch.isnan(slow).any()
     assert (slow[0, :, 1] == 0).all() and (fast[0, :, 1] == 0).all()
     torch.testing.assert_close(weights.sum(-1)[1], torch.ones(3, 4, device=device))
+    for scale in (1.0, 0.1):  # attention_scale "none", and any factor
+        torch.testing.assert_close(attend(q, k, v, mask, scale=scale)[0], attend(q, k, v, mask, need_weights=True,
+                                                                                  scale=scale)[0], atol=1e-5, rtol=0)
+    unscaled = attend(q, k, v, mask, need_weights=True, scale=1.0)[1]
+    torch.testing.assert_close(unscaled[1], (q[1] @ k[1].transpose(-2, -1)).masked_fill(~mask[1], float("-inf"))
+                               .softmax(-1))
     bias = -torch.rand(1, 3, 4, 5, device=device)
     torch.testing.assert_close(attend(q, k, v, mask[1:], bias)[0][1:], attend(q, k, v, mask[1:], bias, need_weights=True)[0][1:],
                                atol=1e-5, rtol=0)
@@ -152,6 +158,34 @@ def test_parameter_counts_match_the_paper(preset):
         model = Transformer(ModelConfig.preset(preset, vocab_size=37000))
     assert model.num_parameters()["total"] == PAPER_COUNTS[preset]
     assert sum(p.numel() for p in model.parameters()) == PAPER_COUNTS[preset]  # parameters() dedups
+
+
+@pytest.mark.parametrize("n_heads, head_dim", [(1, 512), (4, 128), (16, 32), (32, 16), (8, 16), (8, 32)])
+def test_head_dim_changes_exactly_the_attention_projections(n_heads, head_dim):
+    """Table 3 (A): h x d_k = d_model keeps the base model's count; (B): a smaller d_k shrinks the
+    18 attention blocks (6 encoder self, 6 decoder self, 6 cross), each 4 d_model x h d_k weights
+    and 3 h d_k biases (+ d_model for the output bias, unchanged)."""
+    with torch.device("meta"):
+        model = Transformer(ModelConfig.preset("base", vocab_size=37000, n_heads=n_heads, head_dim=head_dim))
+    inner, D = n_heads * head_dim, 512
+    expected = PAPER_COUNTS["base"] - 18 * (4 * D * D + 3 * D) + 18 * (4 * D * inner + 3 * inner)
+    assert model.num_parameters()["total"] == expected
+    assert model.config.d_k == head_dim
+
+
+def test_head_dim_and_unscaled_attention_train_and_decode(device):
+    config = tiny_config(head_dim=24, attention_scale="none")
+    model = Transformer(config).to(device).eval()
+    src, _ = random_batch(2, 6, 40, device=device)
+    tgt = torch.randint(4, 40, (2, 5), device=device)
+    logits, att = model(src, tgt, need_weights=True)
+    torch.testing.assert_close(logits, model(src, tgt), atol=1e-5, rtol=0)
+    assert att.cross[0].shape == (2, 4, 5, 6) and model.decoder[0].self_attn.qkv.out_features == 3 * 4 * 24
+    with pytest.raises(ValueError, match="attention_scale"):
+        tiny_config(attention_scale="sqrt_d_model")
+    with pytest.raises(ValueError, match="head_dim must be at least 1"):
+        tiny_config(head_dim=0)
+    assert tiny_config(d_model=60, n_heads=8, head_dim=8).d_k == 8  # d_model need not divide by h then
 
 
 def test_tying_shares_one_tensor():
