@@ -15,7 +15,7 @@ COMMANDS = {
     "demo": "demo", "info": "info", "prepare": "prepare", "train": "train", "average": "average",
     "translate": "translate", "evaluate": "evaluate", "plot": "plot", "attention": "attention",
     "plot-pe": "plot_pe", "download": "download", "import-hf": "import_hf", "export": "export",
-    "serve": "serve",
+    "serve": "serve", "ablate": "ablate",
 }
 
 

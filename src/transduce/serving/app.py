@@ -134,7 +134,7 @@ class Gatekeeper:
             return await self.app(scope, receive, send)
         start = time.monotonic()
         path = scope["path"] if scope["path"] in API_PATHS else "other"
-        status = 500
+        status = 499  # (nginx's "client closed request") unless a response starts
 
         async def send_status(message):
             nonlocal status
@@ -148,7 +148,7 @@ class Gatekeeper:
                 body = await self._read_body(scope, receive)
                 if body is None:
                     return await _plain_error(send_status, 413, self._too_large())
-                receive = _replay(body)
+                receive = _replay(body, receive)
             if counted and self.gate.draining:
                 return await _plain_error(send_status, 503, "the server is stopping; it takes no new requests")
             if counted:
@@ -183,16 +183,18 @@ class Gatekeeper:
                 return b"".join(chunks)
 
 
-def _replay(body: bytes):
+def _replay(body: bytes, receive):
+    """A ``receive`` that hands the app the body read already, then the connection's own messages
+    (a disconnect)."""
     sent = False
 
-    async def receive():
+    async def replay():
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # as a connection with nothing more to say
-    return receive
+        return await receive()
+    return replay
 
 
 async def _plain_error(send, status: int, message: str) -> None:

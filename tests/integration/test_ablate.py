@@ -1,0 +1,60 @@
+"""``transduce ablate``: Table 3's rows for a base model, trained alike, tabulated, resumable."""
+
+import json
+
+import pytest
+import torch
+
+from transduce import ModelConfig, Transformer
+from transduce.ablate import table3_rows
+
+from ..helpers import cli, prepare_reverse_task
+
+
+def test_the_rows_follow_table_3_scaled_to_the_base():
+    small = ModelConfig.preset("small", vocab_size=8000)  # N 3, d_model 256, h 4, d_k 64, d_ff 1024
+    names = [row.name for row in table3_rows(small)]
+    assert names == ["base", "A-h1", "A-h16", "A-h32", "B-dk16", "B-dk32", "C-N2", "C-N4", "C-d128", "C-d512",
+                     "C-ff512", "C-ff2048", "D-drop0", "D-drop0.2", "D-ls0", "D-ls0.2", "E-learned", "scale-none"]
+    rows = {row.name: row for row in table3_rows(small)}
+    a32 = small.with_overrides(rows["A-h32"].model)
+    assert (a32.n_heads, a32.d_k) == (32, 8)
+    with torch.device("meta"):  # (A) keeps the compute: the same parameter count as the base
+        assert Transformer(a32).num_parameters() == Transformer(small).num_parameters()
+    assert small.with_overrides(rows["C-d512"].model).d_k == 128 and rows["D-ls0.2"].train == {"label_smoothing": 0.2}
+    assert [r.name for r in table3_rows(small, ["B"])] == ["B-dk16", "B-dk32"]
+
+
+def test_ablate_trains_each_row_writes_the_table_and_resumes(tmp_path):
+    data = prepare_reverse_task(tmp_path, n_train=300, n_valid=20)
+    out = tmp_path / "table3"
+    args = ["ablate", str(data), "--out", str(out), "--preset", "tiny", "--rows", "base,B,scale", "--max-steps", "4",
+            "--threads", "1", "--precision", "fp32", "--quiet", "--set", "warmup=10"]
+    dry = cli(*args, "--dry-run")
+    assert [line.split()[0] for line in dry.stdout.splitlines()] == ["base", "B-dk32", "scale-none"]
+    assert not out.exists()
+    first = cli(*args)
+    lines = [line for line in (out / "table3.md").read_text().splitlines() if line.startswith("| ")][1:]
+    assert [line.split(" | ")[0] for line in lines] == ["| base", "| B-dk32", "| scale-none"]
+    table = json.loads((out / "table3.json").read_text())
+    config = json.loads((out / "B-dk32-s1" / "config.json").read_text())
+    assert config["model"]["head_dim"] == 32 and config["train"]["max_steps"] == 4
+    assert json.loads((out / "scale-none-s1" / "config.json").read_text())["model"]["attention_scale"] == "none"
+    with torch.device("meta"):
+        expected = Transformer(ModelConfig.from_dict(config["model"])).num_parameters()["total"]
+    row = next(r for r in table["rows"] if r["row"] == "B-dk32")
+    assert row["params"] == expected and row["steps"] == 4 and row["dev_bleu"] is not None and row["dev_ppl"] > 1
+    assert (out / "table3.png").stat().st_size > 1000
+    assert "4 updates on" in first.stdout and "dev BLEU" in first.stdout
+    again = cli(*args)  # finished rows are not trained again
+    assert again.stderr.count("done already") == 3 and "training" not in again.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--rows", "base,F"], "--rows 'base,F': unknown group 'F'"),
+    (["--max-steps", "0"], "--max-steps 0: must be at least 1"),
+])
+def test_ablate_refuses_bad_options_before_training(tmp_path, flags, message):
+    data = prepare_reverse_task(tmp_path, n_train=50, n_valid=5)
+    result = cli("ablate", str(data), "--out", str(tmp_path / "t3"), "--preset", "tiny", *flags, check=False)
+    assert result.returncode == 2 and message in result.stderr and not (tmp_path / "t3").exists()
