@@ -50,6 +50,20 @@ def _seed_everything():
     torch.set_num_threads(threads)  # in-process CLI calls may change it
 
 
+@pytest.fixture(scope="session")
+def reverse_run(tmp_path_factory):
+    """A folder with ``raw/`` (the word-reversal task), ``data/`` and ``run/``: a tiny model trained
+    on it for 500 updates (bounded by steps), which outputs the task's words. Shared read-only by
+    the command-line and serving tests."""
+    from .helpers import cli, prepare_reverse_task
+
+    root = tmp_path_factory.mktemp("reverse-run")
+    data = prepare_reverse_task(root, n_train=1500, n_valid=30)
+    cli("train", str(data), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "500", "--quiet",
+        "--set", "warmup=100", "--set", "dropout=0.0", "--precision", "fp32", "--max-tokens", "1500")
+    return root
+
+
 def tiny_config(**overrides):
     from transduce import ModelConfig
 

@@ -22,7 +22,6 @@ draws the BLEU of each row beside the base's.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,19 +84,15 @@ def _overrides(values: dict) -> list[str]:
 
 
 def last_validation(run: Path) -> Optional[dict]:
-    path = run / "metrics.jsonl"
-    if not path.is_file():
+    """The run's last validation record (None before its first)."""
+    from .visualize import read_metrics
+
+    if not (run / "metrics.jsonl").is_file():
         return None
-    found = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            if record.get("type") == "valid":
-                found = record
-    return found
+    return next((r for r in reversed(read_metrics(run)) if r.get("type") == "valid"), None)
 
 
-def run_ablation(data_dir: str, out: str | Path, base: ModelConfig, recipe: TrainConfig, base_args: list[str],
+def run_ablation(out: str | Path, base: ModelConfig, recipe: TrainConfig, base_args: list[str],
                  rows: Sequence[Row], seeds: Sequence[int], max_steps: int,
                  train: Callable[[list[str]], None], log=print) -> list[dict]:
     """Train (or resume, or skip) every row and seed; returns one result per row and seed.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
-from safetensors.torch import load_file, load_model, save_model
+from safetensors.torch import load_file, load_model, save_file, save_model
 
 from . import __version__
 from .config import ModelConfig
@@ -60,8 +60,6 @@ def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str,
         if trainer is not None:
             (tmp / "trainer.json").write_text(json.dumps(trainer, indent=2) + "\n", encoding="utf-8")
         for name, named in (tensors or {}).items():
-            from safetensors.torch import save_file
-
             save_file({k: v.detach().cpu().contiguous() for k, v in named.items()}, str(tmp / name))
     return Path(folder)
 

@@ -44,6 +44,25 @@ def compile_choice(compile: str | bool, device: torch.device, lines: int, precis
     return chosen
 
 
+def budget_batches(lengths: Sequence[int], decode: DecodeConfig) -> list[list[int]]:
+    """Positions of ``lengths`` (source lengths without eos, in the order given) cut into search
+    batches: sentences x (longest + eos) <= ``decode.max_tokens``, at most ``decode.max_sentences``
+    a batch; a sentence over the budget on its own gets a batch of its own."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    width = 0
+    for n, length in enumerate(lengths):
+        wider = max(width, length + 1)
+        if current and ((len(current) + 1) * wider > decode.max_tokens or len(current) >= decode.max_sentences):
+            batches.append(current)
+            current, wider = [], length + 1
+        current.append(n)
+        width = wider
+    if current:
+        batches.append(current)
+    return batches
+
+
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig, prefixes=None,
                   precision: str = "fp32", progress: bool = False, compile: str | bool = False
                   ) -> list[list[Hypothesis]]:
@@ -60,15 +79,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
     results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
     generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
-    batches, current = [], []
-    for i in order:  # longest first: a batch's width is its first sentence's
-        width = len(sources[current[0]]) + 1 if current else len(sources[i]) + 1
-        if current and ((len(current) + 1) * width > decode.max_tokens or len(current) >= decode.max_sentences):
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
+    batches = [[order[n] for n in batch] for batch in budget_batches([len(sources[i]) for i in order], decode)]
     with tqdm(total=len(sources), desc="translating", unit=" sent", disable=not progress or None, leave=False) as bar:
         for batch in batches:
             src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)

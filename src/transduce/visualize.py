@@ -103,16 +103,14 @@ def plot_positional_encoding(d_model: int, positions: int, out: str | Path, layo
     return _save(fig, out)
 
 
-def plot_training(run_dir: str | Path, out: str | Path) -> Path:
-    """Training and validation loss, validation BLEU and the learning rate from ``metrics.jsonl``."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        from .errors import TransduceError
-
-        raise TransduceError(f"{run_dir} has no metrics.jsonl; is it a run directory?")
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """The records of a run's ``metrics.jsonl``, with errors that name the file and line."""
     from .data.corpus import read_lines
     from .errors import TransduceError
 
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise TransduceError(f"{run_dir} has no metrics.jsonl; is it a run directory?")
     records = []
     for number, line in enumerate(read_lines(path), start=1):
         if line.strip():
@@ -120,6 +118,15 @@ def plot_training(run_dir: str | Path, out: str | Path) -> Path:
                 records.append(json.loads(line))
             except ValueError:
                 raise TransduceError(f"{path}, line {number}: not a JSON record; the file is damaged") from None
+    return records
+
+
+def plot_training(run_dir: str | Path, out: str | Path) -> Path:
+    """Training and validation loss, validation BLEU and the learning rate from ``metrics.jsonl``."""
+    from .errors import TransduceError
+
+    path = Path(run_dir) / "metrics.jsonl"
+    records = read_metrics(run_dir)
     train = [r for r in records if r.get("type") == "train"]
     valid = [r for r in records if r.get("type") == "valid"]
     if not train and not valid:
@@ -144,11 +151,26 @@ def plot_training(run_dir: str | Path, out: str | Path) -> Path:
     return _save(fig, out)
 
 
-def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("encoder", "decoder", "cross"), beam: int = 4):
-    """Write the picture; returns ``(path, target text)``."""
+def forced_attention(translator, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]):
+    """The attention weights of one teacher-forced pass over a batch: ``sources`` (ids without
+    eos) and ``targets`` (ids without the start token), padded; returns ``model.Attention``, where
+    query i of the decoder is the step that produced target piece i (the last one, eos)."""
     import torch
 
     from .data.dataset import pad_sequences
+    from .runtime import autocast
+
+    model, cfg, device = translator.model, translator.model.config, translator.device
+    src = pad_sequences(list(sources), cfg.pad_id, suffix=cfg.eos_id).to(device)
+    tgt = pad_sequences(list(targets), cfg.pad_id, prefix=cfg.start_id).to(device)
+    precision = "fp32" if translator.precision == "int8" else translator.precision  # int8: the encoder's own
+    with torch.inference_mode(), autocast(device, precision):
+        _, attention = model(src, tgt, need_weights=True)
+    return attention
+
+
+def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("encoder", "decoder", "cross"), beam: int = 4):
+    """Write the picture; returns ``(path, target text)``."""
     from .errors import TransduceError
 
     for kind in kinds:
@@ -162,11 +184,7 @@ def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("enco
         tgt = translator.translate([src], beam=beam)[0]
     src_ids = translator.encode([src])[0]
     tgt_ids = tok.encode_tgt([tgt])[0][: cfg.max_positions - 1]
-    device = translator.device
-    src_t = pad_sequences([src_ids], cfg.pad_id, suffix=cfg.eos_id).to(device)
-    tgt_t = pad_sequences([tgt_ids], cfg.pad_id, prefix=cfg.start_id).to(device)
-    with torch.no_grad():
-        _, attention = model(src_t, tgt_t, need_weights=True)
+    attention = forced_attention(translator, [src_ids], [tgt_ids])
     src_labels = tok.src_pieces(src_ids) + ["</s>"]
     tgt_labels = ["<s>"] + tok.tgt_pieces(tgt_ids)
     panels = attention_panels(attention, src_labels, tgt_labels, kinds)

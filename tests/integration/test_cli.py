@@ -6,16 +6,12 @@ import pytest
 
 from transduce import load
 
-from ..helpers import cli, prepare_reverse_task
+from ..helpers import cli
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
-    data = prepare_reverse_task(root, n_train=1500, n_valid=30)
-    cli("train", str(data), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "500", "--quiet",
-        "--set", "warmup=100", "--set", "dropout=0.0", "--precision", "fp32", "--max-tokens", "1500")
-    return root
+def trained(reverse_run):
+    return reverse_run  # raw/, data/, run/ (tests/conftest.py)
 
 
 def test_translate_stdin_to_stdout_keeps_empty_lines_and_order(trained):

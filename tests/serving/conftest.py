@@ -1,4 +1,4 @@
-"""A small trained run for the serving tests, and a real ``transduce serve`` process to test against."""
+"""The serving tests' model (``served_run``) and a real ``transduce serve`` process to test against."""
 
 from __future__ import annotations
 
@@ -9,17 +9,11 @@ import time
 
 import pytest
 
-from ..helpers import cli, prepare_reverse_task
-
 
 @pytest.fixture(scope="session")
-def served_run(tmp_path_factory):
-    """A tiny model trained (bounded by steps) on the word-reversal task: outputs are its words."""
-    root = tmp_path_factory.mktemp("serving")
-    data = prepare_reverse_task(root, n_train=1500, n_valid=30)
-    cli("train", str(data), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "400", "--quiet",
-        "--set", "warmup=100", "--set", "dropout=0.0", "--precision", "fp32", "--max-tokens", "1500")
-    return root / "run"
+def served_run(reverse_run):
+    """The tiny word-reversal model of ``tests/conftest.py``: outputs are the task's words."""
+    return reverse_run / "run"
 
 
 class ServerProcess:

@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("fastapi", reason="the serve extra (pip install -e '.[dev]') is needed")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient  # the serve extra, in the dev extra
 
-from transduce import load  # noqa: E402
-from transduce.config import DecodeConfig  # noqa: E402
-from transduce.data.dataset import pad_sequences  # noqa: E402
-from transduce.serving.app import ServeSettings, create_app  # noqa: E402
-from transduce.serving.batcher import Batcher  # noqa: E402
+from transduce import load
+from transduce.config import DecodeConfig
+from transduce.data.dataset import pad_sequences
+from transduce.serving.app import ServeSettings, create_app
+from transduce.serving.batcher import Batcher
 
-from ..helpers import cli  # noqa: E402
+from ..helpers import cli
 
 SENTENCES = ["the cat sat on the mat", "", "a big dog runs", "red", "the small house sees a blue cat"]
 

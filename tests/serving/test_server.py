@@ -10,11 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
-import pytest
-
-pytest.importorskip("uvicorn", reason="the serve extra (pip install -e '.[dev]') is needed")
-
-from ..helpers import cli  # noqa: E402
+from ..helpers import cli
 
 SENTENCES = ["the cat sat on the mat", "a big dog runs", "", "red blue house"]
 

@@ -2,13 +2,9 @@
 
 import math
 
-import pytest
+from transduce.evaluate import paper_bleu, score  # sacremoses: the paper extra, in the dev extra
 
-pytest.importorskip("sacremoses", reason="the paper extra (pip install -e '.[dev]') is needed")
-
-from transduce.evaluate import paper_bleu, score  # noqa: E402
-
-from ..helpers import cli  # noqa: E402
+from ..helpers import cli
 
 
 def bleu(matches: list[tuple[int, int]], hyp_len: int, ref_len: int) -> float:

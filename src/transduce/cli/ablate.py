@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ..errors import TransduceError
 
@@ -91,7 +90,7 @@ def run(args) -> int:
         except ValueError as error:  # a configuration the row makes impossible
             raise TransduceError(str(error)) from None
 
-    results = ablate.run_ablation(str(args.data_dir), out, base, recipe, common, rows, seeds, args.max_steps, train,
+    results = ablate.run_ablation(out, base, recipe, common, rows, seeds, args.max_steps, train,
                                   log=lambda m: print(m, file=sys.stderr))
     lines = ablate.summarize(results)
     note = (f"Each row: `transduce train` for {args.max_steps} updates on {args.data_dir} with the base's recipe "

@@ -107,6 +107,7 @@ def run(args) -> int:
     from .. import load
     from ..checkpoint import resolve
     from ..serving.app import create_app
+    from ..serving.server import GracefulServer
     from ..translator import COMPILE_AUTO_LINES, compile_choice
 
     settings = _settings(args)
@@ -142,40 +143,3 @@ def run(args) -> int:
     server.run(sockets=[sock])
     print("stopped", file=sys.stderr)
     return 0
-
-
-def _server_class():
-    import uvicorn
-
-    class GracefulServer(uvicorn.Server):
-        """uvicorn's server, stopping in two stages: the first signal stops taking translation
-        requests (503) and lets those in flight finish; the server exits when none is left (or at
-        the drain timeout). A second SIGINT forces the exit. The signal is not raised again
-        afterwards (uvicorn would), so a graceful stop exits with status 0."""
-
-        def __init__(self, config, gate, drain_timeout: float):
-            super().__init__(config)
-            self.gate = gate
-            self.drain_timeout = drain_timeout
-            self.deadline = None
-
-        def handle_exit(self, sig, frame) -> None:
-            if self.gate.draining:
-                self.force_exit = self.should_exit = True
-                return
-            self.gate.draining = True
-            self.deadline = time.monotonic() + self.drain_timeout
-            print(f"stopping: finishing {self.gate.in_flight} request(s) in flight, refusing new ones "
-                  "(Ctrl+C again to stop at once)", file=sys.stderr, flush=True)
-
-        async def on_tick(self, counter: int) -> bool:
-            if self.gate.draining and not self.should_exit:
-                if self.gate.in_flight == 0 or time.monotonic() > self.deadline:
-                    self.should_exit = True
-            return await super().on_tick(counter)
-
-    return GracefulServer
-
-
-def GracefulServer(config, gate, drain_timeout):  # noqa: N802 - builds the uvicorn subclass lazily
-    return _server_class()(config, gate, drain_timeout)

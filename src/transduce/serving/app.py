@@ -22,9 +22,9 @@ from fastapi.exceptions import HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import DecodeConfig
+from ..config import DecodeConfig, _at_least
 from ..translator import Translator
-from .batcher import Batcher, BatchRecord, QueueFull
+from .batcher import Batcher, QueueFull
 from .metrics import Metrics
 
 API_PATHS = ("/", "/health", "/metrics", "/v1/model", "/v1/translate", "/docs", "/openapi.json")
@@ -56,9 +56,7 @@ class ServeSettings:
     drain_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        for name in ("max_request_sentences", "max_chars", "max_body_bytes", "queue_limit", "max_beam"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        _at_least(self, 1, "max_request_sentences", "max_chars", "max_body_bytes", "queue_limit", "max_beam")
         if not 0 <= self.max_wait_ms <= 10_000:
             raise ValueError(f"max_wait_ms must be between 0 and 10000, got {self.max_wait_ms}")
         if self.drain_timeout < 0:
@@ -252,8 +250,7 @@ def parse_request(body: bytes) -> TranslateRequest:
         raise ApiError(422, describe(error)) from None
 
 
-def create_app(translator: Translator, settings: ServeSettings = ServeSettings(), batcher: Optional[Batcher] = None,
-               compiled: bool = False):
+def create_app(translator: Translator, settings: ServeSettings = ServeSettings(), compiled: bool = False):
     """The app; its lifespan starts and stops the batcher's worker."""
     from contextlib import asynccontextmanager
 
@@ -263,21 +260,14 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     from ..model import Transformer
 
     gate = Gate()
-    batcher = batcher or Batcher(translator, settings.max_wait_ms / 1000, settings.batching, settings.queue_limit,
-                                 compiled=compiled)
-    metrics = Metrics({
+    metrics = Metrics()
+    batcher = Batcher(translator, settings.max_wait_ms / 1000, settings.batching, settings.queue_limit,
+                      on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds), compiled=compiled)
+    metrics.gauges = {
         "transduce_queue_sentences": ("Sentences waiting for a batch.", lambda: batcher.waiting),
         "transduce_busy_sentences": ("Sentences in the search running now.", lambda: batcher.busy),
         "transduce_requests_in_flight": ("Translation requests being answered.", lambda: gate.in_flight),
-    })
-    previous = batcher.on_batch
-
-    def on_batch(record: BatchRecord) -> None:
-        metrics.batch(record.sentences, record.tokens, record.seconds)
-        if previous is not None:
-            previous(record)
-
-    batcher.on_batch = on_batch
+    }
     config = translator.model.config
     with torch.device("meta"):
         parameters = Transformer(config).num_parameters()["total"]

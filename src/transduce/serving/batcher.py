@@ -31,10 +31,9 @@ import numpy as np
 import torch
 
 from ..config import DecodeConfig
-from ..data.dataset import pad_sequences
 from ..decoding import Hypothesis
-from ..runtime import autocast
-from ..translator import Translator, translate_ids
+from ..translator import Translator, budget_batches, translate_ids
+from ..visualize import forced_attention
 
 
 LINGER = 5  # a batch waits for company at most this many times max_wait
@@ -67,8 +66,8 @@ class Job:
     attention: bool = False
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     arrived: float = field(default_factory=time.monotonic)
-    results: list = field(default_factory=list)
-    remaining: int = 0
+    results: list = field(init=False)  # a Result per sentence, in the request's order
+    remaining: int = field(init=False)  # sentences not done yet
     started: Optional[float] = None  # when its first batch began
     search_seconds: float = 0.0  # the time of the batches its sentences were in
     batch_sizes: list[int] = field(default_factory=list)
@@ -154,18 +153,6 @@ class Batcher:
 
     # the worker's side
 
-    def _budget(self, decode: DecodeConfig, arrived: Sequence[tuple[Job, int]]) -> list[tuple[Job, int]]:
-        """The longest run of ``arrived`` (in order) that fits one batch, the budget rule of
-        ``translate_ids``: sentences x (longest + eos) <= max_tokens, at most max_sentences."""
-        taken, width = [], 0
-        for job, i in arrived:
-            w = max(width, len(job.sources[i]) + 1)
-            if taken and ((len(taken) + 1) * w > decode.max_tokens or len(taken) >= decode.max_sentences):
-                break
-            taken.append((job, i))
-            width = w
-        return taken
-
     def _candidates(self) -> list[tuple[Job, int]]:
         """What the oldest waiting sentence may share a batch with (oldest first)."""
         self._drop_cancelled()
@@ -191,7 +178,9 @@ class Batcher:
                     if self._closed and not self._queue:
                         return None
                     continue
-                batch = self._budget(candidates[0][0].decode, candidates)
+                # the longest run of them (oldest first) that fits one batch under translate_ids' rule
+                first = budget_batches([len(job.sources[i]) for job, i in candidates], candidates[0][0].decode)[0]
+                batch = [candidates[n] for n in first]
                 full = len(batch) < len(candidates) or len(batch) >= batch[0][0].decode.max_sentences
                 # the window opens at the oldest sentence's arrival, or at the end of the last search if
                 # that is later; it stays open while sentences keep coming (each within max_wait of the
@@ -212,7 +201,7 @@ class Batcher:
         while (batch := self._next_batch()) is not None:
             jobs = list({id(job): job for job, _ in batch}.values())
             try:
-                self._search(batch)
+                self._search(batch, jobs)
             except BaseException as error:  # every request of the batch learns of it (and logs it); the worker goes on
                 for job in jobs:
                     _resolve(job.future, error=error)
@@ -223,7 +212,8 @@ class Batcher:
                     self._answered = sum(job.future.done() for job in jobs)
                     self._returned = 0
 
-    def _search(self, batch: list[tuple[Job, int]]) -> None:
+    def _search(self, batch: list[tuple[Job, int]], jobs: list[Job]) -> None:
+        """Search ``batch`` (its requests: ``jobs``) and hand each request its results."""
         start = time.monotonic()
         decode = batch[0][0].decode
         translator = self.translator
@@ -234,8 +224,7 @@ class Batcher:
         weights = cross_attention(translator, [sources[n] for n in wanted], [hyps[n][0].tokens for n in wanted])
         attention = dict(zip(wanted, weights))
         seconds = time.monotonic() - start
-        jobs = {id(job): job for job, _ in batch}
-        for job in jobs.values():
+        for job in jobs:
             job.started = job.started if job.started is not None else start
             job.search_seconds += seconds
             job.batch_sizes.append(len(batch))
@@ -269,12 +258,6 @@ def cross_attention(translator: Translator, sources: Sequence[Sequence[int]],
     search used when it produced each target piece (and eos)."""
     if not sources:
         return []
-    model, config = translator.model, translator.model.config
-    device = translator.device
-    src = pad_sequences(list(sources), config.pad_id, suffix=config.eos_id).to(device)
-    tgt = pad_sequences(list(targets), config.pad_id, prefix=config.start_id).to(device)
-    precision = "fp32" if translator.precision == "int8" else translator.precision
-    with torch.inference_mode(), autocast(device, precision):
-        _, weights = model(src, tgt, need_weights=True)
+    weights = forced_attention(translator, sources, targets)
     stacked = torch.stack([w.float().mean(1) for w in weights.cross], 1).cpu().numpy()  # (B, L, T, S)
     return [stacked[b, :, : len(t) + 1, : len(s) + 1] for b, (s, t) in enumerate(zip(sources, targets))]
