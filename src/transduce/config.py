@@ -11,11 +11,12 @@ import dataclasses
 import difflib
 import json
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
-ACTIVATIONS = ("relu", "gelu", "silu", "swiglu")
+ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
 NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none")
@@ -30,6 +31,24 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 64, "n_heads": 4, "d_ff": 256,
              "max_positions": 256},
 }
+
+# The descendants (issue 15): GPT keeps the decoder without cross-attention; GPT-2's choices are
+# pre-LN, learned positions, tanh-GELU, unscaled embeddings, the output tied to the embedding.
+_GPT = {"architecture": "decoder-only", "encoder_layers": 0, "norm_position": "pre", "positional": "learned",
+        "activation": "gelu_tanh", "scale_embedding": False, "tying": "decoder"}
+# BERT keeps the encoder and fills in masked tokens: post-LN (as the paper), learned positions, GELU.
+_BERT = {"architecture": "encoder-only", "decoder_layers": 0, "positional": "learned", "activation": "gelu",
+         "scale_embedding": False, "tying": "all", "output_bias": True, "mask_id": 4}
+_PRESETS.update({
+    "gpt-tiny": {**_GPT, "decoder_layers": 2, "d_model": 64, "n_heads": 4, "d_ff": 256, "max_positions": 256},
+    "gpt-small": {**_GPT, "decoder_layers": 6, "d_model": 384, "n_heads": 6, "d_ff": 1536, "max_positions": 512},
+    "gpt2": {**_GPT, "decoder_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 3072, "max_positions": 1024,
+             "vocab_size": 50257, "pad_id": 50256, "bos_id": 50256, "eos_id": 50256, "unk_id": 50256},
+    "bert-tiny": {**_BERT, "encoder_layers": 2, "d_model": 128, "n_heads": 2, "d_ff": 512, "max_positions": 512},
+    "bert-small": {**_BERT, "encoder_layers": 4, "d_model": 512, "n_heads": 8, "d_ff": 2048, "max_positions": 512},
+    "bert-base": {**_BERT, "encoder_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 3072, "max_positions": 512,
+                  "vocab_size": 30522, "norm_eps": 1e-12},
+})
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -136,17 +155,27 @@ class ModelConfig(_ConfigMixin):
     """Every architectural choice of the encoder-decoder Transformer (§3).
 
     Defaults are the paper's base model. Fields:
+        architecture: "encoder-decoder" (the paper), "decoder-only" (GPT: the decoder stack without
+            cross-attention, a causal language model) or "encoder-only" (BERT: the encoder stack and a
+            masked-token output). The stack a family drops has 0 layers.
         encoder_layers, decoder_layers: N, layers per stack (6).
         d_model: model width (512). n_heads: h (8).
         head_dim: d_k = d_v, the width of each head; None: d_model / h (the paper). Table 3 rows
             (A) and (B) vary it; the projections are then d_model x h*d_k (``d_k`` property).
+        n_kv_heads: heads of the keys and values; None: n_heads (the paper). Fewer share each key/value
+            head among n_heads / n_kv_heads query heads: grouped-query attention (Ainslie et al. 2023),
+            multi-query at 1 (Shazeer 2019); the decoding cache holds only these heads.
+        attention_window: 0 (the paper: every position) or W: a query sees only the W most recent
+            positions (itself included) in causal self-attention, and positions within W - 1 of it
+            in the encoder (sliding-window attention, as Longformer and Mistral); the decoding cache
+            then keeps at most W positions. Cross-attention always sees the whole source.
         attention_scale: "sqrt_dk" (the paper: softmax(QK^T / sqrt(d_k))) or "none" (no scaling,
             to test the argument of §3.2.1).
         d_ff: inner width of the position-wise feed-forward network (2048).
         dropout: on sub-layer outputs and on embeddings + positions (0.1).
         attention_dropout: on attention weights (0.0; a tensor2tensor addition).
         activation_dropout: inside the FFN, after the activation (0.0; a fairseq addition).
-        activation: "relu" (paper), "gelu", "silu" (Marian's "swish") or "swiglu" (Shazeer 2020).
+        activation: "relu" (paper), "gelu", "gelu_tanh" (GPT-2's tanh approximation), "silu" (Marian's "swish") or "swiglu" (Shazeer 2020).
         norm_position: "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (x + Sublayer(LN(x)),
             with a final norm after each stack; Wang et al. 2019).
         norm_type: "layernorm" (paper) or "rmsnorm" (Zhang & Sennrich 2019).
@@ -162,14 +191,18 @@ class ModelConfig(_ConfigMixin):
         pad_id, bos_id, eos_id, unk_id: special ids (SentencePiece is trained to agree).
         decoder_start_id: the first decoder input; None means bos_id (Marian uses pad_id).
         max_positions: the longest sequence the model accepts (and the learned table size).
-        output_bias: a bias on the output projection (Marian's final_logits_bias).
+        output_bias: a bias on the output projection (Marian's final_logits_bias, BERT's MLM bias).
+        mask_id: the <mask> token of a masked language model (encoder-only); None otherwise.
     """
 
+    architecture: str = "encoder-decoder"
     encoder_layers: int = 6
     decoder_layers: int = 6
     d_model: int = 512
     n_heads: int = 8
     head_dim: Optional[int] = None
+    n_kv_heads: Optional[int] = None
+    attention_window: int = 0
     attention_scale: str = "sqrt_dk"
     d_ff: int = 2048
     dropout: float = 0.1
@@ -191,8 +224,10 @@ class ModelConfig(_ConfigMixin):
     decoder_start_id: Optional[int] = None
     max_positions: int = 1024
     output_bias: bool = False
+    mask_id: Optional[int] = None
 
     def __post_init__(self) -> None:
+        _choice("architecture", self.architecture, ARCHITECTURES)
         _choice("activation", self.activation, ACTIVATIONS)
         _choice("norm_position", self.norm_position, NORM_POSITIONS)
         _choice("norm_type", self.norm_type, NORM_TYPES)
@@ -201,10 +236,23 @@ class ModelConfig(_ConfigMixin):
         _choice("attention_scale", self.attention_scale, ("sqrt_dk", "none"))
         if self.head_dim is not None and self.head_dim < 1:
             raise ValueError(f"head_dim must be at least 1 (or None: d_model / n_heads), got {self.head_dim}")
-        for name in ("encoder_layers", "decoder_layers", "d_model", "n_heads", "d_ff", "vocab_size",
-                     "max_positions"):
+        for name in ("d_model", "n_heads", "d_ff", "vocab_size", "max_positions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name, used in (("encoder_layers", self.has_encoder), ("decoder_layers", self.has_decoder)):
+            if used and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1 for architecture={self.architecture!r}, "
+                                 f"got {getattr(self, name)}")
+            if not used and getattr(self, name) != 0:
+                raise ValueError(f"architecture={self.architecture!r} has no {name.split('_')[0]}: set {name}=0 "
+                                 f"(got {getattr(self, name)})")
+        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} "
+                             "(n_heads: plain multi-head attention; 1: multi-query attention)")
+        if self.attention_window < 0:
+            raise ValueError(f"attention_window must be 0 (off) or a number of positions, got {self.attention_window}")
+        if self.architecture == "encoder-only" and self.mask_id is None:
+            raise ValueError("an encoder-only (masked language) model needs mask_id, the id of its <mask> token")
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                              f"change one of them (e.g. n_heads={_divisor_near(self.d_model, self.n_heads)}), or set head_dim")
@@ -218,20 +266,42 @@ class ModelConfig(_ConfigMixin):
             raise ValueError("tying='all' shares one matrix across source, target and output, so it needs "
                              "a shared vocabulary: set tgt_vocab_size=None, or use tying='decoder'")
         specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
+        if self.mask_id is not None:
+            specials["mask_id"] = self.mask_id
         for name, value in specials.items():
             if not 0 <= value < min(self.vocab_size, self.target_vocab_size):
                 raise ValueError(f"{name}={value} is outside the vocabulary (size {self.vocab_size})")
+
+    @property
+    def has_encoder(self) -> bool:
+        return self.architecture != "decoder-only"
+
+    @property
+    def has_decoder(self) -> bool:
+        return self.architecture != "encoder-only"
+
+    @property
+    def kv_heads(self) -> int:
+        """Heads of keys and values (``n_kv_heads``, or ``n_heads``)."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
     def d_k(self) -> int:
         """The width of each head (d_k = d_v): ``head_dim``, or d_model / h."""
         return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
 
-    @property
-    def paper_heads(self) -> bool:
-        """Heads as the paper shapes them: d_k = d_model / h and scores scaled by 1/sqrt(d_k)
-        (what Marian and CTranslate2 can express)."""
-        return self.d_k * self.n_heads == self.d_model and self.attention_scale == "sqrt_dk"
+    def beyond_paper(self) -> Optional[str]:
+        """The first option (``name=value``) whose attention or assembly the paper's encoder-decoder
+        cannot express, or None. Marian and CTranslate2 express only the paper's shape: both
+        stacks, h heads of d_model / h scaled by 1/sqrt(d_k), every key and value head, no window."""
+        checks = [("architecture", "encoder-decoder"), ("n_kv_heads", None), ("attention_window", 0),
+                  ("attention_scale", "sqrt_dk")]
+        for name, paper in checks:
+            if getattr(self, name) != paper and not (name == "n_kv_heads" and self.kv_heads == self.n_heads):
+                return f"{name}={getattr(self, name)!r}"
+        if self.d_k * self.n_heads != self.d_model:
+            return f"head_dim={self.head_dim!r}"
+        return None
 
     @property
     def target_vocab_size(self) -> int:
@@ -239,11 +309,15 @@ class ModelConfig(_ConfigMixin):
 
     @property
     def start_id(self) -> int:
-        return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
+        """The decoder's first input: ``decoder_start_id``, else bos; for a decoder-only language
+        model eos, since its training text is lines each followed by eos (as GPT-2's)."""
+        if self.decoder_start_id is not None:
+            return self.decoder_start_id
+        return self.eos_id if self.architecture == "decoder-only" else self.bos_id
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "ModelConfig":
-        """A named preset (``base``, ``big``, ``small``, ``tiny``) with field overrides."""
+        """A named preset (``base``, ``big``, ``small``, ``tiny``; ``gpt-*``, ``bert-*``) with field overrides."""
         if name not in _PRESETS:
             raise _unknown_key_error(name, list(_PRESETS), "preset")
         known = [f.name for f in fields(cls)]
@@ -288,6 +362,10 @@ class TrainConfig(_ConfigMixin):
             (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
         ema: decay of an exponential moving average of the weights, written as ``RUN/ema/`` at
             each checkpoint (0: off; e.g. 0.999; see ``training.ema``).
+        block_size: language models (decoder-only, encoder-only) train on contiguous blocks of this
+            many tokens of the text stream; a batch holds max_tokens // block_size blocks.
+        mask_prob: encoder-only (BERT's objective): the share of tokens to predict (0.15); of those
+            80% are replaced by <mask>, 10% by a random token and 10% left unchanged.
     """
 
     max_tokens: int = 4096
@@ -318,12 +396,16 @@ class TrainConfig(_ConfigMixin):
     patience: int = 0
     max_bad_steps: int = 5
     ema: float = 0.0
+    block_size: int = 128
+    mask_prob: float = 0.15
 
     def __post_init__(self) -> None:
         _choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
         _choice("bleu_tokenize", self.bleu_tokenize, BLEU_TOKENIZERS)
         _at_least(self, 1, "max_tokens", "update_freq", "warmup", "keep_last", "log_every", "valid_beam",
-                  "max_bad_steps")
+                  "max_bad_steps", "block_size")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         _at_least(self, 0, "max_steps", "max_epochs", "max_time", "valid_max_sentences", "valid_share", "save_every",
                   "save_minutes", "patience", "weight_decay", "clip_norm")
         if self.valid_every < -1:

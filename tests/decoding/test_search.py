@@ -29,6 +29,7 @@ class ScriptedModel(nn.Module):
     def __init__(self):
         super().__init__()
         self.config = SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS, start_id=BOS, max_positions=16,
+                                      architecture="encoder-decoder",
                                       target_vocab_size=5)
 
     def forward(self, src, tgt):

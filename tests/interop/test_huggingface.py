@@ -206,14 +206,15 @@ def test_export_loads_in_transformers_with_the_same_logits(tmp_path, positional)
 def test_export_refuses_what_marian_cannot_express(tmp_path):
     model_file = train_spm(tmp_path)
     for option, value in (("norm_position", "pre"), ("positional", "rope"), ("activation", "swiglu"),
-                          ("head_dim", 8), ("attention_scale", "none")):
+                          ("head_dim", 8), ("attention_scale", "none"), ("n_kv_heads", 2),
+                          ("attention_window", 4), ("activation", "gelu_tanh")):
         config = ModelConfig.preset("tiny", vocab_size=40, **{option: value})
         info = {"model": config.to_dict(), "src": "en", "tgt": "de",
                 "tokenizer": {"src": "spm.model", "tgt": "spm.model"}}
         write_checkpoint(tmp_path / option, Transformer(config), info, [model_file])
         with pytest.raises(TransduceError, match=option):
             export_hf(tmp_path / option, tmp_path / f"hf-{option}")
-        if option in ("head_dim", "attention_scale"):
+        if option in ("head_dim", "attention_scale", "n_kv_heads", "attention_window"):
             with pytest.raises(TransduceError, match=f"{option}=.* cannot be exported to CTranslate2"):
                 export_ctranslate2(tmp_path / option, tmp_path / f"ct2-{option}")
 

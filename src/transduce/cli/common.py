@@ -37,11 +37,7 @@ def add_decode_options(p) -> None:
     g.add_argument("--max-len-b", type=int, default=50, help="see --max-len-a (paper: input length + 50)")
     g.add_argument("--min-len", type=int, default=0, help="forbid eos before this many tokens")
     g.add_argument("--nbest", type=int, default=1, help="output the n best hypotheses with their scores")
-    g.add_argument("--sampling", action="store_true", help="sample instead of searching")
-    g.add_argument("--temperature", type=float, default=1.0, help="sampling: divide the logits by this (> 0)")
-    g.add_argument("--top-k", type=int, default=0, help="sampling: only the k most likely tokens (0: all)")
-    g.add_argument("--top-p", type=float, default=1.0, help="sampling: the smallest set of tokens with this mass")
-    g.add_argument("--seed", type=int, default=0, help="seed for sampling")
+    add_sampling_options(g)
     g.add_argument("--max-tokens", type=int, default=4096, help="source tokens per batch")
     g.add_argument("--max-sentences", type=int, default=128, help="sentences per batch")
     g.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1, ...")
@@ -53,6 +49,15 @@ def add_decode_options(p) -> None:
     g.add_argument("--compile", nargs="?", choices=["auto", "on", "off"], default="auto", const="on",
                    help="capture the decode step with torch.compile (same outputs): auto = only on a GPU and "
                         "for long inputs (on the CPU the eager step measured faster)")
+
+
+def add_sampling_options(g) -> None:
+    """The sampling options (translate, evaluate, attention, generate)."""
+    g.add_argument("--sampling", action="store_true", help="sample instead of searching")
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling: divide the logits by this (> 0)")
+    g.add_argument("--top-k", type=int, default=0, help="sampling: only the k most likely tokens (0: all)")
+    g.add_argument("--top-p", type=float, default=1.0, help="sampling: the smallest set of tokens with this mass")
+    g.add_argument("--seed", type=int, default=0, help="seed for sampling")
 
 
 def decode_config(args, **fixed):

@@ -15,13 +15,14 @@ COMMANDS = {
     "demo": "demo", "info": "info", "prepare": "prepare", "train": "train", "average": "average",
     "translate": "translate", "evaluate": "evaluate", "plot": "plot", "attention": "attention",
     "plot-pe": "plot_pe", "download": "download", "import-hf": "import_hf", "export": "export",
-    "serve": "serve", "ablate": "ablate",
+    "serve": "serve", "ablate": "ablate", "generate": "generate", "fill-mask": "fill_mask",
 }
 
 
 DESCRIPTION = ("Train encoder-decoder Transformers (Vaswani et al. 2017) on your own parallel text, translate "
                "with beam search, score with sacreBLEU, look at attention, and move models to and from Hugging "
-               "Face and CTranslate2. Start with `transduce demo`; `transduce COMMAND --help` describes a command.")
+               "Face and CTranslate2; train their descendants (GPT, BERT) on monolingual text and generate or "
+               "fill in masks. Start with `transduce demo`; `transduce COMMAND --help` describes a command.")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("prepare", help="train a SentencePiece vocabulary and binarize parallel text",
-                       description="Reads PREFIX.LANG or PREFIX.LANG.gz for each split.")
-    p.add_argument("--train-prefix", required=True, help="e.g. DIR/train for DIR/train.en(.gz), DIR/train.de(.gz)")
+    p = sub.add_parser("prepare", help="train a SentencePiece vocabulary and binarize parallel (or monolingual) text",
+                       description="Parallel text: reads PREFIX.LANG or PREFIX.LANG.gz for each split. Monolingual "
+                                   "text (for the language models, --preset gpt-* or bert-*): --monolingual --train "
+                                   "FILE [--valid FILE].")
+    p.add_argument("--train-prefix", help="e.g. DIR/train for DIR/train.en(.gz), DIR/train.de(.gz)")
     p.add_argument("--valid-prefix", help="validation files (for validation loss and BLEU during training)")
     p.add_argument("--test-prefix", help="test files (kept as text for `evaluate`)")
-    p.add_argument("--src", required=True, help="source language suffix, e.g. en")
-    p.add_argument("--tgt", required=True, help="target language suffix, e.g. de")
+    p.add_argument("--src", help="source language suffix, e.g. en")
+    p.add_argument("--tgt", help="target language suffix, e.g. de")
+    p.add_argument("--monolingual", action="store_true",
+                   help="one text for a language model: --train FILE (and --valid FILE), no languages")
+    p.add_argument("--train", help="with --monolingual: the training text (plain or .gz, one line a sentence or "
+                                   "paragraph)")
+    p.add_argument("--valid", help="with --monolingual: the validation text (for validation perplexity)")
     p.add_argument("--out", required=True, help="the prepared dataset's folder")
     p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (paper: ~37,000 on WMT)")
     group = p.add_mutually_exclusive_group()
@@ -30,6 +37,26 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..data.prepare import PrepareOptions, prepare
+    from ..errors import TransduceError
+
+    if args.monolingual:
+        given = [flag for flag, value in (("--train-prefix", args.train_prefix), ("--valid-prefix", args.valid_prefix),
+                                          ("--test-prefix", args.test_prefix), ("--src", args.src), ("--tgt", args.tgt))
+                 if value]
+        if given:
+            raise TransduceError(f"--monolingual reads one text per split (--train FILE, --valid FILE): "
+                                 f"{', '.join(given)} belong to parallel text")
+        if not args.train:
+            raise TransduceError("--monolingual needs --train FILE (and, for validation perplexity, --valid FILE)")
+        return _monolingual(args)
+    if args.train or args.valid:
+        raise TransduceError("--train/--valid name the files of monolingual text: add --monolingual, or give "
+                             "parallel text with --train-prefix/--valid-prefix")
+    missing = [flag for flag, value in (("--train-prefix", args.train_prefix), ("--src", args.src), ("--tgt", args.tgt))
+               if not value]
+    if missing:
+        raise TransduceError(f"parallel text needs {', '.join(missing)} (or --monolingual --train FILE for a "
+                             "language model)")
 
     options = PrepareOptions(src=args.src, tgt=args.tgt, train_prefix=args.train_prefix,
                              valid_prefix=args.valid_prefix, test_prefix=args.test_prefix,
@@ -40,4 +67,15 @@ def run(args) -> int:
     print(f"prepared {args.out}: vocabulary {meta['vocab_size']['src']}"
           + ("" if meta["joint"] else f"/{meta['vocab_size']['tgt']}") + f", splits "
           + ", ".join(f"{k} {v['pairs']:,}" for k, v in meta["splits"].items()))
+    return 0
+
+
+def _monolingual(args) -> int:
+    from ..data.monolingual import prepare_monolingual
+
+    meta = prepare_monolingual(args.train, args.out, args.valid, vocab_size=args.vocab_size,
+                               model_type=args.model_type, vocab_sample=args.vocab_sample,
+                               encoding_errors=args.encoding_errors, threads=args.threads, force=args.force)
+    print(f"prepared {args.out}: monolingual, vocabulary {meta['vocab_size']['src']} (with <mask>), splits "
+          + ", ".join(f"{k} {v['tokens']:,} tokens" for k, v in meta["splits"].items()))
     return 0

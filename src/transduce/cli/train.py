@@ -119,9 +119,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
                                  f"{preset!r}; resume with the same preset (or none) or start a new run")
         preset = saved_preset or preset
     else:
-        model = ModelConfig.preset(preset or "base", **_data_fields(meta))
+        preset = preset or ("gpt-small" if meta.get("kind") == "monolingual" else "base")
+        model = ModelConfig.preset(preset, **_data_fields(meta))
         train = TrainConfig()
-        preset = preset or "base"
     model = model.with_overrides(toml.get("model", {}))
     train = train.with_overrides(toml.get("train", {}))
     model_sets, train_sets = split_overrides(parse_sets(args.set))
@@ -146,10 +146,14 @@ def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str) -> Trai
     peak, above d_model 256), then the paper's inverse square root decay."""
     import dataclasses
 
-    from ..data import ParallelDataset, TokenBatchSampler
+    from ..data import ParallelDataset, TokenBatchSampler, TokenStream
 
-    ds = ParallelDataset(data_dir, "train")
-    per_epoch = len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, train.max_tokens)) / train.update_freq
+    if model.architecture != "encoder-decoder":  # blocks of a token stream
+        blocks = TokenStream(data_dir, "train").num_blocks(train.block_size, model.architecture == "decoder-only")
+        per_epoch = blocks / max(1, train.max_tokens // train.block_size) / train.update_freq
+    else:
+        ds = ParallelDataset(data_dir, "train")
+        per_epoch = len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, train.max_tokens)) / train.update_freq
     warmup = int(min(4000, max(100, round(4 * per_epoch))))
     peak = 1e-3 if model.d_model <= 256 else 7e-4
     return dataclasses.replace(train, lr_schedule="inverse_sqrt_peak", warmup=warmup, peak_lr=peak)
@@ -186,7 +190,8 @@ def run(args) -> int:
     params = trainer.model.num_parameters()["total"]
     trainer.log(f"training a {params:,}-parameter model on {device} ({precision}"
                 + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if device.type == "cpu" else "") + "), "
-                f"{len(trainer.train_set):,} pairs, {len(trainer.sampler):,} batches an epoch; run: {args.out}")
+                + (f"{len(trainer.train_set):,} tokens in blocks of {trainer.tc.block_size}" if trainer.lm else
+                   f"{len(trainer.train_set):,} pairs") + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}")
     trainer.log(describe_schedule(trainer.tc, model_config) +
                 ("" if args.resume else f" (--recipe {args.recipe})"))
     trainer.train()

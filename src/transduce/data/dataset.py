@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -85,9 +85,13 @@ class ParallelDataset:
 @dataclass
 class Batch:
     """A padded batch. src ``(B, S)`` ends with eos; tgt_in ``(B, T)`` = start + target;
-    tgt_out ``(B, T)`` = target + eos; ``indices`` are the examples' positions in the split."""
+    tgt_out ``(B, T)`` = target + eos; ``indices`` are the examples' positions in the split.
 
-    src: Tensor
+    A language model's batch has no src: tgt_in holds its input tokens and tgt_out the tokens to
+    predict (the next ones; for a masked LM the originals at the masked positions, pad elsewhere).
+    """
+
+    src: Optional[Tensor]
     tgt_in: Tensor
     tgt_out: Tensor
     indices: Tensor
@@ -98,14 +102,20 @@ class Batch:
 
     pad_id: int = 0
 
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        """The model's arguments: ``(src, tgt_in)``, or ``(tokens,)`` for a language model."""
+        return (self.tgt_in,) if self.src is None else (self.src, self.tgt_in)
+
     def to(self, device, non_blocking: bool = False) -> "Batch":
         """The batch on ``device``; with ``non_blocking`` (from pinned memory) the copy overlaps compute."""
-        return Batch(self.src.to(device, non_blocking=non_blocking), self.tgt_in.to(device, non_blocking=non_blocking),
+        src = None if self.src is None else self.src.to(device, non_blocking=non_blocking)
+        return Batch(src, self.tgt_in.to(device, non_blocking=non_blocking),
                      self.tgt_out.to(device, non_blocking=non_blocking), self.indices, self.pad_id)
 
     def pin_memory(self) -> "Batch":
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.indices,
-                     self.pad_id)
+        src = None if self.src is None else self.src.pin_memory()
+        return Batch(src, self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.indices, self.pad_id)
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int, prefix: int | None = None,

@@ -17,8 +17,10 @@ SPECIAL_IDS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}
 
 
 def train_sentencepiece(sentences: Iterable[str], out_file: Path, vocab_size: int, model_type: str = "bpe",
-                        threads: int = 2, seed_sentences: int = 0) -> None:
+                        threads: int = 2, seed_sentences: int = 0, user_symbols: Sequence[str] = ()) -> None:
     """Train a model on ``sentences`` and write it to ``out_file`` (a ``.model`` file).
+
+    ``user_symbols`` get the ids right after the special ones (``<mask>`` is 4), never split.
 
     Raises:
         DataError: the vocabulary is larger than the data supports (the message says the largest
@@ -31,7 +33,7 @@ def train_sentencepiece(sentences: Iterable[str], out_file: Path, vocab_size: in
                 model_type=model_type, num_threads=threads, character_coverage=1.0 if vocab_size < 2000 else 0.9995,
                 input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2,
                 bos_piece="<s>", eos_piece="</s>", pad_piece="<pad>", unk_piece="<unk>",
-                hard_vocab_limit=True, **SPECIAL_IDS,
+                hard_vocab_limit=True, user_defined_symbols=list(user_symbols), **SPECIAL_IDS,
             )
         except RuntimeError as error:
             match = re.search(r"<= (\d+)", str(error))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -33,6 +34,7 @@ class SearchOptions:
     precision: "int8" quantizes the fast step's weights (CPU); fp32, bf16 and fp16 come from the
         autocast context around the search.
     compile: capture the fast step with ``torch.compile`` (``FastDecoder.compile``).
+    on_step: greedy and sampling call it with each step's new tokens ``(B,)`` (streaming output).
     """
 
     max_len_a: float = 1.0
@@ -43,12 +45,17 @@ class SearchOptions:
     fast: bool = True
     precision: str = "fp32"
     compile: bool = False
+    on_step: Optional[Callable[[Tensor], None]] = None
 
 
 class Stepper:
     """The decoding state of ``N = B * beam`` hypotheses over B sentences, for at most ``steps``
     steps; calls only ``encode`` and a one-token decode step: the ``FastDecoder``'s, or the model's
-    own incremental ``decode``, or (without the cache) the full forward pass."""
+    own incremental ``decode``, or (without the cache) the full forward pass.
+
+    A decoder-only model has no source: ``src (B, P)`` is then its prompts (equal lengths, no
+    padding), read in one pass before the first step, and the search's tokens continue them.
+    """
 
     def __init__(self, model, src: Tensor, beam: int, options: "SearchOptions", steps: int) -> None:
         self.model = model
@@ -56,23 +63,38 @@ class Stepper:
         self.use_cache = options.use_cache
         self.fast = None
         self.src = src  # (B, S)
-        if options.use_cache:
-            memory = model.encode(src)  # (B, S, D)
-            if options.fast or options.precision == "int8" or options.compile:
-                from ..model.fast import fast_decoder
+        self.lm = model.config.architecture == "decoder-only"
+        if self.lm:
+            self.prompt = src.repeat_interleave(beam, dim=0)  # (N, P): each beam continues its prompt
+        if not options.use_cache:
+            return
+        wanted = options.fast or options.precision == "int8" or options.compile
+        from ..model.fast import fast_decoder, unsupported
 
-                self.fast = fast_decoder(model, options.precision, options.compile)
-                self.cache = self.fast.start(src, memory, beam, capacity=steps)
-            else:
-                self.cache = model.start_decoding(src, memory, beam=beam)
+        reason = unsupported(model.config) if wanted else None
+        if reason and (options.precision == "int8" or options.compile):
+            warnings.warn(f"the fast decode step does not support {reason}: decoding without "
+                          f"{'int8' if options.precision == 'int8' else 'compilation'}", stacklevel=3)
+        if self.lm:
+            self.cache = model.start_decoding(src, beam=beam, capacity=src.size(1) + steps + 1)
+        elif wanted and not reason:
+            memory = model.encode(src)  # (B, S, D)
+            self.fast = fast_decoder(model, options.precision, options.compile)
+            self.cache = self.fast.start(src, memory, beam, capacity=steps)
+        else:
+            self.cache = model.start_decoding(src, model.encode(src), beam=beam)
 
     @torch.no_grad()
     def logprobs(self, tokens: Tensor) -> Tensor:
         """``tokens (N, t)`` (start token first) -> next-token log-probabilities ``(N, V)``, float32."""
+        if self.lm:  # the start token, the prompt, then what search chose
+            tokens = torch.cat([tokens[:, :1], self.prompt, tokens[:, 1:]], dim=1)
         if self.fast is not None:
             logits = self.fast.step(tokens[:, -1], self.cache)  # (N, V)
         elif self.use_cache:
             logits = self.model.decode(tokens[:, self.cache.length :], self.cache)[:, -1]  # (N, V)
+        elif self.lm:
+            logits = self.model(tokens)[:, -1]  # (N, V)
         else:
             src = self.src.repeat_interleave(self.beam, dim=0)  # (N, S)
             logits = self.model(src, tokens)[:, -1]  # (N, V)
@@ -81,19 +103,27 @@ class Stepper:
     def reorder(self, rows: Tensor) -> None:
         if self.use_cache:
             self.cache.reorder(rows)
+        if self.lm:  # (rows stay within their sentence, whose beams share one prompt)
+            self.prompt = self.prompt.index_select(0, rows)
 
     def select(self, sentences: Tensor) -> None:
         """Keep only ``sentences`` (indices into the current B)."""
         self.src = self.src.index_select(0, sentences)
+        if self.lm:
+            rows = (sentences[:, None] * self.beam + torch.arange(self.beam, device=sentences.device)).view(-1)
+            self.prompt = self.prompt.index_select(0, rows)
         if self.use_cache:
             self.cache.select_sentences(sentences)
 
 
 def max_lengths(model, src: Tensor, options: SearchOptions) -> Tensor:
-    """Per sentence, the most output tokens allowed (eos included), capped by the model's positions."""
-    src_len = src.ne(model.config.pad_id).sum(1).cpu()  # (B,); float64 on the CPU (MPS has none)
+    """Per sentence, the most output tokens allowed (eos included), capped by the model's positions
+    (for a decoder-only model, those its start token and prompt leave)."""
+    c = model.config
+    src_len = src.ne(c.pad_id).sum(1).cpu()  # (B,); float64 on the CPU (MPS has none)
     limit = (options.max_len_a * src_len.double() + options.max_len_b).floor().long()
-    return limit.clamp(min=1, max=model.config.max_positions).to(src.device)
+    room = c.max_positions - (1 + src.size(1) if c.architecture == "decoder-only" else 0)
+    return limit.clamp(min=1, max=max(room, 1)).to(src.device)
 
 
 def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id: int,

@@ -52,6 +52,8 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
         nxt = nxt.masked_fill(done, config.pad_id)  # finished rows only pad
         logprob += lp.gather(1, nxt[:, None]).squeeze(1).masked_fill(done, 0.0)
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        if options.on_step is not None:
+            options.on_step(nxt)
         done |= nxt == config.eos_id
         if done.all():
             break

@@ -32,10 +32,10 @@ def _spec(model, info: dict, folder: Path):
     if c.norm_type != "layernorm" or c.activation == "swiglu" or c.positional not in ("sinusoidal", "sinusoidal_concat"):
         option = "norm_type" if c.norm_type != "layernorm" else "activation" if c.activation == "swiglu" else "positional"
         raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 by transduce")
-    if not c.paper_heads:
-        option = "attention_scale" if c.attention_scale != "sqrt_dk" else "head_dim"
-        raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 (its heads are "
-                             "d_model / n_heads wide and scaled by 1/sqrt(d_k))")
+    if c.beyond_paper() or c.activation == "gelu_tanh":
+        raise TransduceError(f"{c.beyond_paper() or 'activation=gelu_tanh'} cannot be exported to CTranslate2 by "
+                             "transduce (its Transformer is the paper's encoder-decoder: heads d_model / n_heads wide, "
+                             "scaled by 1/sqrt(d_k), no shared key/value heads, no window)")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
                   "silu": common_spec.Activation.SWISH}[c.activation]
     spec = TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.n_heads,

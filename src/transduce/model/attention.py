@@ -87,6 +87,13 @@ def split_heads(x: Tensor, heads: int) -> Tensor:
     return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, H, T, Dh)
 
 
+def share_heads(x: Tensor, heads: int) -> Tensor:
+    """Grouped-query attention: ``(B, G, S, Dh)`` key/value heads -> ``(B, H, S, Dh)``, query head h
+    using key/value head h // (H / G) (as Hugging Face's ``repeat_kv``); a no-op when G == H."""
+    groups = x.size(1)
+    return x if groups == heads else x.repeat_interleave(heads // groups, dim=1)
+
+
 def merge_heads(x: Tensor) -> Tensor:
     """``(B, H, T, Dh)`` -> ``(B, T, H*Dh)``, i.e. Concat(head_1, ..., head_h)."""
     B, H, T, Dh = x.shape
@@ -94,15 +101,21 @@ def merge_heads(x: Tensor) -> Tensor:
 
 
 class SelfAttention(nn.Module):
-    """§3.2.2 Multi-Head Attention over the sequence itself, with one fused QKV projection."""
+    """§3.2.2 Multi-Head Attention over the sequence itself, with one fused QKV projection.
+
+    With ``n_kv_heads`` < ``n_heads`` (grouped-query attention) the projection makes h query heads
+    and only n_kv_heads key and value heads; the cache keeps those, and each is shared by
+    h / n_kv_heads query heads at the moment of attending.
+    """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         D, inner = config.d_model, config.n_heads * config.d_k
-        self.heads = config.n_heads
+        self.heads, self.kv_heads = config.n_heads, config.kv_heads
+        self.sizes = (inner, config.kv_heads * config.d_k, config.kv_heads * config.d_k)
         self.dropout = config.attention_dropout
         self.scale = attention_scale(config)
-        self.qkv = nn.Linear(D, 3 * inner)
+        self.qkv = nn.Linear(D, sum(self.sizes))
         self.out = nn.Linear(inner, D)
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None, *, causal: bool = False,
@@ -114,11 +127,14 @@ class SelfAttention(nn.Module):
         queries see everything cached so far (``mask`` must then already be offset-aware).
         """
         offset = cache.length if cache is not None else 0
-        q, k, v = (split_heads(t, self.heads) for t in self.qkv(x).chunk(3, dim=-1))  # (B, H, T, Dh)
+        q, k, v = self.qkv(x).split(self.sizes, dim=-1)
+        q = split_heads(q, self.heads)  # (B, H, T, Dh)
+        k, v = split_heads(k, self.kv_heads), split_heads(v, self.kv_heads)  # (B, G, T, Dh)
         if rotary is not None:
             q, k = rotary(q, offset), rotary(k, offset)
         if cache is not None:
-            k, v = cache.append(k, v)  # (B, H, offset+T, Dh)
+            k, v = cache.append(k, v)  # (B, G, kept, Dh): every position, or the window's
+        k, v = share_heads(k, self.heads), share_heads(v, self.heads)  # (B, H, S, Dh)
         p = self.dropout if self.training else 0.0
         out, weights = attend(q, k, v, mask, bias, p, need_weights, causal, self.scale)  # (B, H, T, Dh)
         return self.out(merge_heads(out)), weights
@@ -130,22 +146,24 @@ class CrossAttention(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         D, inner = config.d_model, config.n_heads * config.d_k
-        self.heads = config.n_heads
+        self.heads, self.kv_heads = config.n_heads, config.kv_heads
         self.dropout = config.attention_dropout
         self.scale = attention_scale(config)
         self.q = nn.Linear(D, inner)
-        self.kv = nn.Linear(D, 2 * inner)
+        self.kv = nn.Linear(D, 2 * config.kv_heads * config.d_k)
         self.out = nn.Linear(inner, D)
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Encoder output ``(B, S, D)`` -> keys and values ``(B, H, S, Dh)`` each (once per sentence)."""
+        """Encoder output ``(B, S, D)`` -> keys and values ``(B, G, S, Dh)`` each (once per sentence;
+        G = n_kv_heads)."""
         k, v = self.kv(memory).chunk(2, dim=-1)
-        return split_heads(k, self.heads), split_heads(v, self.heads)
+        return split_heads(k, self.kv_heads), split_heads(v, self.kv_heads)
 
     def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor],
                 need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
-        """``x (N, T, D)`` against ``k, v (B, H, S, Dh)`` (N = B or B * beams) -> ``(N, T, D)``."""
+        """``x (N, T, D)`` against ``k, v (B, G, S, Dh)`` (N = B or B * beams) -> ``(N, T, D)``."""
         q = split_heads(self.q(x), self.heads)  # (N, H, T, Dh)
+        k, v = share_heads(k, self.heads), share_heads(v, self.heads)  # (B, H, S, Dh)
         p = self.dropout if self.training else 0.0
         out, weights = attend(q, k, v, mask, None, p, need_weights, scale=self.scale)
         return self.out(merge_heads(out)), weights

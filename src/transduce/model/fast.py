@@ -15,8 +15,10 @@ builds, once per set of weights, a ``FastDecoder`` that:
 - computes attention explicitly for the single query (two ``bmm`` and a softmax);
 - has a static-shape variant (``compile``) for ``torch.compile`` and CUDA graphs.
 
-Every positional scheme, both norm positions and types and every activation are supported; the
-outputs equal ``Transformer.decode``'s up to float rounding (``tests/decoding/test_fast.py``).
+Every positional scheme, both norm positions and types and every activation of the paper's
+encoder-decoder are supported; the outputs equal ``Transformer.decode``'s up to float rounding
+(``tests/decoding/test_fast.py``). The descendants' options (decoder-only, shared key/value heads,
+windows) decode with ``Transformer.decode`` instead (``unsupported`` says why).
 """
 
 from __future__ import annotations
@@ -203,6 +205,17 @@ class _Layer:
         self.w3 = Dense(ffn.w3.weight, ffn.w3.bias, int8) if ffn.w3 is not None else None
         self.act = ffn.act
         self.norms = [_norm(layer.sub1.norm), _norm(layer.sub2.norm), _norm(layer.sub3.norm)]
+
+
+def unsupported(config) -> Optional[str]:
+    """Why the fast step cannot decode a model of ``config`` (None: it can)."""
+    if config.architecture != "encoder-decoder":
+        return f"architecture={config.architecture}"
+    if config.kv_heads != config.n_heads:
+        return f"n_kv_heads={config.n_kv_heads}"
+    if config.attention_window:
+        return f"attention_window={config.attention_window}"
+    return None
 
 
 class FastDecoder:

@@ -8,7 +8,11 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+def _gelu_tanh(x: Tensor) -> Tensor:
+    return F.gelu(x, approximate="tanh")  # GPT-2's "gelu_new"
+
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh, "silu": F.silu}
 
 
 class FeedForward(nn.Module):

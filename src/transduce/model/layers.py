@@ -52,24 +52,30 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """§3.1 Decoder layer: masked self-attention, encoder-decoder attention, feed-forward."""
+    """§3.1 Decoder layer: masked self-attention, encoder-decoder attention, feed-forward.
 
-    def __init__(self, config: ModelConfig) -> None:
+    ``cross=False`` is GPT's layer: the decoder-only model has no encoder, so no encoder-decoder
+    attention (``cross_attn`` and its residual ``sub2`` are None); the rest is the same layer.
+    """
+
+    def __init__(self, config: ModelConfig, cross: bool = True) -> None:
         super().__init__()
         self.self_attn = SelfAttention(config)
-        self.cross_attn = CrossAttention(config)
+        self.cross_attn = CrossAttention(config) if cross else None
         self.ffn = FeedForward(config)
         self.sub1 = Residual(config)
-        self.sub2 = Residual(config)
+        self.sub2 = Residual(config) if cross else None
         self.sub3 = Residual(config)
 
-    def forward(self, x: Tensor, cross_k: Tensor, cross_v: Tensor, memory_mask: Tensor, *,
+    def forward(self, x: Tensor, cross_k: Optional[Tensor], cross_v: Optional[Tensor], memory_mask: Optional[Tensor], *,
                 self_mask: Optional[Tensor] = None, causal: bool = False, cache: Optional[LayerCache] = None,
                 rotary: Optional[Rotary] = None, bias: Optional[Tensor] = None,
                 need_weights: bool = False) -> tuple[Tensor, Weights, Weights]:
         """``x (N, T, D)`` -> ``(N, T, D)``, self weights ``(N, H, T, T')``, cross weights ``(N, H, T, S)``."""
         x, self_w = self.sub1(x, lambda h: self.self_attn(h, self_mask, causal=causal, cache=cache, rotary=rotary,
                                                           bias=bias, need_weights=need_weights))
-        x, cross_w = self.sub2(x, lambda h: self.cross_attn(h, cross_k, cross_v, memory_mask, need_weights))
+        cross_w = None
+        if self.cross_attn is not None:
+            x, cross_w = self.sub2(x, lambda h: self.cross_attn(h, cross_k, cross_v, memory_mask, need_weights))
         x, _ = self.sub3(x, lambda h: (self.ffn(h), None))
         return x, self_w, cross_w

@@ -109,10 +109,10 @@ class ALiBi(nn.Module):
         super().__init__()
         self.register_buffer("slopes", torch.tensor(_alibi_slopes(n_heads)), persistent=False)  # (H,)
 
-    def forward(self, queries: int, keys: int, offset: int = 0) -> Tensor:
-        """Bias for queries at ``offset ..`` against keys at ``0 ..`` -> ``(1, H, T, S)``."""
+    def forward(self, queries: int, keys: int, offset: int = 0, key_offset: int = 0) -> Tensor:
+        """Bias for queries at ``offset ..`` against keys at ``key_offset ..`` -> ``(1, H, T, S)``."""
         q = torch.arange(queries, device=self.slopes.device)[:, None] + offset
-        k = torch.arange(keys, device=self.slopes.device)[None, :]
+        k = torch.arange(keys, device=self.slopes.device)[None, :] + key_offset
         distance = (q - k).abs().float()  # (T, S)
         return -(self.slopes[:, None, None] * distance)[None]  # (1, H, T, S)
 

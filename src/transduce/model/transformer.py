@@ -1,4 +1,10 @@
-"""§3 The Transformer, assembled in one place: embeddings, the two stacks, the output projection."""
+"""§3 The Transformer, assembled in one place: embeddings, the two stacks, the output projection.
+
+The descendants are assembled here too, from the same layers: ``decoder-only`` (GPT) keeps the
+target embedding, the decoder stack with its layers' encoder-decoder attention removed, and the
+output projection; ``encoder-only`` (BERT) keeps the source embedding, the encoder stack and an
+output projection that predicts the masked tokens.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from ..config import ModelConfig
 from .cache import DecoderCache, LayerCache
 from .feed_forward import make_norm
 from .layers import DecoderLayer, EncoderLayer
-from .masks import causal_mask, padding_mask
+from .masks import local_mask, padding_mask
 from .positions import ALiBi, Embeddings, Rotary
 
 
@@ -29,33 +35,40 @@ class Attention:
 
 
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of "Attention Is All You Need" (§3, Figure 1).
+    """The encoder-decoder Transformer of "Attention Is All You Need" (§3, Figure 1), and its
+    decoder-only and encoder-only descendants (``config.architecture``).
 
-    ``model(src, tgt_in)`` returns logits ``(B, T, V)``. For generation: ``memory = model.encode(src)``,
-    ``cache = model.start_decoding(src, memory)``, then ``logits = model.decode(tokens, cache)`` one
-    step (or a forced prefix) at a time. Padding is ``config.pad_id``, always on the right.
+    Encoder-decoder: ``model(src, tgt_in)`` returns logits ``(B, T, V)``. For generation:
+    ``memory = model.encode(src)``, ``cache = model.start_decoding(src, memory)``, then
+    ``logits = model.decode(tokens, cache)`` one step (or a forced prefix) at a time.
+    Decoder-only: ``model(tokens)`` returns next-token logits ``(B, T, V)`` (causal), and
+    ``cache = model.start_decoding(tokens)`` + ``decode`` generate. Encoder-only: ``model(tokens)``
+    returns the logits of the masked-token prediction at every position (bidirectional).
+    Padding is ``config.pad_id``, always on the right.
     """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
         c = config
-        src_tokens = nn.Embedding(c.vocab_size, c.d_model)
-        tgt_tokens = src_tokens if c.tying == "all" else nn.Embedding(c.target_vocab_size, c.d_model)
-        self.src_embed = Embeddings(c, src_tokens)
-        self.tgt_embed = Embeddings(c, tgt_tokens)
+        tokens = nn.Embedding(c.vocab_size, c.d_model)  # the source's, or the only one
+        tgt_tokens = tokens if c.tying == "all" or not c.has_encoder else nn.Embedding(c.target_vocab_size, c.d_model)
+        self.src_embed = Embeddings(c, tokens) if c.has_encoder else None
+        self.tgt_embed = Embeddings(c, tgt_tokens) if c.has_decoder else None
         self.encoder = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
+        cross = c.has_encoder
+        self.decoder = nn.ModuleList(DecoderLayer(c, cross) for _ in range(c.decoder_layers))
         # Pre-LN leaves the residual stream un-normalized, so each stack ends with a norm.
-        self.encoder_norm = make_norm(c) if c.norm_position == "pre" else None
-        self.decoder_norm = make_norm(c) if c.norm_position == "pre" else None
+        pre = c.norm_position == "pre"
+        self.encoder_norm = make_norm(c) if pre and c.has_encoder else None
+        self.decoder_norm = make_norm(c) if pre and c.has_decoder else None
         self.output = nn.Linear(c.d_model, c.target_vocab_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(c.target_vocab_size)) if c.output_bias else None
         self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
         self._init_weights()
-        if c.tying in ("decoder", "all"):
-            self.output.weight = tgt_tokens.weight  # one tensor, shared storage
+        if c.tying in ("decoder", "all"):  # the output shares the (target's, or only) embedding
+            self.output.weight = tgt_tokens.weight if c.has_decoder else tokens.weight
 
     def _init_weights(self) -> None:
         # The paper does not say; Xavier for projections (as torch.nn.Transformer) and N(0, D^-1/2)
@@ -74,6 +87,8 @@ class Transformer(nn.Module):
         """``src (B, S)`` token ids -> encoder output ``(B, S, D)`` (and per-layer weights if asked)."""
         mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         S = src.size(1)
+        if self.config.attention_window:
+            mask = mask & local_mask(S, S, self.config.attention_window, False, device=src.device)
         bias = self.alibi(S, S) if self.alibi is not None else None
         x = self.src_embed(src)  # (B, S, D)
         weights = []
@@ -86,53 +101,70 @@ class Transformer(nn.Module):
 
     # --- decoder -------------------------------------------------------------------------------
 
-    def _project(self, x: Tensor) -> Tensor:
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
+    def _project(self, x: Tensor, norm: str = "decoder") -> Tensor:
+        final_norm = self.decoder_norm if norm == "decoder" else None  # encode() applies its own
+        if final_norm is not None:
+            x = final_norm(x)
         logits = self.output(x)  # (N, T, V)
         return logits if self.output_bias is None else logits + self.output_bias
 
-    def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False, select: Optional[Tensor] = None):
-        """Teacher-forced pass: ``src (B, S)``, ``tgt_in (B, T)`` -> logits ``(B, T, V)``.
+    def forward(self, src: Tensor, tgt_in: Optional[Tensor] = None, need_weights: bool = False,
+                select: Optional[Tensor] = None):
+        """Teacher-forced pass: ``src (B, S)``, ``tgt_in (B, T)`` -> logits ``(B, T, V)``; a
+        decoder-only or encoder-only model takes its tokens ``(B, T)`` alone.
 
         With ``need_weights`` the attention is computed explicitly and returned as ``Attention``.
         With ``select``, a boolean ``(B, T)`` mask or the ``(N,)`` indices of positions in the
         flattened ``B * T``, only those positions are projected to the vocabulary and the logits are
-        ``(N, V)``: training skips the padded positions this way. Indices computed on the host
-        avoid the device sync a boolean mask costs on a GPU.
+        ``(N, V)``: training skips the padded positions (and BERT the unmasked ones) this way.
+        Indices computed on the host avoid the device sync a boolean mask costs on a GPU.
         """
-        if need_weights:
-            memory, enc_w = self.encode(src, need_weights=True)
+        c = self.config
+        if c.architecture == "encoder-only":
+            x, enc_w = self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
+            logits = self._project(_select(x, select), norm=None)
+            return (logits, Attention(enc_w, [], [])) if need_weights else logits
+        if c.architecture == "decoder-only":
+            if tgt_in is not None:
+                raise ValueError("a decoder-only model takes one tensor of tokens: model(tokens)")
+            src, tgt_in = None, src
+        if src is not None:
+            memory, enc_w = self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
+            memory_mask = padding_mask(src, c.pad_id)
         else:
-            memory, enc_w = self.encode(src), []
-        memory_mask = padding_mask(src, self.config.pad_id)
+            memory, enc_w, memory_mask = None, [], None
         T = tgt_in.size(1)
         bias = self.alibi(T, T) if self.alibi is not None else None
+        self_mask = local_mask(T, T, c.attention_window, True, device=tgt_in.device) if c.attention_window else None
         x = self.tgt_embed(tgt_in)  # (B, T, D)
         dec_w, cross_w = [], []
         for layer in self.decoder:
-            k, v = layer.cross_attn.project_memory(memory)  # (B, H, S, Dh)
-            x, sw, cw = layer(x, k, v, memory_mask, causal=True, rotary=self.rotary, bias=bias,
-                              need_weights=need_weights)
+            k, v = layer.cross_attn.project_memory(memory) if memory is not None else (None, None)  # (B, G, S, Dh)
+            x, sw, cw = layer(x, k, v, memory_mask, self_mask=self_mask, causal=self_mask is None,
+                              rotary=self.rotary, bias=bias, need_weights=need_weights)
             dec_w.append(sw)
             cross_w.append(cw)
-        if select is not None and select.dtype == torch.bool:
-            x = x[select]  # (N, D): the real target positions only
-        elif select is not None:
-            x = x.flatten(0, 1).index_select(0, select)  # (N, D)
-        logits = self._project(x)
+        logits = self._project(_select(x, select))
         return (logits, Attention(enc_w, dec_w, cross_w)) if need_weights else logits
 
-    def start_decoding(self, src: Tensor, memory: Tensor, beam: int = 1, capacity: int = 32) -> DecoderCache:
-        """A fresh cache for ``B * beam`` hypotheses: cross keys/values computed once per sentence."""
+    def start_decoding(self, src: Tensor, memory: Optional[Tensor] = None, beam: int = 1,
+                       capacity: int = 32) -> DecoderCache:
+        """A fresh cache for ``B * beam`` hypotheses: cross keys/values computed once per sentence.
+
+        Decoder-only: ``src`` is the batch of prompts (only its size is used) and ``memory`` None.
+        """
         B = src.size(0)
         c = self.config
+        if not c.has_decoder:
+            raise ValueError("an encoder-only model does not decode")
+        capacity = min(capacity, c.attention_window) if c.attention_window else capacity
         layers = []
         for layer in self.decoder:
-            k, v = layer.cross_attn.project_memory(memory)  # (B, H, S, Dh)
-            empty = memory.new_empty(B * beam, c.n_heads, capacity, c.d_k)  # (B*K, H, C, Dh)
-            layers.append(LayerCache(empty, torch.empty_like(empty), k, v))
-        return DecoderCache(layers, padding_mask(src, c.pad_id), beam)
+            k, v = layer.cross_attn.project_memory(memory) if layer.cross_attn is not None else (None, None)
+            like = memory if memory is not None else self.output.weight  # (the first append fixes the dtype)
+            empty = like.new_empty(B * beam, c.kv_heads, capacity, c.d_k)  # (B*K, G, C, Dh)
+            layers.append(LayerCache(empty, torch.empty_like(empty), k, v, window=c.attention_window))
+        return DecoderCache(layers, padding_mask(src, c.pad_id) if c.has_encoder else None, beam)
 
     def decode(self, tokens: Tensor, cache: DecoderCache, need_weights: bool = False):
         """Incremental decoding: ``tokens (N, T)`` continue the hypotheses in ``cache``.
@@ -140,11 +172,14 @@ class Transformer(nn.Module):
         N = B * cache.beam. Returns logits ``(N, T, V)`` (and cross weights per layer if asked);
         the cache advances by T positions.
         """
-        offset = cache.length
-        T = tokens.size(1)
-        total = offset + T
-        self_mask = causal_mask(T, total, offset, tokens.device) if T > 1 else None
-        bias = self.alibi(T, total, offset) if self.alibi is not None else None
+        c = self.config
+        offset, T = cache.length, tokens.size(1)
+        # The keys the new queries meet: positions ``start .. offset + T - 1`` (a window drops the
+        # oldest: at most W - 1 of them stay, so a single new token sees them all).
+        start = max(cache.start, offset - c.attention_window + 1) if c.attention_window else 0
+        keys = offset + T - start
+        self_mask = local_mask(T, keys, c.attention_window, True, offset, start, tokens.device) if T > 1 else None
+        bias = self.alibi(T, keys, offset, start) if self.alibi is not None else None
         x = self.tgt_embed(tokens, offset)  # (N, T, D)
         cross_w = []
         for layer, lc in zip(self.decoder, cache.layers):
@@ -154,6 +189,12 @@ class Transformer(nn.Module):
         logits = self._project(x)
         return (logits, cross_w) if need_weights else logits
 
+    def cache_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
+        """Bytes the decoding cache holds for each position of one hypothesis: keys and values of
+        the n_kv_heads heads in every decoder layer (the cross-attention's are per sentence)."""
+        c = self.config
+        return c.decoder_layers * 2 * c.kv_heads * c.d_k * torch.empty((), dtype=dtype).element_size()
+
     # --- bookkeeping ---------------------------------------------------------------------------
 
     def num_parameters(self) -> dict[str, int]:
@@ -162,12 +203,12 @@ class Transformer(nn.Module):
         counts = {"embeddings": 0, "encoder": 0, "decoder": 0, "output": 0}
         groups = [
             ("embeddings", [self.src_embed, self.tgt_embed]),
-            ("encoder", [self.encoder] + ([self.encoder_norm] if self.encoder_norm is not None else [])),
-            ("decoder", [self.decoder] + ([self.decoder_norm] if self.decoder_norm is not None else [])),
+            ("encoder", [self.encoder, self.encoder_norm]),
+            ("decoder", [self.decoder, self.decoder_norm]),
             ("output", [self.output]),
         ]
         for name, modules in groups:
-            for module in modules:
+            for module in filter(None, modules):
                 for p in module.parameters():
                     if id(p) not in seen:
                         seen.add(id(p))
@@ -176,3 +217,12 @@ class Transformer(nn.Module):
             counts["output"] += self.output_bias.numel()
         counts["total"] = sum(counts.values())
         return counts
+
+
+def _select(x: Tensor, select: Optional[Tensor]) -> Tensor:
+    """``x (B, T, D)`` at the positions ``select`` picks (a boolean ``(B, T)`` mask or flat indices)."""
+    if select is None:
+        return x
+    if select.dtype == torch.bool:
+        return x[select]  # (N, D)
+    return x.flatten(0, 1).index_select(0, select)  # (N, D)

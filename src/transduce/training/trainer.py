@@ -14,11 +14,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 
 from ..checkpoint import CheckpointError, list_checkpoints, read_info, read_training_state, write_checkpoint
 from ..config import ModelConfig, TrainConfig
-from ..data import ParallelDataset, TokenBatchSampler, collate, load_meta, load_tokenizer
+from ..data import (BlockSampler, ParallelDataset, TokenBatchSampler, TokenStream, collate, collate_masked,
+                    collate_next_token, load_meta, load_tokenizer)
 from ..errors import TrainingError
 from ..files import check_output_dir, read_json, remove_output, write_marker, write_text
 from ..evaluate import score
@@ -41,6 +43,7 @@ class Progress:
     target_tokens: int = 0
     best_bleu: float = -1.0
     best_chrf: float = -1.0
+    best_ppl: float = 0.0  # language models: the lowest validation perplexity (0: none yet)
     best_step: int = 0
     validations_since_best: int = 0
     skipped_updates: int = 0
@@ -79,13 +82,24 @@ def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: s
 
 
 def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> None:
-    """A model and a prepared dataset fit: vocabulary sizes and special ids agree."""
+    """A model and a prepared dataset fit: the kind of text, vocabulary sizes and special ids agree."""
+    kind = meta.get("kind", "parallel")
+    if config.architecture == "encoder-decoder" and kind != "parallel":
+        raise TrainingError(f"{data_dir} holds monolingual text, which an encoder-decoder cannot learn to "
+                            "translate: prepare parallel text, or train a language model on it (--preset gpt-small "
+                            "or bert-small)")
+    if config.architecture != "encoder-decoder" and kind != "monolingual":
+        raise TrainingError(f"an {config.architecture} model is a language model and trains on monolingual text: "
+                            f"{data_dir} holds parallel text; prepare one with `transduce prepare --monolingual "
+                            "--train FILE --out DIR`")
+    if config.architecture == "encoder-only" and meta["special_ids"].get("mask_id") is None:
+        raise TrainingError(f"{data_dir} has no <mask> token; prepare it again with this version of transduce")
     vocab = meta["vocab_size"]
     if config.vocab_size != vocab["src"] or config.target_vocab_size != vocab["tgt"]:
         raise TrainingError(f"{data_dir} has vocabularies of {vocab['src']}/{vocab['tgt']} but the model expects "
                             f"{config.vocab_size}/{config.target_vocab_size}; use the data the run was made with")
     for name, value in meta["special_ids"].items():
-        if getattr(config, name) != value:
+        if getattr(config, name) != value and not (name == "mask_id" and config.architecture != "encoder-only"):
             raise TrainingError(f"{data_dir} uses {name}={value} but the model has {getattr(config, name)}")
 
 
@@ -111,12 +125,17 @@ class Trainer:
             raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
         self.meta = load_meta(settings.data_dir)
         check_model_against_data(model_config, self.meta, settings.data_dir)
-        self.train_set = ParallelDataset(settings.data_dir, "train")
-        self.valid_set = ParallelDataset(settings.data_dir, "valid") if "valid" in self.meta["splits"] else None
-        check_lengths_against_model(model_config, {"train": self.train_set, "valid": self.valid_set},
-                                    settings.data_dir)
-        self.sampler = TokenBatchSampler(self.train_set.src_lengths, self.train_set.tgt_lengths, train_config.max_tokens,
-                                         seed=train_config.seed, world_size=self.dist.world_size, rank=self.dist.rank)
+        self.lm = model_config.architecture != "encoder-decoder"  # a language model on a token stream
+        if self.lm:
+            self.train_set, self.valid_set, self.sampler = self._language_data()
+        else:
+            self.train_set = ParallelDataset(settings.data_dir, "train")
+            self.valid_set = ParallelDataset(settings.data_dir, "valid") if "valid" in self.meta["splits"] else None
+            check_lengths_against_model(model_config, {"train": self.train_set, "valid": self.valid_set},
+                                        settings.data_dir)
+            self.sampler = TokenBatchSampler(self.train_set.src_lengths, self.train_set.tgt_lengths,
+                                             train_config.max_tokens, seed=train_config.seed,
+                                             world_size=self.dist.world_size, rank=self.dist.rank)
         self.tokenizer_files = [Path(settings.data_dir) / self.meta["spm"]["src"],
                                 Path(settings.data_dir) / self.meta["spm"]["tgt"]]
         self.tokenizer = load_tokenizer(settings.data_dir, self.meta)  # for validation BLEU, loaded once
@@ -153,6 +172,37 @@ class Trainer:
             self.forward_model = self.ddp
         if settings.compile:
             self.forward_model = torch.compile(self.forward_model)
+
+    def _language_data(self):
+        """The token streams of a language model and the sampler of the training blocks."""
+        cfg, tc, data_dir = self.cfg, self.tc, self.settings.data_dir
+        if tc.block_size > cfg.max_positions:
+            raise TrainingError(f"block_size={tc.block_size} is longer than the model's max_positions="
+                                f"{cfg.max_positions}; lower block_size (--set block_size=...)")
+        shifted = cfg.architecture == "decoder-only"
+        train = TokenStream(data_dir, "train")
+        valid = TokenStream(data_dir, "valid") if "valid" in self.meta["splits"] else None
+        for name, stream in (("train", train), ("valid", valid)):
+            if stream is not None and stream.num_blocks(tc.block_size, shifted) < (self.dist.world_size if
+                                                                                    name == "train" else 1):
+                raise TrainingError(f"{data_dir}: the {name} split has {len(stream):,} tokens, not one block of "
+                                    f"block_size={tc.block_size} (+1 for the last target); lower block_size "
+                                    "or give more text")
+        per_batch = max(1, tc.max_tokens // tc.block_size)
+        sampler = BlockSampler(train.num_blocks(tc.block_size, shifted), per_batch, seed=tc.seed,
+                               world_size=self.dist.world_size, rank=self.dist.rank)
+        return train, valid, sampler
+
+    def collate(self, indices, epoch: int, number: int, split=None):
+        """The batch of the examples (or blocks) ``indices``, the ``number``-th of ``epoch``."""
+        cfg, tc = self.cfg, self.tc
+        data = split if split is not None else self.train_set
+        if cfg.architecture == "decoder-only":
+            return collate_next_token(data, indices, tc.block_size, cfg.pad_id)
+        if cfg.architecture == "encoder-only":  # the masks depend on (seed, epoch, batch): resume is exact
+            rng = np.random.default_rng([tc.seed, epoch, number, int(split is not None)])
+            return collate_masked(data, indices, tc.block_size, cfg, tc.mask_prob, rng)
+        return collate(data, indices, cfg.pad_id, cfg.start_id, cfg.eos_id)
 
     # --- the run directory ----------------------------------------------------------------
 
@@ -289,7 +339,7 @@ class Trainer:
             select = None if select is None else select.to(self.device, non_blocking=cuda)
             sync = self.ddp is None or i == len(micro_batches) - 1
             with (nullcontext() if sync else self.ddp.no_sync()), autocast(self.device, self.settings.precision):
-                logits = self.forward_model(batch.src, batch.tgt_in, select=select)  # (N, V)
+                logits = self.forward_model(*batch.inputs, select=select)  # (N, V)
                 loss, nll = label_smoothed_nll(logits.flatten(0, -2), target, tc.label_smoothing, self.cfg.pad_id)
             scaled = loss * world / total_tokens
             (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
@@ -349,8 +399,7 @@ class Trainer:
                 batches = self.sampler.batches(p.epoch, start=p.batch_in_epoch)
                 for start in range(0, len(batches), tc.update_freq):
                     group = batches[start : start + tc.update_freq]
-                    micro = [collate(self.train_set, b, self.cfg.pad_id, self.cfg.start_id, self.cfg.eos_id)
-                             for b in group]
+                    micro = [self.collate(b, p.epoch, p.batch_in_epoch + j) for j, b in enumerate(group)]
                     stats = self.update(micro)
                     p.batch_in_epoch += len(group)
                     p.elapsed = start_elapsed + time.time() - session_start
@@ -411,10 +460,12 @@ class Trainer:
         self.save()
         summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),
                    "best_bleu": p.best_bleu, "best_step": p.best_step}
+        if self.lm:
+            summary = {**{k: v for k, v in summary.items() if k != "best_bleu"}, "best_ppl": p.best_ppl}
         self._write_metrics({"type": "end", **summary})
-        self.log(f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min; "
-                 f"best valid BLEU {p.best_bleu:.2f} at step {p.best_step}" if p.best_bleu >= 0 else
-                 f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min")
+        best = (f"; best valid perplexity {p.best_ppl:.2f} at step {p.best_step}" if self.lm and p.best_ppl else
+                f"; best valid BLEU {p.best_bleu:.2f} at step {p.best_step}" if not self.lm and p.best_bleu >= 0 else "")
+        self.log(f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min{best}")
         distributed.teardown(self.dist)
         self.close()
         return summary
@@ -496,24 +547,40 @@ class Trainer:
         if not self.dist.is_main:
             return
         p = self.progress
-        if (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf):  # chrF breaks ties
-            p.best_bleu, p.best_chrf, p.best_step, p.validations_since_best = result["bleu"], result["chrf"], p.step, 0
+        if self.lm:
+            better = p.best_ppl == 0 or result["ppl"] < p.best_ppl
+            if better:
+                p.best_ppl = result["ppl"]
+        else:
+            better = (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf)  # chrF breaks ties
+            if better:
+                p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
+        if better:
+            p.best_step, p.validations_since_best = p.step, 0
             self.save(best=True)
         else:
             p.validations_since_best += 1
-        self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
-                 f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} sentences, "
-                 f"{result['seconds']:.1f} s)")
+        if self.lm:
+            self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f} "
+                     f"({result['tokens']:,} tokens{' masked' if self.cfg.architecture == 'encoder-only' else ''}, "
+                     f"{result['seconds']:.1f} s)")
+        else:
+            self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
+                     f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} sentences, "
+                     f"{result['seconds']:.1f} s)")
         if self.on_validate is not None:
             self._stop_reason = self.on_validate(result) or self._stop_reason
 
     @torch.no_grad()
     def validate(self) -> dict:
-        """Validation loss/perplexity and BLEU/chrF of translations of the validation set."""
+        """Validation loss/perplexity and BLEU/chrF of translations of the validation set (for a
+        language model: loss and perplexity of its objective on every validation block)."""
         model, tc, cfg = self.model, self.tc, self.cfg
         start = time.time()
         model.eval()
         ds = self.valid_set
+        if self.lm:
+            return self._validate_language_model(start)
         sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, tc.max_tokens, shuffle=False)
         loss_sum = nll_sum = tokens = 0.0
         for indices in sampler.batches(0):
@@ -537,6 +604,27 @@ class Trainer:
                   "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
                   "exact": round(exact, 4), "sentences": n, "seconds": round(seconds, 2),
                   "elapsed": round(self.progress.elapsed, 1)}
+        self._write_metrics(result)
+        return result
+
+    def _validate_language_model(self, start: float) -> dict:
+        tc, cfg, ds = self.tc, self.cfg, self.valid_set
+        blocks = BlockSampler(ds.num_blocks(tc.block_size, cfg.architecture == "decoder-only"),
+                              max(1, tc.max_tokens // tc.block_size), shuffle=False)
+        loss_sum = nll_sum = tokens = 0.0
+        for number, indices in enumerate(blocks.batches(0)):
+            batch = self.collate(indices, 0, number, split=ds).to(self.device)  # the same masks every time
+            with autocast(self.device, self.settings.precision):
+                logits = self.model(*batch.inputs)
+            loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing,
+                                           cfg.pad_id)
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
+        seconds = time.time() - start
+        self.progress.valid_seconds += seconds
+        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
+                  "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
+                  "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "tokens": int(tokens),
+                  "seconds": round(seconds, 2), "elapsed": round(self.progress.elapsed, 1)}
         self._write_metrics(result)
         return result
 

@@ -1,0 +1,123 @@
+"""The language-model descendants, ready to use on text: generate (decoder-only, GPT) and fill
+in masks (encoder-only, BERT). ``Translator`` is the encoder-decoder's counterpart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+from .checkpoint import load_model_from, resolve, tokenizer_from_info
+from .config import DecodeConfig
+from .decoding import SearchOptions, beam_search, sample
+from .errors import TransduceError
+from .runtime import autocast, pick_device, resolve_precision
+
+USE = {"encoder-decoder": "transduce translate", "decoder-only": "transduce generate",
+       "encoder-only": "transduce fill-mask"}
+
+
+class LanguageModel:
+    """A decoder-only or encoder-only model and its tokenizer."""
+
+    def __init__(self, model, tokenizer, info: dict, device: torch.device, precision: str = "fp32") -> None:
+        self.model, self.tokenizer, self.info = model, tokenizer, info
+        self.device, self.precision = device, precision
+        self.config = model.config
+
+    @classmethod
+    def load(cls, path: str | Path, architecture: str, device: str = "auto", precision: str = "fp32"
+             ) -> "LanguageModel":
+        """Load a checkpoint (or a run's preferred one) that must be of ``architecture``."""
+        folder = resolve(path)
+        dev = pick_device(device)
+        precision = resolve_precision(precision, dev)
+        model, info = load_model_from(folder, dev)
+        found = model.config.architecture
+        if found != architecture:
+            raise TransduceError(f"{path} is an {found} model, not {architecture}; use `{USE[found]}` with it")
+        if not info.get("tokenizer"):
+            raise TransduceError(f"{folder} has no SentencePiece tokenizer (a model imported from Hugging Face "
+                                 "keeps its own); use it from Python on token ids")
+        return cls(model, tokenizer_from_info(folder, info), info, dev, precision)
+
+    # --- decoder-only -------------------------------------------------------------------------
+
+    def generate(self, prompt: str, decode: DecodeConfig, max_new_tokens: int = 100,
+                 on_text: Optional[Callable[[str], None]] = None) -> str:
+        """Continue ``prompt`` (to the end of its line, at most ``max_new_tokens`` tokens) by greedy
+        search, sampling or beam search (``decode``); ``on_text`` receives the continuation's text
+        piece by piece as it is decided (greedy and sampling). Returns the continuation."""
+        c = self.config
+        ids = self.tokenizer.encode_src([prompt])[0] if prompt else []
+        room = c.max_positions - 1 - len(ids)
+        if room < 1:
+            raise TransduceError(f"the prompt has {len(ids)} tokens; the model holds {c.max_positions} positions "
+                                 "(one for the start): shorten the prompt")
+        if max_new_tokens > room:
+            raise TransduceError(f"--max-new-tokens {max_new_tokens} does not fit: the model holds {c.max_positions} "
+                                 f"positions and the prompt takes {len(ids) + 1}; at most {room}")
+        src = torch.tensor([ids], dtype=torch.long, device=self.device).view(1, len(ids))
+        streamed = _Streamer(self.tokenizer, ids, on_text, {c.pad_id, c.eos_id}) if on_text is not None else None
+        options = SearchOptions(max_len_a=0.0, max_len_b=max_new_tokens, min_len=decode.min_len,
+                                on_step=streamed.step if streamed else None)
+        generator = torch.Generator(device=self.device).manual_seed(decode.seed) if decode.sampling else None
+        with torch.inference_mode(), autocast(self.device, self.precision):
+            if decode.beam > 1 and not decode.sampling:
+                hyp = beam_search(self.model, src, decode.beam, decode.alpha, options, 1, decode.length_penalty)[0][0]
+            else:
+                hyp = sample(self.model, src, options, greedy=not decode.sampling, temperature=decode.temperature,
+                             top_k=decode.top_k, top_p=decode.top_p, generator=generator)[0]
+        text = continuation(self.tokenizer, ids, hyp.tokens)
+        if streamed is not None:
+            streamed.finish(text)
+        return text
+
+    # --- encoder-only -------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def fill_mask(self, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
+        """For each ``<mask>`` in ``text``, the ``top_k`` most probable tokens and their probabilities."""
+        c = self.config
+        ids = self.tokenizer.encode_src([text])[0]
+        where = [i for i, t in enumerate(ids) if t == c.mask_id]
+        if not where:
+            raise TransduceError(f"no <mask> in {text!r}: write <mask> where a token is to be filled in")
+        if len(ids) > c.max_positions:
+            raise TransduceError(f"the text has {len(ids)} tokens; the model holds {c.max_positions}")
+        tokens = torch.tensor([ids], device=self.device)
+        with autocast(self.device, self.precision):
+            logits = self.model(tokens, select=torch.tensor(where, device=self.device)).float()  # (M, V)
+        specials = [c.pad_id, c.bos_id, c.eos_id, c.unk_id, c.mask_id]
+        logits[:, specials] = float("-inf")
+        probs, best = logits.softmax(-1).topk(min(top_k, logits.size(-1) - len(specials)), dim=-1)
+        return [[(self.tokenizer.src.id_to_piece(int(i)), float(p)) for p, i in zip(row_p, row_i)]
+                for row_p, row_i in zip(probs, best)]
+
+
+def continuation(tokenizer, prompt: list[int], new: list[int]) -> str:
+    """The text ``new`` adds after ``prompt`` (SentencePiece joins pieces across the boundary)."""
+    before = tokenizer.decode_tgt(prompt)
+    after = tokenizer.decode_tgt(list(prompt) + list(new))
+    return after[len(before):] if after.startswith(before) else (" " if prompt else "") + tokenizer.decode_tgt(new)
+
+
+class _Streamer:
+    """Turns the search's tokens into text as they come, each piece once."""
+
+    def __init__(self, tokenizer, prompt: list[int], emit: Callable[[str], None], skip: set[int]) -> None:
+        self.tokenizer, self.prompt, self.emit, self.skip = tokenizer, prompt, emit, skip
+        self.tokens: list[int] = []
+        self.sent = ""
+
+    def step(self, token: torch.Tensor) -> None:
+        self.tokens.append(int(token[0]))
+        text = continuation(self.tokenizer, self.prompt, [t for t in self.tokens if t not in self.skip])
+        if text.startswith(self.sent) and len(text) > len(self.sent):
+            self.emit(text[len(self.sent):])
+            self.sent = text
+
+    def finish(self, text: str) -> None:
+        if text.startswith(self.sent) and len(text) > len(self.sent):
+            self.emit(text[len(self.sent):])
