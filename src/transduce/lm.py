@@ -60,7 +60,7 @@ class LanguageModel:
                                  f"positions and the prompt takes {len(ids) + 1}; at most {room}")
         src = torch.tensor([ids], dtype=torch.long, device=self.device).view(1, len(ids))
         streamed = _Streamer(self.tokenizer, ids, on_text, {c.pad_id, c.eos_id}) if on_text is not None else None
-        options = SearchOptions(max_len_a=0.0, max_len_b=max_new_tokens, min_len=decode.min_len,
+        options = SearchOptions(max_len_a=0.0, max_len_b=max_new_tokens + 1, min_len=decode.min_len,  # + eos
                                 on_step=streamed.step if streamed else None)
         generator = torch.Generator(device=self.device).manual_seed(decode.seed) if decode.sampling else None
         with torch.inference_mode(), autocast(self.device, self.precision):

@@ -1,12 +1,13 @@
-"""``transduce import-hf``: a Hugging Face MarianMTModel folder -> a transduce run directory."""
+"""``transduce import-hf``: a Hugging Face MarianMTModel (or GPT2LMHeadModel) folder -> a run directory."""
 
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("import-hf", help="import a Hugging Face MarianMTModel folder (e.g. opus-mt)")
-    p.add_argument("hf_dir", help="folder with config.json, model.safetensors (or pytorch_model.bin), "
-                                  "source.spm, target.spm, vocab.json")
+    p = sub.add_parser("import-hf", help="import a Hugging Face MarianMTModel folder (e.g. opus-mt) or a "
+                                         "GPT2LMHeadModel folder (weights only: GPT-2's tokenizer is not SentencePiece)")
+    p.add_argument("hf_dir", help="folder with config.json, model.safetensors (or pytorch_model.bin), and for "
+                                  "Marian source.spm, target.spm, vocab.json")
     p.add_argument("--out", required=True, help="the run directory to write")
     p.set_defaults(run=run)
 
@@ -14,6 +15,12 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..interop.huggingface import import_hf
 
+    from ..checkpoint import read_info
+
     folder = import_hf(args.hf_dir, args.out)
-    print(f"imported {args.hf_dir} into {folder}; try: transduce translate {args.out}")
+    if read_info(folder)["model"].get("architecture") == "decoder-only":
+        print(f"imported {args.hf_dir} into {folder} (a decoder-only model, without a tokenizer: use it from "
+              "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
+    else:
+        print(f"imported {args.hf_dir} into {folder}; try: transduce translate {args.out}")
     return 0

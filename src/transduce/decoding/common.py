@@ -122,7 +122,7 @@ def max_lengths(model, src: Tensor, options: SearchOptions) -> Tensor:
     c = model.config
     src_len = src.ne(c.pad_id).sum(1).cpu()  # (B,); float64 on the CPU (MPS has none)
     limit = (options.max_len_a * src_len.double() + options.max_len_b).floor().long()
-    room = c.max_positions - (1 + src.size(1) if c.architecture == "decoder-only" else 0)
+    room = c.max_positions - (src.size(1) if c.architecture == "decoder-only" else 0)  # last input: start+prompt+L-1
     return limit.clamp(min=1, max=max(room, 1)).to(src.device)
 
 

@@ -1,4 +1,5 @@
-"""Hugging Face Marian (``MarianMTModel``, the opus-mt family) <-> transduce.
+"""Hugging Face Marian (``MarianMTModel``, the opus-mt family) <-> transduce (GPT-2 imports through
+``interop.gpt2``).
 
 Marian is the paper's post-LN Transformer with a few options of its own, all of which are
 ``ModelConfig`` fields: [sin | cos] positions from 0 (``sinusoidal_concat``), SiLU ("swish")
@@ -140,6 +141,10 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
                              "run or replaces one)")
     config_path = folder / "config.json"
     _require(config_path.is_file(), f"{folder}: no config.json; is this a Hugging Face model folder?")
+    if read_json(config_path).get("model_type") == "gpt2":
+        from .gpt2 import import_gpt2
+
+        return import_gpt2(folder, read_json(config_path), run)
     config = read_hf_config(config_path)
     for name in ("source.spm", "target.spm", "vocab.json"):
         _require((folder / name).is_file(), f"{folder}: {name} is missing (MarianTokenizer files are needed)")

@@ -1,0 +1,93 @@
+"""Hugging Face GPT-2 (``GPT2LMHeadModel``) -> a transduce decoder-only model.
+
+GPT-2 is the paper's decoder without encoder-decoder attention, with options transduce already
+has: pre-LN with a final LayerNorm (``norm_position="pre"``), learned positions, the tanh
+approximation of GELU (``gelu_tanh``; HF's "gelu_new"), unscaled embeddings, and the output tied
+to the token embedding. Its ``Conv1D`` layers store weights as (in, out): they are transposed
+into ``nn.Linear``'s (out, in), and its fused ``c_attn`` is already transduce's [q | k | v] order.
+
+GPT-2's byte-level BPE tokenizer is not SentencePiece, so an imported model works on token ids
+(``Transformer`` and the search functions) rather than through ``transduce generate``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..checkpoint import write_checkpoint
+from ..config import ModelConfig
+from ..errors import TransduceError
+from ..files import output_dir
+
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def config_from_gpt2(hf: dict, source: str) -> ModelConfig:
+    """A ModelConfig for a GPT-2 ``config.json``, or an error naming the unsupported field."""
+    act = hf.get("activation_function", "gelu_new")
+    if act not in ACTIVATIONS:
+        raise TransduceError(f"{source}: activation_function={act!r} is not supported (supported: "
+                             f"{', '.join(ACTIVATIONS)})")
+    for flag, supported in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                            ("add_cross_attention", False), ("tie_word_embeddings", True)):
+        if hf.get(flag, supported) != supported:
+            raise TransduceError(f"{source}: {flag}={hf.get(flag)!r} is not supported by transduce")
+    eos = hf.get("eos_token_id", 50256)
+    return ModelConfig(
+        architecture="decoder-only", encoder_layers=0, decoder_layers=hf["n_layer"], d_model=hf["n_embd"],
+        n_heads=hf["n_head"], d_ff=hf.get("n_inner") or 4 * hf["n_embd"], dropout=hf.get("resid_pdrop", 0.1),
+        attention_dropout=hf.get("attn_pdrop", 0.1), activation=ACTIVATIONS[act], norm_position="pre",
+        norm_eps=hf.get("layer_norm_epsilon", 1e-5), positional="learned", scale_embedding=False, tying="decoder",
+        vocab_size=hf["vocab_size"], max_positions=hf.get("n_positions", 1024), pad_id=eos,
+        bos_id=hf.get("bos_token_id", eos), eos_id=eos, unk_id=eos)
+
+
+def gpt2_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    """Rename (and transpose) GPT-2's weights into transduce's names."""
+    state = {k.removeprefix("transformer."): v for k, v in state.items()}
+    out = {"tgt_embed.tokens.weight": state["wte.weight"], "tgt_embed.learned.weight": state["wpe.weight"],
+           "decoder_norm.weight": state["ln_f.weight"], "decoder_norm.bias": state["ln_f.bias"]}
+    out["output.weight"] = state.get("lm_head.weight", out["tgt_embed.tokens.weight"])
+    conv = {"attn.c_attn": "self_attn.qkv", "attn.c_proj": "self_attn.out", "mlp.c_fc": "ffn.w1",
+            "mlp.c_proj": "ffn.w2"}
+    norms = {"ln_1": "sub1.norm", "ln_2": "sub3.norm"}
+    for i in range(config.decoder_layers):
+        for theirs, ours in conv.items():
+            out[f"decoder.{i}.{ours}.weight"] = state[f"h.{i}.{theirs}.weight"].t().contiguous()
+            out[f"decoder.{i}.{ours}.bias"] = state[f"h.{i}.{theirs}.bias"]
+        for theirs, ours in norms.items():
+            for kind in ("weight", "bias"):
+                out[f"decoder.{i}.{ours}.{kind}"] = state[f"h.{i}.{theirs}.{kind}"]
+    return out
+
+
+def import_gpt2(folder: Path, hf: dict, out: Path) -> Path:
+    """Write a GPT-2 folder's model as a new run directory ``out``; returns its checkpoint folder."""
+    from ..model import Transformer
+    from .huggingface import _read_hf_weights
+
+    config_path = folder / "config.json"
+    try:
+        config = config_from_gpt2(hf, str(config_path))
+    except KeyError as error:
+        raise TransduceError(f"{config_path}: the key {error.args[0]!r} is missing") from None
+    model = Transformer(config)
+    try:
+        weights = gpt2_to_transduce(_read_hf_weights(folder), config)
+    except KeyError as error:
+        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is config.json the one of these "
+                             "weights?") from None
+    shapes = model.state_dict()
+    wrong = [f"{k} {tuple(v.shape)} where config.json implies {tuple(shapes[k].shape)}"
+             for k, v in weights.items() if v.shape != shapes[k].shape]
+    if wrong:
+        raise TransduceError(f"{folder}: the weights do not fit {config_path} ({len(wrong)} tensors differ, e.g. "
+                             f"{wrong[0]})")
+    model.load_state_dict(weights, strict=True)
+    info = {"model": config.to_dict(), "src": "text", "tgt": "text", "tokenizer": {}, "step": 0,
+            "imported_from": str(folder)}
+    with output_dir(out, "run", [folder]) as tmp:
+        write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, [])
+    return out / "checkpoints" / "step_00000000"
