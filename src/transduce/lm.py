@@ -81,6 +81,10 @@ class LanguageModel:
         """For each ``<mask>`` in ``text``, the ``top_k`` most probable tokens and their probabilities."""
         c = self.config
         ids = self.tokenizer.encode_src([text])[0]
+        # SentencePiece writes " <mask>" as a lone word-start piece and <mask>; in training the mask
+        # replaced a whole piece, word start included ("▁six"), so the lone one goes.
+        space = self.tokenizer.src.piece_to_id("\u2581")
+        ids = [t for i, t in enumerate(ids) if not (t == space and i + 1 < len(ids) and ids[i + 1] == c.mask_id)]
         where = [i for i, t in enumerate(ids) if t == c.mask_id]
         if not where:
             raise TransduceError(f"no <mask> in {text!r}: write <mask> where a token is to be filled in")

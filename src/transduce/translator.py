@@ -132,6 +132,12 @@ class Translator:
         precision = resolve_precision(precision, dev, inference=True)
         compile_choice(compile, dev, 0, precision)  # refuse a bad combination before loading
         model, info = load_model_from(folder, dev)
+        if model.config.architecture != "encoder-decoder":
+            from .lm import USE
+
+            kind = model.config.architecture
+            raise TransduceError(f"{path} is a {kind} language model, which does not translate; use `{USE[kind]}` "
+                                 "with it")
         if precision == "int8":
             from .model.fast import quantize_encoder
 

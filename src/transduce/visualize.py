@@ -122,7 +122,8 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 
 def plot_training(run_dir: str | Path, out: str | Path) -> Path:
-    """Training and validation loss, validation BLEU and the learning rate from ``metrics.jsonl``."""
+    """Training and validation loss, validation BLEU (a language model's: perplexity) and the
+    learning rate from ``metrics.jsonl``."""
     from .errors import TransduceError
 
     path = Path(run_dir) / "metrics.jsonl"
@@ -132,6 +133,7 @@ def plot_training(run_dir: str | Path, out: str | Path) -> Path:
     if not train and not valid:
         raise TransduceError(f"{path} has no training or validation records yet: nothing to draw "
                              "(train for at least one logged step first)")
+    key, title = ("ppl", "validation perplexity") if valid and "bleu" not in valid[0] else ("bleu", "validation BLEU")
     if not valid:
         print(f"note: {run_dir} has no validation records yet; the BLEU panel is empty")
     plt = _pyplot()
@@ -140,8 +142,8 @@ def plot_training(run_dir: str | Path, out: str | Path) -> Path:
     axes[0].plot([r["step"] for r in valid], [r["loss"] for r in valid], "o-", label="valid")
     axes[0].set_title("loss")
     axes[0].legend()
-    axes[1].plot([r["step"] for r in valid], [r["bleu"] for r in valid], "o-", color="tab:green")
-    axes[1].set_title("validation BLEU")
+    axes[1].plot([r["step"] for r in valid], [r[key] for r in valid], "o-", color="tab:green")
+    axes[1].set_title(title)
     axes[2].plot([r["step"] for r in train], [r["lr"] for r in train], color="tab:red")
     axes[2].set_title("learning rate")
     for ax in axes:

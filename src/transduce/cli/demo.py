@@ -21,13 +21,19 @@ def add_parser(sub) -> None:
                        description="Trains until the exact match on held-out validation numbers reaches --target "
                                    "(checked every 200 steps) or a limit is reached, then scores 1,000 test "
                                    "numbers and draws attention.")
-    p.add_argument("--out", default="transduce-demo", help="folder for the data, the run and the pictures")
+    p.add_argument("--lm", action="store_true",
+                   help="the decoder-only (GPT) demo instead: a tiny language model learns to count in English "
+                        "number words, then continues counts it has never seen")
+    p.add_argument("--out", default=None, help="folder for the data, the run and the pictures (default: "
+                                               "transduce-demo, or transduce-demo-lm with --lm)")
     p.add_argument("--target", type=float, default=0.98,
                    help="stop training when this share of the validation numbers is translated exactly")
     p.add_argument("--max-time", default="15m", help="the most training time (e.g. 90s, 10m); a busy or slow "
                                                       "machine needs longer, not fewer steps")
-    p.add_argument("--max-steps", type=int, default=8000, help="the most training steps")
-    p.add_argument("--train-size", type=int, default=30000, help="training numbers")
+    p.add_argument("--max-steps", type=int, default=None, help="the most training steps (default: 8,000; with "
+                                                               "--lm, 1,500)")
+    p.add_argument("--train-size", type=int, default=None, help="training numbers (default 30,000; with --lm, "
+                                                               "20,000 lines)")
     p.add_argument("--test-size", type=int, default=1000, help="held-out test numbers")
     p.add_argument("--seed", type=int, default=1, help="seed for the task and the model")
     p.add_argument("--threads", type=int, default=1,
@@ -58,6 +64,11 @@ def demo_configs(vocab_size: int, max_time: float, max_steps: int, seed: int) ->
 
 
 def run(args) -> int:
+    if args.lm:
+        return run_lm(args)
+    args.out = args.out or "transduce-demo"
+    args.max_steps = 8000 if args.max_steps is None else args.max_steps
+    args.train_size = 30000 if args.train_size is None else args.train_size
     from .. import load
     from ..data import PrepareOptions, prepare
     from ..data.corpus import read_lines
@@ -145,4 +156,90 @@ def run(args) -> int:
             [(p.name, p) for p in written]:
         print(f"  {label:28s} {path}")
     print(f"try: transduce translate {run_dir} <<< 'forty-two thousand one hundred seven'")
+    return 0
+
+
+def lm_configs(vocab_size: int, max_time: float, max_steps: int, seed: int) -> tuple[ModelConfig, TrainConfig]:
+    """The LM demo's model (``gpt-tiny`` with no dropout) and recipe."""
+    model = ModelConfig.preset("gpt-tiny", vocab_size=vocab_size, dropout=0.0, attention_dropout=0.0, mask_id=4)
+    train = TrainConfig(max_tokens=4096, block_size=128, max_time=max_time, max_steps=max_steps,
+                        lr_schedule="inverse_sqrt_peak", peak_lr=3e-3, warmup=200, label_smoothing=0.0,
+                        valid_every=250, log_every=100, save_minutes=0, keep_last=2, seed=seed)
+    return model, train
+
+
+def next_number_accuracy(lm, starts: list[int], decode) -> tuple[float, list[tuple[str, str, str]]]:
+    """Prompt with two numbers of a count ("n, n+1,"), let the model go on greedily, and check the
+    next number it writes. Returns the share right and (prompt, continuation, expected) examples."""
+    from ..demo.numbers import english
+
+    right, examples = 0, []
+    for start in starts:
+        prompt = f"{english(start)}, {english(start + 1)},"
+        text = lm.generate(prompt, decode, max_new_tokens=20)
+        expected = english(start + 2)
+        got = text.split(",")[0].strip()
+        right += got == expected
+        examples.append((prompt, text, expected))
+    return right / max(len(starts), 1), examples
+
+
+def run_lm(args) -> int:
+    from ..config import DecodeConfig
+    from ..data import prepare_monolingual
+    from ..demo.counting import counting_line, counting_splits
+    from ..files import check_output_dir, remove_output, write_marker
+    from ..lm import LanguageModel
+    from ..training import RunSettings, Trainer
+    from ..visualize import plot_training
+    from .train import parse_duration
+
+    max_time = parse_duration(args.max_time)
+    max_steps = 1500 if args.max_steps is None else args.max_steps
+    lines = 20000 if args.train_size is None else args.train_size
+    set_threads(args.threads)
+    start = time.time()
+    out = Path(args.out or "transduce-demo-lm")
+    check_output_dir(out, "demo")
+    out.mkdir(parents=True, exist_ok=True)
+    write_marker(out, "demo")
+    raw = out / "raw"
+    raw.mkdir(exist_ok=True)
+    print(f"1/4 generating the language in {raw}: counting in English number words")
+    splits = counting_splits(lines, 300, 200, args.seed)
+    for split in ("train", "valid"):
+        (raw / f"{split}.txt").write_text("".join(counting_line(s, n) + "\n" for s, n in splits[split]),
+                                          encoding="utf-8")
+    print(f"    e.g. {counting_line(*splits['train'][0])}")
+    print("2/4 preparing: a SentencePiece vocabulary and the token stream")
+    meta = prepare_monolingual(raw / "train.txt", out / "data", raw / "valid.txt", vocab_size=200, log=None)
+    model_config, train_config = lm_configs(meta["vocab_size"]["src"], max_time, max_steps, args.seed)
+    run_dir = out / "run"
+    remove_output(run_dir, "run")  # the demo always starts fresh: its own run, never anything else
+    print(f"3/4 training a tiny decoder-only Transformer (gpt-tiny) on the CPU for {max_steps:,} steps "
+          f"(at most {max_time / 60:.0f} min)")
+
+    def report(result: dict) -> None:
+        print(f"    step {result['step']}: validation perplexity {result['ppl']:.2f}")
+
+    trainer = Trainer(model_config, train_config, RunSettings(str(out / "data"), str(run_dir), device="cpu",
+                                                              precision="fp32", quiet=args.quiet),
+                      log=lambda *a: None, on_validate=report)
+    summary = trainer.train()
+    print(f"    {summary['step']:,} steps in {summary['elapsed']:.0f} s ({summary['stopped']}); best validation "
+          f"perplexity {summary['best_ppl']:.2f}")
+    print(f"4/4 continuing {len(splits['test'])} counts that start at numbers no training line starts at")
+    lm = LanguageModel.load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir, "decoder-only", "cpu")
+    accuracy, examples = next_number_accuracy(lm, [s for s, _ in splits["test"]], DecodeConfig(beam=1))
+    for prompt, text, expected in examples[:4]:
+        mark = "ok" if text.split(",")[0].strip() == expected else f"WRONG, expected {expected}"
+        print(f"    {prompt}{text}   [{mark}]")
+    curves = plot_training(run_dir, out / "curves.png")
+    print(f"\nthe next number is right for {100 * accuracy:.1f}% of {len(examples)} held-out counts; validation "
+          f"perplexity {summary['best_ppl']:.2f} (per token) in {time.time() - start:.0f} s")
+    print("files written:")
+    for label, path in [("language", raw), ("prepared data", out / "data"), ("run (checkpoints, metrics)", run_dir),
+                        (curves.name, curves)]:
+        print(f"  {label:28s} {path}")
+    print(f"try: transduce generate {run_dir} --prompt 'one hundred seven, one hundred eight,'")
     return 0
