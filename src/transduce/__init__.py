@@ -14,7 +14,7 @@ def __getattr__(name: str):
         return Transformer
     raise AttributeError(f"module 'transduce' has no attribute {name!r}")
 
-__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "load", "__version__"]
+__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "load", "load_lm", "__version__"]
 
 
 def load(path, device: str = "cpu", precision: str = "fp32", compile="auto"):
@@ -24,3 +24,13 @@ def load(path, device: str = "cpu", precision: str = "fp32", compile="auto"):
     from .translator import Translator
 
     return Translator.load(path, device=device, precision=precision, compile=compile)
+
+
+def load_lm(path, device: str = "cpu", precision: str = "fp32"):
+    """Load a decoder-only or encoder-only run or checkpoint as a ``LanguageModel`` (``transduce.lm``):
+    ``generate(prompt, DecodeConfig(...), max_new_tokens)`` or ``fill_mask(text, top_k)``."""
+    from .checkpoint import read_info, resolve
+    from .lm import LanguageModel
+
+    architecture = read_info(resolve(path))["model"].get("architecture", "encoder-decoder")
+    return LanguageModel.load(path, architecture, device, precision)

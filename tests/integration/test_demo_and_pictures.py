@@ -31,6 +31,18 @@ def test_demo_runs_end_to_end_in_a_reduced_form(tmp_path):
     assert "exact match:" in again.stdout  # its own folder: run again in place
 
 
+def test_lm_demo_runs_end_to_end_in_a_reduced_form(tmp_path):
+    out = tmp_path / "demo-lm"
+    result = cli("demo", "--lm", "--out", str(out), "--max-steps", "30", "--train-size", "1000", "--test-size", "20",
+                 "--quiet")
+    assert "the next number is right for" in result.stdout and "of 20 held-out counts" in result.stdout
+    assert "validation perplexity" in result.stdout and "try: transduce generate" in result.stdout
+    assert (out / "curves.png").is_file() and (out / "run" / "best" / "model.safetensors").is_file()
+    again = cli("demo", "--lm", "--out", str(out), "--max-steps", "5", "--train-size", "1000", "--test-size", "5",
+                "--quiet")
+    assert "of 5 held-out counts" in again.stdout  # its own folder: run again in place
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("attn")

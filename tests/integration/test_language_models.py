@@ -98,6 +98,9 @@ def test_generate_streams_what_it_returns(counting, gpt):
     text = lm.generate(prompt, DecodeConfig(beam=1), 12, on_text=pieces.append)
     assert printed == prompt + text + "\n" and "".join(pieces) == text and len(pieces) > 2
     assert text.startswith(" " + english(4323))
+    import transduce
+
+    assert transduce.load_lm(run).generate(prompt, DecodeConfig(beam=1), 12) == text
     beam = cli("generate", str(run), "--prompt", prompt, "--beam", "4", "--max-new-tokens", "12").stdout
     assert beam.startswith(prompt + " ")
     sampled = [cli("generate", str(run), "--prompt", prompt, "--sampling", "--temperature", "1.5", "--seed", str(s),

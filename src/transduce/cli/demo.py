@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
                                                                "--lm, 1,500)")
     p.add_argument("--train-size", type=int, default=None, help="training numbers (default 30,000; with --lm, "
                                                                "20,000 lines)")
-    p.add_argument("--test-size", type=int, default=1000, help="held-out test numbers")
+    p.add_argument("--test-size", type=int, default=1000, help="held-out test numbers (with --lm: counts)")
     p.add_argument("--seed", type=int, default=1, help="seed for the task and the model")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads; 1 is as fast for this tiny model and does not fight other programs for "
@@ -206,7 +206,7 @@ def run_lm(args) -> int:
     raw = out / "raw"
     raw.mkdir(exist_ok=True)
     print(f"1/4 generating the language in {raw}: counting in English number words")
-    splits = counting_splits(lines, 300, 200, args.seed)
+    splits = counting_splits(lines, 300, args.test_size, args.seed)
     for split in ("train", "valid"):
         (raw / f"{split}.txt").write_text("".join(counting_line(s, n) + "\n" for s, n in splits[split]),
                                           encoding="utf-8")
