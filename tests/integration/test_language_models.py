@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transduce.cli.demo import lm_configs, next_number_accuracy
+from transduce.cli.demo import next_number_accuracy
 from transduce.config import DecodeConfig
 from transduce.data import TokenStream, collate_masked
 from transduce.demo.counting import counting_line, counting_splits
