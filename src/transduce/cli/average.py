@@ -25,7 +25,8 @@ def run(args) -> int:
     if not found:
         raise TransduceError(f"{args.run_dir} has no checkpoints to average")
     if len(found) < args.last:
-        print(f"note: only {len(found)} checkpoints exist; averaging all of them")
+        print(f"note: only {len(found)} checkpoint{'s exist' if len(found) > 1 else ' exists'}; averaging "
+              f"{'all of them' if len(found) > 1 else 'it alone'}")
     chosen = found[-args.last :]
     out = Path(args.out) if args.out else Path(args.run_dir) / "averaged"
     check_output_dir(out, "checkpoint", chosen)  # before reading any weights
