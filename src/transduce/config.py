@@ -366,6 +366,8 @@ class TrainConfig(_ConfigMixin):
             many tokens of the text stream; a batch holds max_tokens // block_size blocks.
         mask_prob: encoder-only (BERT's objective): the share of tokens to predict (0.15); of those
             80% are replaced by <mask>, 10% by a random token and 10% left unchanged.
+        train_max_len: train only on the pairs whose source and target have at most this many
+            tokens (0: all); validation keeps every sentence (to study extrapolation to longer ones).
     """
 
     max_tokens: int = 4096
@@ -398,6 +400,7 @@ class TrainConfig(_ConfigMixin):
     ema: float = 0.0
     block_size: int = 128
     mask_prob: float = 0.15
+    train_max_len: int = 0
 
     def __post_init__(self) -> None:
         _choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
@@ -407,6 +410,7 @@ class TrainConfig(_ConfigMixin):
         if not 0.0 < self.mask_prob < 1.0:
             raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         _at_least(self, 0, "max_steps", "max_epochs", "max_time", "valid_max_sentences", "valid_share", "save_every",
+                  "train_max_len",
                   "save_minutes", "patience", "weight_decay", "clip_norm")
         if self.valid_every < -1:
             raise ValueError(f"valid_every must be -1 (never), 0 (each epoch) or a number of steps, "

@@ -53,8 +53,45 @@ def test_ablate_trains_each_row_writes_the_table_and_resumes(tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--rows", "base,F"], "--rows 'base,F': unknown group 'F'"),
     (["--max-steps", "0"], "--max-steps 0: must be at least 1"),
+    (["--rows", "positions"], "--rows positions needs --train-max-len L"),
 ])
 def test_ablate_refuses_bad_options_before_training(tmp_path, flags, message):
     data = prepare_reverse_task(tmp_path, n_train=50, n_valid=5)
     result = cli("ablate", str(data), "--out", str(tmp_path / "t3"), "--preset", "tiny", *flags, check=False)
     assert result.returncode == 2 and message in result.stderr and not (tmp_path / "t3").exists()
+
+
+def test_positions_study_trains_short_and_evaluates_by_length(tmp_path):
+    data = prepare_reverse_task(tmp_path, n_train=300, n_valid=30, max_words=8)
+    out = tmp_path / "positions"
+    result = cli("ablate", str(data), "--out", str(out), "--preset", "tiny", "--rows", "positions", "--train-max-len",
+                 "4", "--max-steps", "3", "--threads", "1", "--precision", "fp32", "--quiet", "--set", "warmup=10")
+    table = json.loads((out / "positions.json").read_text())
+    assert list(table) == ["sinusoidal", "learned", "rope", "alibi"]
+    for rows in table.values():
+        assert [r["lengths"] for r in rows] == ["1-4", "5-8", ">8"]
+        assert sum(r["sentences"] for r in rows) == 30 and rows[0]["ppl"] > 1 and rows[1]["bleu"] is not None
+    config = json.loads((out / "pos-rope-s1" / "config.json").read_text())
+    assert config["train"]["train_max_len"] == 4 and config["model"]["positional"] == "rope"
+    assert "never trained" in (out / "positions.md").read_text() and (out / "positions.png").is_file()
+    assert "| alibi |" in result.stdout
+
+
+def test_train_max_len_trains_only_on_short_pairs(tmp_path):
+    from transduce.config import TrainConfig
+    from transduce.training import RunSettings, Trainer
+
+    data = prepare_reverse_task(tmp_path, n_train=200, n_valid=5, max_words=8)
+    config = ModelConfig.preset("tiny", vocab_size=64)
+    trainer = Trainer(config, TrainConfig(max_steps=1, max_tokens=300, train_max_len=4),
+                      RunSettings(str(data), str(tmp_path / "run")), log=lambda *a: None)
+    seen = set()
+    for epoch in range(2):
+        for number, indices in enumerate(trainer.sampler.batches(epoch)):
+            batch = trainer.collate(indices, epoch, number)
+            assert batch.src.ne(0).sum(1).max() <= 5 and batch.tgt_out.ne(0).sum(1).max() <= 5  # + eos
+            seen.update(batch.indices.tolist())
+    ds = trainer.train_set
+    short = {i for i in range(len(ds)) if ds.src_lengths[i] <= 4 and ds.tgt_lengths[i] <= 4}
+    assert seen == short and 0 < len(short) < len(ds)
+    trainer.close()

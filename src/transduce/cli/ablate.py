@@ -8,7 +8,8 @@ import sys
 from ..errors import TransduceError
 
 ROWS_HELP = ("comma-separated groups: base, A (heads at constant compute), B (smaller d_k), C (size), D (dropout "
-             "and label smoothing), E (learned positions), scale (no 1/sqrt(d_k))")
+             "and label smoothing), E (learned positions), scale (no 1/sqrt(d_k)); and positions (sinusoidal, "
+             "learned, RoPE, ALiBi trained on pairs up to --train-max-len, evaluated on longer ones)")
 
 
 def add_parser(sub) -> None:
@@ -27,6 +28,8 @@ def add_parser(sub) -> None:
     p.add_argument("--rows", default="base,A,B,C,D,E,scale", help=ROWS_HELP)
     p.add_argument("--max-steps", type=int, default=800, help="updates per row (the budget of each)")
     p.add_argument("--seeds", type=int, default=1, help="train each row with seeds 1..N and report the mean")
+    p.add_argument("--train-max-len", type=int, default=0,
+                   help="--rows positions: train on pairs of at most this many tokens, then evaluate by length")
     p.add_argument("--max-tokens", type=int, help="tokens per batch and side")
     p.add_argument("--precision", choices=list(PRECISIONS), default="auto", help="as for train")
     p.add_argument("--threads", type=int, default=0, help="as for train")
@@ -63,7 +66,9 @@ def run(args) -> int:
     # every row trains with the base's schedule: an automatic schedule would differ with d_model
     for key in sorted(SCHEDULE_KEYS):
         common += ["--set", f"{key}={getattr(recipe, key)}"]
-    rows = ablate.table3_rows(base, groups)
+    if "positions" in groups and args.train_max_len < 1:
+        raise TransduceError("--rows positions needs --train-max-len L: the length (in tokens) to train up to")
+    rows = ablate.table3_rows(base, groups, args.train_max_len)
     if not rows:
         raise TransduceError(f"--rows {args.rows}: no row differs from the base model")
     seeds = list(range(1, args.seeds + 1))
@@ -102,4 +107,34 @@ def run(args) -> int:
     picture = ablate.plot(lines, out / "table3.png")
     print(ablate.markdown(lines, note))
     print(f"wrote {out / 'table3.md'}, {out / 'table3.json'}" + (f", {picture}" if picture else ""), file=sys.stderr)
+    if "positions" in groups:
+        _positions(args, out, rows, seeds)
     return 0
+
+
+def _positions(args, out, rows, seeds) -> None:
+    """Evaluate the positions study's runs by source length and write OUT/positions.md, .json, .png."""
+    from .. import ablate
+    from ..files import write_text
+
+    table = {}
+    for row in (r for r in rows if r.group == "positions"):
+        per_seed = [ablate.evaluate_by_length(out / f"{row.name}-s{seed}", args.data_dir, args.train_max_len)
+                    for seed in seeds if (out / f"{row.name}-s{seed}" / "checkpoints").is_dir()]
+        if not per_seed:
+            continue
+        table[row.model["positional"]] = [
+            {"lengths": b["lengths"], "sentences": b["sentences"],
+             **{k: (round(sum(s[i][k] for s in per_seed) / len(per_seed), 2) if b[k] is not None else None)
+                for k in ("ppl", "bleu")}}
+            for i, b in enumerate(per_seed[0])]
+    if not table:
+        return
+    note = (f"Trained on the pairs of at most {args.train_max_len} tokens on both sides ({args.max_steps} updates, "
+            f"seeds {', '.join(map(str, seeds))}); validation sentences grouped by source length. A learned table "
+            f"has rows for every position up to max_positions, but those past {args.train_max_len + 1} were never "
+            "trained: they keep their random initialization.")
+    write_text(out / "positions.md", ablate.positions_markdown(table, args.train_max_len, note), what="the table")
+    write_text(out / "positions.json", json.dumps(table, indent=2) + "\n", what="the table")
+    ablate.positions_plot(table, args.train_max_len, out / "positions.png")
+    print(ablate.positions_markdown(table, args.train_max_len, note))

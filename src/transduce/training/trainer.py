@@ -126,6 +126,7 @@ class Trainer:
         self.meta = load_meta(settings.data_dir)
         check_model_against_data(model_config, self.meta, settings.data_dir)
         self.lm = model_config.architecture != "encoder-decoder"  # a language model on a token stream
+        self.train_indices = None  # with train_max_len: the training pairs used
         if self.lm:
             self.train_set, self.valid_set, self.sampler = self._language_data()
         else:
@@ -133,7 +134,9 @@ class Trainer:
             self.valid_set = ParallelDataset(settings.data_dir, "valid") if "valid" in self.meta["splits"] else None
             check_lengths_against_model(model_config, {"train": self.train_set, "valid": self.valid_set},
                                         settings.data_dir)
-            self.sampler = TokenBatchSampler(self.train_set.src_lengths, self.train_set.tgt_lengths,
+            self.train_indices = self._short_pairs() if train_config.train_max_len else None
+            chosen = self.train_indices if self.train_indices is not None else slice(None)
+            self.sampler = TokenBatchSampler(self.train_set.src_lengths[chosen], self.train_set.tgt_lengths[chosen],
                                              train_config.max_tokens, seed=train_config.seed,
                                              world_size=self.dist.world_size, rank=self.dist.rank)
         self.tokenizer_files = [Path(settings.data_dir) / self.meta["spm"]["src"],
@@ -193,6 +196,15 @@ class Trainer:
                                world_size=self.dist.world_size, rank=self.dist.rank)
         return train, valid, sampler
 
+    def _short_pairs(self) -> np.ndarray:
+        """The training pairs within ``train_max_len`` tokens on both sides."""
+        L, ds = self.tc.train_max_len, self.train_set
+        keep = np.flatnonzero((ds.src_lengths <= L) & (ds.tgt_lengths <= L))
+        if len(keep) < self.dist.world_size:
+            raise TrainingError(f"train_max_len={L}: no training pair is that short; raise it")
+        self.log(f"train_max_len={L}: training on {len(keep):,} of {len(ds):,} pairs")
+        return keep
+
     def collate(self, indices, epoch: int, number: int, split=None):
         """The batch of the examples (or blocks) ``indices``, the ``number``-th of ``epoch``."""
         cfg, tc = self.cfg, self.tc
@@ -202,6 +214,8 @@ class Trainer:
         if cfg.architecture == "encoder-only":  # the masks depend on (seed, epoch, batch): resume is exact
             rng = np.random.default_rng([tc.seed, epoch, number, int(split is not None)])
             return collate_masked(data, indices, tc.block_size, cfg, tc.mask_prob, rng)
+        if split is None and self.train_indices is not None:
+            indices = self.train_indices[indices]  # positions among the short pairs -> in the split
         return collate(data, indices, cfg.pad_id, cfg.start_id, cfg.eos_id)
 
     # --- the run directory ----------------------------------------------------------------
