@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file, save_model
 
 from . import __version__
 from .config import ModelConfig
@@ -204,6 +204,41 @@ def _usable(run_dir: Path, exclude: Path) -> list[str]:
     return good
 
 
+# Checkpoints written before the residual blocks had names (sub1, sub2, sub3) still load.
+_LEGACY_BLOCK = re.compile(r"^(encoder|decoder)\.(\d+)\.sub([123])\.")
+_LEGACY_NAMES = {("encoder", "1"): "self_attn_block", ("encoder", "2"): "ffn_block",
+                 ("decoder", "1"): "self_attn_block", ("decoder", "2"): "cross_attn_block",
+                 ("decoder", "3"): "ffn_block"}
+
+
+def upgrade_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Weights by today's parameter names: ``decoder.0.sub3.norm.weight`` (an older checkpoint's)
+    becomes ``decoder.0.ffn_block.norm.weight``."""
+    def rename(name: str) -> str:
+        match = _LEGACY_BLOCK.match(name)
+        if match is None:
+            return name
+        stack, index, number = match.groups()
+        return f"{stack}.{index}.{_LEGACY_NAMES[stack, number]}." + name[match.end():]
+
+    return {rename(name): tensor for name, tensor in state.items()}
+
+
+def load_weights(model: torch.nn.Module, path: str | Path, device: str | torch.device = "cpu"
+                 ) -> tuple[list[str], list[str]]:
+    """Load a ``model.safetensors`` into ``model`` (older names upgraded); returns the missing
+    and unexpected keys, a tied weight stored once not counting as missing. Raises CheckpointError
+    for a damaged file."""
+    try:
+        state = upgrade_names(load_file(str(path), device=str(device)))
+    except Exception as error:  # safetensors raises its own types for a damaged file
+        raise CheckpointError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    current = model.state_dict()
+    stored = {current[k].data_ptr() for k in state if k in current}
+    return [k for k in missing if current[k].data_ptr() not in stored], unexpected
+
+
 def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
     """``(model, info)`` from a checkpoint folder; the model is in eval mode.
 
@@ -218,10 +253,7 @@ def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
         info = read_info(folder)
         config = ModelConfig.from_dict(info["model"])
         model = Transformer(config)
-        try:
-            missing, unexpected = load_model(model, str(folder / "model.safetensors"), strict=False)
-        except Exception as error:  # safetensors raises its own types for a truncated file
-            raise CheckpointError(f"{folder / 'model.safetensors'} is damaged ({str(error).splitlines()[0]})") from None
+        missing, unexpected = load_weights(model, folder / "model.safetensors")
         if missing or unexpected:
             raise CheckpointError(f"{folder}/model.safetensors does not fit its model.json: missing {missing[:5]}, "
                                   f"unexpected {unexpected[:5]}")
@@ -243,7 +275,7 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
     total: dict[str, torch.Tensor] = {}
     for folder in folders:
         try:
-            weights = load_file(str(folder / "model.safetensors"))
+            weights = upgrade_names(load_file(str(folder / "model.safetensors")))
         except Exception as error:
             raise CheckpointError(f"{folder / 'model.safetensors'} is damaged ({error}); leave it out") from None
         for name, tensor in weights.items():

@@ -243,3 +243,39 @@ def test_outputs_follow_the_umask(tmp_path):
         os.umask(old)
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o640
     assert (tmp_path / "folder").stat().st_mode & 0o777 == 0o750
+
+
+def test_checkpoints_from_before_the_blocks_had_names_load_and_resume(data, tmp_path):
+    """An older run (residual blocks saved as sub1/sub2/sub3) translates, averages and resumes
+    exactly as if it had been written today."""
+    from safetensors.torch import save_file
+
+    from transduce.checkpoint import load_model_from
+
+    args = [str(data), "--preset", "tiny", "--ema", "0.9", "--set", "save_every=4", *TINY]
+    cli("train", *args, "--out", str(tmp_path / "full"), "--max-steps", "8")
+    cli("train", *args, "--out", str(tmp_path / "old"), "--max-steps", "4")
+    src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])
+    before = load_model_from(list_checkpoints(tmp_path / "old")[-1])[0](src, tgt)
+    legacy = {"self_attn_block": "sub1", "ffn_block": None, "cross_attn_block": "sub2"}
+    for folder in [*list_checkpoints(tmp_path / "old"), tmp_path / "old" / "ema"]:
+        for name in ("model.safetensors", "ema.safetensors"):
+            if not (folder / name).is_file():
+                continue
+            state = load_file(str(folder / name))
+            renamed = {}
+            for key, value in state.items():
+                for new, old in legacy.items():
+                    if f".{new}." in key:
+                        old = old or ("sub3" if key.startswith("decoder") else "sub2")
+                        key = key.replace(f".{new}.", f".{old}.")
+                renamed[key] = value
+            assert any(".sub3." in k for k in renamed) or name == "ema.safetensors"
+            save_file(renamed, str(folder / name))
+    model, _ = load_model_from(list_checkpoints(tmp_path / "old")[-1])
+    assert torch.equal(model(src, tgt), before)
+    assert cli("translate", str(tmp_path / "old"), input="the cat\n").returncode == 0
+    cli("train", *args, "--out", str(tmp_path / "old"), "--max-steps", "8", "--resume")
+    a = load_file(str(list_checkpoints(tmp_path / "full")[-1] / "model.safetensors"))
+    b = load_file(str(list_checkpoints(tmp_path / "old")[-1] / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # resumed exactly

@@ -63,21 +63,21 @@ def _spec(model, info: dict, folder: Path):
     for i, layer in enumerate(spec.encoder.layer):
         linear(layer.self_attention.linear[0], f"encoder.{i}.self_attn.qkv")
         linear(layer.self_attention.linear[1], f"encoder.{i}.self_attn.out")
-        norm(layer.self_attention.layer_norm, f"encoder.{i}.sub1.norm")
+        norm(layer.self_attention.layer_norm, f"encoder.{i}.self_attn_block.norm")
         linear(layer.ffn.linear_0, f"encoder.{i}.ffn.w1")
         linear(layer.ffn.linear_1, f"encoder.{i}.ffn.w2")
-        norm(layer.ffn.layer_norm, f"encoder.{i}.sub2.norm")
+        norm(layer.ffn.layer_norm, f"encoder.{i}.ffn_block.norm")
     for i, layer in enumerate(spec.decoder.layer):
         linear(layer.self_attention.linear[0], f"decoder.{i}.self_attn.qkv")
         linear(layer.self_attention.linear[1], f"decoder.{i}.self_attn.out")
-        norm(layer.self_attention.layer_norm, f"decoder.{i}.sub1.norm")
+        norm(layer.self_attention.layer_norm, f"decoder.{i}.self_attn_block.norm")
         linear(layer.attention.linear[0], f"decoder.{i}.cross_attn.q")
         linear(layer.attention.linear[1], f"decoder.{i}.cross_attn.kv")
         linear(layer.attention.linear[2], f"decoder.{i}.cross_attn.out")
-        norm(layer.attention.layer_norm, f"decoder.{i}.sub2.norm")
+        norm(layer.attention.layer_norm, f"decoder.{i}.cross_attn_block.norm")
         linear(layer.ffn.linear_0, f"decoder.{i}.ffn.w1")
         linear(layer.ffn.linear_1, f"decoder.{i}.ffn.w2")
-        norm(layer.ffn.layer_norm, f"decoder.{i}.sub3.norm")
+        norm(layer.ffn.layer_norm, f"decoder.{i}.ffn_block.norm")
     spec.decoder.projection.weight = state["output.weight"]
     if "output_bias" in state:
         spec.decoder.projection.bias = state["output_bias"]

@@ -52,7 +52,7 @@ def gpt2_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> di
     out["output.weight"] = state.get("lm_head.weight", out["tgt_embed.tokens.weight"])
     conv = {"attn.c_attn": "self_attn.qkv", "attn.c_proj": "self_attn.out", "mlp.c_fc": "ffn.w1",
             "mlp.c_proj": "ffn.w2"}
-    norms = {"ln_1": "sub1.norm", "ln_2": "sub3.norm"}
+    norms = {"ln_1": "self_attn_block.norm", "ln_2": "ffn_block.norm"}
     for i in range(config.decoder_layers):
         for theirs, ours in conv.items():
             out[f"decoder.{i}.{ours}.weight"] = state[f"h.{i}.{theirs}.weight"].t().contiguous()

@@ -89,14 +89,13 @@ def hf_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> dict
                 out[f"{us}.self_attn.out.{w}"] = get(f"{hf}.self_attn.out_proj.{w}")
                 out[f"{us}.ffn.w1.{w}"] = get(f"{hf}.fc1.{w}")
                 out[f"{us}.ffn.w2.{w}"] = get(f"{hf}.fc2.{w}")
-                out[f"{us}.sub1.norm.{w}"] = get(f"{hf}.self_attn_layer_norm.{w}")
-                last = "sub3" if stack == "decoder" else "sub2"
-                out[f"{us}.{last}.norm.{w}"] = get(f"{hf}.final_layer_norm.{w}")
+                out[f"{us}.self_attn_block.norm.{w}"] = get(f"{hf}.self_attn_layer_norm.{w}")
+                out[f"{us}.ffn_block.norm.{w}"] = get(f"{hf}.final_layer_norm.{w}")
                 if stack == "decoder":
                     out[f"{us}.cross_attn.q.{w}"] = get(f"{hf}.encoder_attn.q_proj.{w}")
                     out[f"{us}.cross_attn.kv.{w}"] = torch.cat([get(f"{hf}.encoder_attn.{p}_proj.{w}") for p in "kv"])
                     out[f"{us}.cross_attn.out.{w}"] = get(f"{hf}.encoder_attn.out_proj.{w}")
-                    out[f"{us}.sub2.norm.{w}"] = get(f"{hf}.encoder_attn_layer_norm.{w}")
+                    out[f"{us}.cross_attn_block.norm.{w}"] = get(f"{hf}.encoder_attn_layer_norm.{w}")
     return out
 
 
@@ -234,10 +233,9 @@ def transduce_to_hf(state: dict[str, torch.Tensor], config: ModelConfig) -> dict
             out[f"{hf}.fc1.bias"] = state[f"{us}.ffn.w1.bias"]
             out[f"{hf}.fc2.weight"] = rows(state[f"{us}.ffn.w2.weight"])
             out[f"{hf}.fc2.bias"] = rows(state[f"{us}.ffn.w2.bias"])
-            last = "sub3" if stack == "decoder" else "sub2"
             for w in ("weight", "bias"):
-                out[f"{hf}.self_attn_layer_norm.{w}"] = rows(state[f"{us}.sub1.norm.{w}"])
-                out[f"{hf}.final_layer_norm.{w}"] = rows(state[f"{us}.{last}.norm.{w}"])
+                out[f"{hf}.self_attn_layer_norm.{w}"] = rows(state[f"{us}.self_attn_block.norm.{w}"])
+                out[f"{hf}.final_layer_norm.{w}"] = rows(state[f"{us}.ffn_block.norm.{w}"])
             if stack == "decoder":
                 out[f"{hf}.encoder_attn.q_proj.weight"] = cols(state[f"{us}.cross_attn.q.weight"])
                 out[f"{hf}.encoder_attn.q_proj.bias"] = state[f"{us}.cross_attn.q.bias"]
@@ -248,7 +246,7 @@ def transduce_to_hf(state: dict[str, torch.Tensor], config: ModelConfig) -> dict
                 out[f"{hf}.encoder_attn.out_proj.weight"] = rows(state[f"{us}.cross_attn.out.weight"])
                 out[f"{hf}.encoder_attn.out_proj.bias"] = rows(state[f"{us}.cross_attn.out.bias"])
                 for w in ("weight", "bias"):
-                    out[f"{hf}.encoder_attn_layer_norm.{w}"] = rows(state[f"{us}.sub2.norm.{w}"])
+                    out[f"{hf}.encoder_attn_layer_norm.{w}"] = rows(state[f"{us}.cross_attn_block.norm.{w}"])
     return {k: v.contiguous().clone() for k, v in out.items()}
 
 

@@ -204,7 +204,7 @@ class _Layer:
         self.w2 = Dense(ffn.w2.weight, ffn.w2.bias, int8)
         self.w3 = Dense(ffn.w3.weight, ffn.w3.bias, int8) if ffn.w3 is not None else None
         self.act = ffn.act
-        self.norms = [_norm(layer.sub1.norm), _norm(layer.sub2.norm), _norm(layer.sub3.norm)]
+        self.norms = [_norm(block.norm) for block in (layer.self_attn_block, layer.cross_attn_block, layer.ffn_block)]
 
 
 def unsupported(config) -> Optional[str]:

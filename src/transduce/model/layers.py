@@ -39,15 +39,15 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = SelfAttention(config)
         self.ffn = FeedForward(config)
-        self.sub1 = Residual(config)
-        self.sub2 = Residual(config)
+        self.self_attn_block = Residual(config)  # the residual connection and norm around self_attn
+        self.ffn_block = Residual(config)
 
     def forward(self, x: Tensor, mask: Tensor, rotary: Optional[Rotary] = None, bias: Optional[Tensor] = None,
                 need_weights: bool = False) -> tuple[Tensor, Weights]:
         """``x (B, S, D)``, ``mask (B, 1, 1, S)`` -> ``(B, S, D)`` and weights ``(B, H, S, S)``."""
-        x, weights = self.sub1(x, lambda h: self.self_attn(h, mask, rotary=rotary, bias=bias,
-                                                           need_weights=need_weights))
-        x, _ = self.sub2(x, lambda h: (self.ffn(h), None))
+        x, weights = self.self_attn_block(x, lambda h: self.self_attn(h, mask, rotary=rotary, bias=bias,
+                                                                      need_weights=need_weights))
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, weights
 
 
@@ -55,7 +55,7 @@ class DecoderLayer(nn.Module):
     """§3.1 Decoder layer: masked self-attention, encoder-decoder attention, feed-forward.
 
     ``cross=False`` is GPT's layer: the decoder-only model has no encoder, so no encoder-decoder
-    attention (``cross_attn`` and its residual ``sub2`` are None); the rest is the same layer.
+    attention (``cross_attn`` and its ``cross_attn_block`` are None); the rest is the same layer.
     """
 
     def __init__(self, config: ModelConfig, cross: bool = True) -> None:
@@ -63,19 +63,21 @@ class DecoderLayer(nn.Module):
         self.self_attn = SelfAttention(config)
         self.cross_attn = CrossAttention(config) if cross else None
         self.ffn = FeedForward(config)
-        self.sub1 = Residual(config)
-        self.sub2 = Residual(config) if cross else None
-        self.sub3 = Residual(config)
+        self.self_attn_block = Residual(config)  # the residual connection and norm around self_attn
+        self.cross_attn_block = Residual(config) if cross else None
+        self.ffn_block = Residual(config)
 
     def forward(self, x: Tensor, cross_k: Optional[Tensor], cross_v: Optional[Tensor], memory_mask: Optional[Tensor], *,
                 self_mask: Optional[Tensor] = None, causal: bool = False, cache: Optional[LayerCache] = None,
                 rotary: Optional[Rotary] = None, bias: Optional[Tensor] = None,
                 need_weights: bool = False) -> tuple[Tensor, Weights, Weights]:
         """``x (N, T, D)`` -> ``(N, T, D)``, self weights ``(N, H, T, T')``, cross weights ``(N, H, T, S)``."""
-        x, self_w = self.sub1(x, lambda h: self.self_attn(h, self_mask, causal=causal, cache=cache, rotary=rotary,
-                                                          bias=bias, need_weights=need_weights))
+        x, self_w = self.self_attn_block(x, lambda h: self.self_attn(h, self_mask, causal=causal, cache=cache,
+                                                                     rotary=rotary, bias=bias,
+                                                                     need_weights=need_weights))
         cross_w = None
         if self.cross_attn is not None:
-            x, cross_w = self.sub2(x, lambda h: self.cross_attn(h, cross_k, cross_v, memory_mask, need_weights))
-        x, _ = self.sub3(x, lambda h: (self.ffn(h), None))
+            x, cross_w = self.cross_attn_block(x, lambda h: self.cross_attn(h, cross_k, cross_v, memory_mask,
+                                                                            need_weights))
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, self_w, cross_w

@@ -17,7 +17,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from ..checkpoint import CheckpointError, list_checkpoints, read_info, read_training_state, write_checkpoint
+from ..checkpoint import (CheckpointError, list_checkpoints, load_weights, read_info, read_training_state,
+                          upgrade_names, write_checkpoint)
 from ..config import ModelConfig, TrainConfig
 from ..data import (BlockSampler, ParallelDataset, TokenBatchSampler, TokenStream, collate, collate_masked,
                     collate_next_token, load_meta, load_tokenizer)
@@ -295,19 +296,13 @@ class Trainer:
         from safetensors.torch import load_file
 
         try:
-            self.ema.load_state_dict(load_file(str(path), device=str(self.device)))
+            self.ema.load_state_dict(upgrade_names(load_file(str(path), device=str(self.device))))
         except Exception as error:  # safetensors raises its own types for a damaged file
             raise CheckpointError(f"{path} is damaged ({error})") from None
 
     def _load_weights(self, folder: Path) -> None:
         """Load ``folder``'s weights into the model; a partial load is an error naming the keys."""
-        from safetensors.torch import load_model
-
-        try:
-            missing, unexpected = load_model(self.model, str(folder / "model.safetensors"), strict=False,
-                                             device=str(self.device))
-        except Exception as error:  # safetensors raises its own types for a damaged file
-            raise CheckpointError(f"{folder / 'model.safetensors'} is damaged ({error})") from None
+        missing, unexpected = load_weights(self.model, folder / "model.safetensors", self.device)
         if missing or unexpected:
             raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing keys "
                                   f"{missing[:5]}, unexpected keys {unexpected[:5]}")
