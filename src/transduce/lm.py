@@ -50,14 +50,7 @@ class LanguageModel:
         search, sampling or beam search (``decode``); ``on_text`` receives the continuation's text
         piece by piece as it is decided (greedy and sampling). Returns the continuation."""
         c = self.config
-        ids = self.tokenizer.encode_src([prompt])[0] if prompt else []
-        room = c.max_positions - 1 - len(ids)
-        if room < 1:
-            raise TransduceError(f"the prompt has {len(ids)} tokens; the model holds {c.max_positions} positions "
-                                 "(one for the start): shorten the prompt")
-        if max_new_tokens > room:
-            raise TransduceError(f"--max-new-tokens {max_new_tokens} does not fit: the model holds {c.max_positions} "
-                                 f"positions and the prompt takes {len(ids) + 1}; at most {room}")
+        ids = self.prompt_ids(prompt, max_new_tokens)
         src = torch.tensor([ids], dtype=torch.long, device=self.device).view(1, len(ids))
         streamed = _Streamer(self.tokenizer, ids, on_text, {c.pad_id, c.eos_id}) if on_text is not None else None
         options = SearchOptions(max_len_a=0.0, max_len_b=max_new_tokens + 1, min_len=decode.min_len,  # + eos
@@ -73,6 +66,19 @@ class LanguageModel:
         if streamed is not None:
             streamed.finish(text)
         return text
+
+    def prompt_ids(self, prompt: str, max_new_tokens: int) -> list[int]:
+        """The prompt's ids, or an error when it and ``max_new_tokens`` do not fit the model."""
+        c = self.config
+        ids = self.tokenizer.encode_src([prompt])[0] if prompt else []
+        room = c.max_positions - 1 - len(ids)
+        if room < 1:
+            raise TransduceError(f"the prompt has {len(ids)} tokens; the model holds {c.max_positions} positions "
+                                 "(one for the start): shorten the prompt")
+        if max_new_tokens > room:
+            raise TransduceError(f"--max-new-tokens {max_new_tokens} does not fit: the model holds {c.max_positions} "
+                                 f"positions and the prompt takes {len(ids) + 1}; at most {room}")
+        return ids
 
     # --- encoder-only -------------------------------------------------------------------------
 

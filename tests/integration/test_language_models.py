@@ -134,6 +134,7 @@ def test_fill_mask_prints_candidates(bert):
     (["fill-mask", "{gpt}", "a <mask>"], "is an decoder-only model, not encoder-only; use `transduce generate`"),
     (["translate", "{gpt}"], "is a decoder-only language model, which does not translate; use `transduce generate`"),
     (["generate", "{gpt}", "--max-new-tokens", "300"], "--max-new-tokens 300 does not fit"),
+    (["generate", "{gpt}", "--prompt", "one " * 300], "the prompt has 300 tokens; the model holds 256 positions"),
     (["generate", "{gpt}", "--max-new-tokens", "0"], "must be at least 1"),
     (["generate", "{gpt}", "--temperature", "0", "--sampling"], "temperature must be positive"),
     (["fill-mask", "{bert}", "no mask here"], "no <mask> in"),
@@ -153,4 +154,5 @@ def test_language_model_user_errors(counting, gpt, bert, tmp_path, command, mess
     values = {"gpt": gpt[0], "bert": bert, "data": root / "data", "tmp": tmp_path, "root": root}
     result = cli(*[part.format(**{k: str(v) for k, v in values.items()}) for part in command], check=False)
     assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert result.stdout == ""  # found before any output
     assert "Traceback" not in result.stderr and not (tmp_path / "x" / "checkpoints").exists()

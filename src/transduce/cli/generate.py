@@ -50,6 +50,7 @@ def run(args) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
+    lm.prompt_ids(args.prompt, args.max_new_tokens)  # refused before anything is printed
     sys.stdout.write(args.prompt)
     stream = decode.beam == 1
     text = lm.generate(args.prompt, decode, args.max_new_tokens, on_text=emit if stream else None)
