@@ -167,8 +167,9 @@ def test_mqa_cache_is_h_times_smaller():
     assert sizes[2] * 4 == sizes[8] and sizes[1] * 8 == sizes[8]
 
 
-def test_encoder_only_is_bidirectional_and_ignores_padding(device):
-    model = Transformer(bert()).to(device).eval()
+@pytest.mark.parametrize("kv_heads", [None, 1])
+def test_encoder_only_is_bidirectional_and_ignores_padding(kv_heads, device):
+    model = Transformer(bert(n_kv_heads=kv_heads)).to(device).eval()
     tokens = torch.randint(5, 40, (2, 8), device=device)
     base = model(tokens)
     assert base.shape == (2, 8, 40)
