@@ -38,7 +38,8 @@ _GPT = {"architecture": "decoder-only", "encoder_layers": 0, "norm_position": "p
         "activation": "gelu_tanh", "scale_embedding": False, "tying": "decoder"}
 # BERT keeps the encoder and fills in masked tokens: post-LN (as the paper), learned positions, GELU.
 _BERT = {"architecture": "encoder-only", "decoder_layers": 0, "positional": "learned", "activation": "gelu",
-         "scale_embedding": False, "tying": "all", "output_bias": True, "mask_id": 4}
+         "scale_embedding": False, "tying": "all", "output_bias": True, "embed_norm": True,
+         "output_transform": True, "mask_id": 4}
 _PRESETS.update({
     "gpt-tiny": {**_GPT, "decoder_layers": 2, "d_model": 64, "n_heads": 4, "d_ff": 256, "max_positions": 256},
     "gpt-small": {**_GPT, "decoder_layers": 6, "d_model": 384, "n_heads": 6, "d_ff": 1536, "max_positions": 512},
@@ -192,6 +193,9 @@ class ModelConfig(_ConfigMixin):
         decoder_start_id: the first decoder input; None means bos_id (Marian uses pad_id).
         max_positions: the longest sequence the model accepts (and the learned table size).
         output_bias: a bias on the output projection (Marian's final_logits_bias, BERT's MLM bias).
+        embed_norm: a LayerNorm on token + position embeddings, before dropout (BERT's).
+        output_transform: a dense layer, the activation and a norm before the output projection
+            (BERT's masked-LM head).
         mask_id: the <mask> token of a masked language model (encoder-only); None otherwise.
     """
 
@@ -224,6 +228,8 @@ class ModelConfig(_ConfigMixin):
     decoder_start_id: Optional[int] = None
     max_positions: int = 1024
     output_bias: bool = False
+    embed_norm: bool = False
+    output_transform: bool = False
     mask_id: Optional[int] = None
 
     def __post_init__(self) -> None:
@@ -295,7 +301,7 @@ class ModelConfig(_ConfigMixin):
         cannot express, or None. Marian and CTranslate2 express only the paper's shape: both
         stacks, h heads of d_model / h scaled by 1/sqrt(d_k), every key and value head, no window."""
         checks = [("architecture", "encoder-decoder"), ("n_kv_heads", None), ("attention_window", 0),
-                  ("attention_scale", "sqrt_dk")]
+                  ("attention_scale", "sqrt_dk"), ("embed_norm", False), ("output_transform", False)]
         for name, paper in checks:
             if getattr(self, name) != paper and not (name == "n_kv_heads" and self.kv_heads == self.n_heads):
                 return f"{name}={getattr(self, name)!r}"

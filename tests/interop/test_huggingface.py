@@ -207,7 +207,7 @@ def test_export_refuses_what_marian_cannot_express(tmp_path):
     model_file = train_spm(tmp_path)
     for option, value in (("norm_position", "pre"), ("positional", "rope"), ("activation", "swiglu"),
                           ("head_dim", 8), ("attention_scale", "none"), ("n_kv_heads", 2),
-                          ("attention_window", 4), ("activation", "gelu_tanh")):
+                          ("attention_window", 4), ("activation", "gelu_tanh"), ("embed_norm", True)):
         config = ModelConfig.preset("tiny", vocab_size=40, **{option: value})
         info = {"model": config.to_dict(), "src": "en", "tgt": "de",
                 "tokenizer": {"src": "spm.model", "tgt": "spm.model"}}

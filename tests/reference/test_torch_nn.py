@@ -27,8 +27,9 @@ def _copy_attention(ours, theirs: nn.MultiheadAttention, fused: bool) -> None:
 def _copy_ffn_and_norms(ours, theirs, n_norms: int) -> None:
     ours.ffn.w1.load_state_dict(theirs.linear1.state_dict())
     ours.ffn.w2.load_state_dict(theirs.linear2.state_dict())
-    for i in range(1, n_norms + 1):
-        getattr(ours, f"sub{i}").norm.load_state_dict(getattr(theirs, f"norm{i}").state_dict())
+    blocks = ["self_attn_block", "ffn_block"] if n_norms == 2 else ["self_attn_block", "cross_attn_block", "ffn_block"]
+    for i, block in enumerate(blocks, start=1):  # torch's norm1, norm2 (, norm3) in the same order
+        getattr(ours, block).norm.load_state_dict(getattr(theirs, f"norm{i}").state_dict())
 
 
 @torch.no_grad()

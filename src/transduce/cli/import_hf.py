@@ -4,8 +4,9 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("import-hf", help="import a Hugging Face MarianMTModel folder (e.g. opus-mt) or a "
-                                         "GPT2LMHeadModel folder (weights only: GPT-2's tokenizer is not SentencePiece)")
+    p = sub.add_parser("import-hf", help="import a Hugging Face MarianMTModel folder (e.g. opus-mt), or a "
+                                         "GPT2LMHeadModel or BertForMaskedLM folder (weights only: their tokenizers "
+                                         "are not SentencePiece)")
     p.add_argument("hf_dir", help="folder with config.json, model.safetensors (or pytorch_model.bin), and for "
                                   "Marian source.spm, target.spm, vocab.json")
     p.add_argument("--out", required=True, help="the run directory to write")
@@ -18,8 +19,9 @@ def run(args) -> int:
     from ..checkpoint import read_info
 
     folder = import_hf(args.hf_dir, args.out)
-    if read_info(folder)["model"].get("architecture") == "decoder-only":
-        print(f"imported {args.hf_dir} into {folder} (a decoder-only model, without a tokenizer: use it from "
+    architecture = read_info(folder)["model"].get("architecture", "encoder-decoder")
+    if architecture != "encoder-decoder":
+        print(f"imported {args.hf_dir} into {folder} (an {architecture} model, without a tokenizer: use it from "
               "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
     else:
         print(f"imported {args.hf_dir} into {folder}; try: transduce translate {args.out}")

@@ -1,5 +1,5 @@
-"""Hugging Face Marian (``MarianMTModel``, the opus-mt family) <-> transduce (GPT-2 imports through
-``interop.gpt2``).
+"""Hugging Face Marian (``MarianMTModel``, the opus-mt family) <-> transduce (GPT-2 and BERT import
+through ``interop.gpt2`` and ``interop.bert``).
 
 Marian is the paper's post-LN Transformer with a few options of its own, all of which are
 ``ModelConfig`` fields: [sin | cos] positions from 0 (``sinusoidal_concat``), SiLU ("swish")
@@ -140,10 +140,15 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
                              "run or replaces one)")
     config_path = folder / "config.json"
     _require(config_path.is_file(), f"{folder}: no config.json; is this a Hugging Face model folder?")
-    if read_json(config_path).get("model_type") == "gpt2":
+    model_type = read_json(config_path).get("model_type")
+    if model_type == "gpt2":
         from .gpt2 import import_gpt2
 
         return import_gpt2(folder, read_json(config_path), run)
+    if model_type == "bert":
+        from .bert import import_bert
+
+        return import_bert(folder, read_json(config_path), run)
     config = read_hf_config(config_path)
     for name in ("source.spm", "target.spm", "vocab.json"):
         _require((folder / name).is_file(), f"{folder}: {name} is missing (MarianTokenizer files are needed)")

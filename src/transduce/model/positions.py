@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from .feed_forward import make_norm
 
 
 def sinusoidal_table(positions: int, d_model: int, layout: str = "interleaved",
@@ -58,6 +59,7 @@ class Embeddings(nn.Module):
         elif self.kind == "learned":
             self.learned = nn.Embedding(config.max_positions, config.d_model)
             nn.init.normal_(self.learned.weight, std=config.d_model**-0.5)
+        self.norm = make_norm(config) if config.embed_norm else None  # BERT's
         self.dropout = nn.Dropout(config.dropout)
         self.max_positions = config.max_positions
 
@@ -72,6 +74,8 @@ class Embeddings(nn.Module):
             x = x + self.table[offset : offset + T].to(x.dtype)  # (T, D) broadcast over B
         elif self.kind == "learned":
             x = x + self.learned.weight[offset : offset + T]
+        if self.norm is not None:
+            x = self.norm(x)
         return self.dropout(x)
 
 

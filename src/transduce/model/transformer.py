@@ -64,6 +64,7 @@ class Transformer(nn.Module):
         self.decoder_norm = make_norm(c) if pre and c.has_decoder else None
         self.output = nn.Linear(c.d_model, c.target_vocab_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(c.target_vocab_size)) if c.output_bias else None
+        self.output_transform = OutputTransform(c) if c.output_transform else None
         self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
         self._init_weights()
@@ -105,6 +106,8 @@ class Transformer(nn.Module):
         final_norm = self.decoder_norm if norm == "decoder" else None  # encode() applies its own
         if final_norm is not None:
             x = final_norm(x)
+        if self.output_transform is not None:
+            x = self.output_transform(x)
         logits = self.output(x)  # (N, T, V)
         return logits if self.output_bias is None else logits + self.output_bias
 
@@ -205,7 +208,7 @@ class Transformer(nn.Module):
             ("embeddings", [self.src_embed, self.tgt_embed]),
             ("encoder", [self.encoder, self.encoder_norm]),
             ("decoder", [self.decoder, self.decoder_norm]),
-            ("output", [self.output]),
+            ("output", [self.output, self.output_transform]),
         ]
         for name, modules in groups:
             for module in filter(None, modules):
@@ -217,6 +220,21 @@ class Transformer(nn.Module):
             counts["output"] += self.output_bias.numel()
         counts["total"] = sum(counts.values())
         return counts
+
+
+class OutputTransform(nn.Module):
+    """BERT's masked-LM head before the output projection: norm(act(x W + b))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        from .feed_forward import _ACTIVATIONS
+
+        self.dense = nn.Linear(config.d_model, config.d_model)
+        self.act = _ACTIVATIONS[config.activation if config.activation in _ACTIVATIONS else "gelu"]
+        self.norm = make_norm(config)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.norm(self.act(self.dense(x)))
 
 
 def _select(x: Tensor, select: Optional[Tensor]) -> Tensor:

@@ -35,13 +35,15 @@ def test_preset_parameter_counts(name):
     D, H, dk, F, V, P = c.d_model, c.n_heads, c.d_k, c.d_ff, c.vocab_size, c.max_positions
     if c.architecture == "decoder-only":
         expected = V * D + P * D + c.decoder_layers * layer_params(D, H, H, dk, F) + 2 * D  # + final LN
-    else:
-        expected = V * D + P * D + c.encoder_layers * layer_params(D, H, H, dk, F) + V  # + MLM output bias
+    else:  # + the embedding LayerNorm, the MLM head's dense layer and norm, and the output bias
+        expected = V * D + P * D + 2 * D + c.encoder_layers * layer_params(D, H, H, dk, F) + D * D + D + 2 * D + V
     counts = Transformer(c).num_parameters()
     assert counts["total"] == expected
     assert counts["total"] == sum(p.numel() for p in Transformer(c).parameters())
     if name == "gpt2":
         assert counts["total"] == 124_439_808  # GPT-2 small as published (weights tied)
+    if name == "bert-base":  # BertForMaskedLM's 109,514,298 less its token-type embeddings (2 x 768)
+        assert counts["total"] == 109_514_298 - 2 * 768
 
 
 def test_gqa_parameter_count():
