@@ -160,6 +160,10 @@ def test_average_is_the_elementwise_mean(reverse_data_no_valid, tmp_path):
         torch.testing.assert_close(avg[k], (w6[k].double() + w9[k].double()).div(2).float(), atol=1e-7, rtol=0)
     out = cli("translate", str(tmp_path / "avg"), "--beam", "2", input="the cat sat\n")
     assert out.stdout.count("\n") == 1
+    early = cli("average", str(run), "--last", "2", "--up-to-step", "7", "--out", str(tmp_path / "avg-7"))
+    assert "averaged step_00000003, step_00000006 into" in early.stdout  # a budget's mark of a run that went on
+    none = cli("average", str(run), "--up-to-step", "2", "--out", str(tmp_path / "avg-2"), check=False)
+    assert none.returncode == 2 and "no checkpoints to average at or before step 2" in none.stderr
 
 
 def test_bad_inputs_give_clear_messages(reverse_data_no_valid, reverse_data, tmp_path):
@@ -198,3 +202,25 @@ def test_non_finite_losses_are_skipped_then_stop_without_damage(reverse_data_no_
         trainer.train()
     assert trainer.progress.step == 2 and trainer.progress.skipped_updates == 3
     assert (list_checkpoints(tmp_path / "run")[0] / "model.safetensors").read_bytes() == before
+
+
+def test_the_ema_at_a_checkpoint_becomes_a_checkpoint(reverse_data_no_valid, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = tmp_path / "run"
+    cli("train", str(reverse_data_no_valid), "--out", str(run), "--max-steps", "6", "--ema", "0.9", "--set",
+        "save_every=3", *TINY)
+    first = list_checkpoints(run)[0]
+    script = Path(__file__).resolve().parents[2] / "recipes" / "multi30k" / "ema_at.py"
+    done = subprocess.run([sys.executable, str(script), str(first), str(tmp_path / "ema-3")], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    written = load_file(str(tmp_path / "ema-3" / "model.safetensors"))
+    state = load_file(str(first / "ema.safetensors"))
+    assert int(state["__updates__"][0]) == 3
+    common = written.keys() & state.keys()  # (a tied weight is stored under one of its names)
+    assert len(common) >= len(written) - 1 and all(torch.equal(written[k], state[k]) for k in common)
+    latest = load_file(str(run / "ema" / "model.safetensors"))
+    assert not all(torch.equal(written[k], latest[k]) for k in common)  # the average at step 3, not at 6

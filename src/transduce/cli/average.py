@@ -12,6 +12,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("average", help="average the weights of a run's last checkpoints")
     p.add_argument("run_dir", help="a run directory (its checkpoints/ are averaged)")
     p.add_argument("--last", type=int, default=5, help="how many of the latest checkpoints (paper: 5 base, 20 big)")
+    p.add_argument("--up-to-step", type=int, help="only the checkpoints at or before this step (to average at a "
+                                                  "budget's mark of a run that went on)")
     p.add_argument("--out", help="the averaged checkpoint folder (default: RUN_DIR/averaged)")
     p.set_defaults(run=run)
 
@@ -22,8 +24,11 @@ def run(args) -> int:
     if args.last < 1:
         raise TransduceError(f"--last {args.last}: average at least 1 checkpoint")
     found = list_checkpoints(args.run_dir)
+    if args.up_to_step is not None:
+        found = [f for f in found if int(f.name.split("_")[-1]) <= args.up_to_step]
     if not found:
-        raise TransduceError(f"{args.run_dir} has no checkpoints to average")
+        raise TransduceError(f"{args.run_dir} has no checkpoints to average" + (
+            f" at or before step {args.up_to_step}" if args.up_to_step is not None else ""))
     if len(found) < args.last:
         print(f"note: only {len(found)} checkpoint{'s exist' if len(found) > 1 else ' exists'}; averaging "
               f"{'all of them' if len(found) > 1 else 'it alone'}")
