@@ -73,7 +73,7 @@ def test_tiny_bert_learns_to_fill_in(counting, bert):
     accuracy = float((predicted[masked] == batch.tgt_out[masked]).float().mean())
     common = float(np.bincount(batch.tgt_out[masked].numpy()).max() / int(masked.sum()))
     print(f"tiny BERT: {accuracy:.2f} of masked validation tokens right (the most common token alone: {common:.2f})")
-    assert accuracy >= 0.5 and accuracy >= 2 * common  # measured 0.59 (1024 tokens a batch, 600 steps)
+    assert accuracy >= 0.5 and accuracy >= 2 * common  # measured 0.75 (most common token: 0.14)
 
 
 def test_exact_resume_of_both_objectives(counting, tmp_path):
