@@ -76,6 +76,13 @@ def test_evaluate_prints_signatures_and_checks_line_counts(trained, tmp_path):
 def test_info_prints_the_paper_parameter_count():
     out = cli("info", "--preset", "base", "--vocab-size", "37000").stdout
     assert "63,082,496" in out and "d_model              512" in out
+    assert "24.0 KiB per position of each hypothesis (8 key/value heads of 8)" in out
+    mqa = cli("info", "--preset", "base", "--set", "n_kv_heads=1").stdout
+    assert "3.0 KiB per position" in mqa and "vocab_size           37000" in mqa  # the preset's own vocabulary
+    gpt2 = cli("info", "--preset", "gpt2").stdout
+    assert "124,439,808" in gpt2 and "vocab_size           50257" in gpt2
+    bert = cli("info", "--preset", "bert-base").stdout
+    assert "109,512,762" in bert and "decoding cache" not in bert  # an encoder-only model does not decode
 
 
 @pytest.mark.slow
