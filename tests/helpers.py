@@ -57,3 +57,16 @@ def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: b
     if check and result.returncode != 0:
         raise AssertionError(f"transduce {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return result
+
+
+def randomize_hf(model, norm_key: str) -> None:
+    """Give a Hugging Face model random weights everywhere (norms and biases too: a weight mapped to
+    the wrong place then shows) and large enough for activation variants to differ."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if norm_key in name or name.endswith("bias"):
+                p.normal_(0, 0.2).add_(1.0 if name.endswith("weight") else 0.0)
+            else:
+                p.normal_(0, 0.25)

@@ -16,11 +16,13 @@ was written on had no network to compute them; record them on the first download
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import tarfile
 import urllib.request
 from pathlib import Path
+
+from transduce.cli.download import sha256
+from transduce.data.corpus import read_lines
 
 # archive -> (URL, {member (en, de): lines})
 ARCHIVES = {
@@ -63,14 +65,6 @@ def download(raw: Path) -> None:
                 bar.update(len(block))
         partial.rename(target)
         print(f"{target}: downloaded, SHA-256 {sha256(target)}")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def copy_member(archive: Path, member: str, out) -> int:
@@ -133,8 +127,8 @@ def test_set(text: Path) -> int:
 
     dataset = DATASETS["wmt14/full"]
     dataset.process_to_text("en-de")
-    sources = Path(dataset.get_source_file("en-de")).read_text(encoding="utf-8").splitlines()
-    references = Path(dataset.get_reference_files("en-de")[0]).read_text(encoding="utf-8").splitlines()
+    sources = list(read_lines(dataset.get_source_file("en-de")))  # the project's line reader: "\n" only
+    references = list(read_lines(dataset.get_reference_files("en-de")[0]))
     if len(sources) != 3003 or len(references) != 3003:
         raise RecipeError(f"sacreBLEU's newstest2014 has {len(sources)}/{len(references)} lines, not 3,003")
     (text / "test.en").write_text("".join(s + "\n" for s in sources), encoding="utf-8")

@@ -11,18 +11,15 @@ from transduce.checkpoint import load_model_from
 from transduce.errors import TransduceError
 from transduce.interop.huggingface import import_hf
 
+from ..helpers import randomize_hf
+
 
 def tiny_bert(tmp_path, **overrides):
     config = transformers.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=40, **overrides)
     torch.manual_seed(0)
     hf = transformers.BertForMaskedLM(config).eval()
-    with torch.no_grad():  # every weight random (LayerNorms and biases included) and large enough to matter
-        for name, p in hf.named_parameters():
-            if "LayerNorm" in name or name.endswith("bias"):
-                p.normal_(0, 0.2).add_(1.0 if name.endswith("weight") else 0.0)
-            else:
-                p.normal_(0, 0.25)
+    randomize_hf(hf, "LayerNorm")
     folder = tmp_path / "hf"
     hf.save_pretrained(folder, safe_serialization=True)
     return hf, folder

@@ -12,18 +12,15 @@ from transduce.decoding import SearchOptions, beam_search, greedy_search
 from transduce.errors import TransduceError
 from transduce.interop.huggingface import import_hf
 
+from ..helpers import randomize_hf
+
 
 def tiny_gpt2(tmp_path, **overrides):
     config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=61, n_positions=48,
                                      bos_token_id=60, eos_token_id=60, **overrides)
     torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(config).eval()
-    with torch.no_grad():  # random LayerNorms and biases, so that every weight's place is tested, and
-        for name, p in hf.named_parameters():  # weights large enough for the activations to differ
-            if "ln" in name or name.endswith("bias"):
-                p.normal_(0, 0.2).add_(1.0 if name.endswith("weight") else 0.0)
-            else:
-                p.normal_(0, 0.25)
+    randomize_hf(hf, "ln")
     folder = tmp_path / "hf"
     hf.save_pretrained(folder, safe_serialization=True)
     return hf, folder

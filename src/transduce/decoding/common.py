@@ -87,8 +87,10 @@ class Stepper:
     @torch.no_grad()
     def logprobs(self, tokens: Tensor) -> Tensor:
         """``tokens (N, t)`` (start token first) -> next-token log-probabilities ``(N, V)``, float32."""
-        if self.lm:  # the start token, the prompt, then what search chose
+        if self.lm and not (self.use_cache and self.cache.length):  # the start, the prompt, what search chose
             tokens = torch.cat([tokens[:, :1], self.prompt, tokens[:, 1:]], dim=1)
+        elif self.lm:  # the prompt is in the cache: only the newest token is fed
+            return torch.log_softmax(self.model.decode(tokens[:, -1:], self.cache)[:, -1].float(), dim=-1)
         if self.fast is not None:
             logits = self.fast.step(tokens[:, -1], self.cache)  # (N, V)
         elif self.use_cache:

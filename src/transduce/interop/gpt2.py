@@ -16,10 +16,8 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import write_checkpoint
 from ..config import ModelConfig
 from ..errors import TransduceError
-from ..files import output_dir
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
@@ -64,30 +62,17 @@ def gpt2_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> di
 
 
 def import_gpt2(folder: Path, hf: dict, out: Path) -> Path:
-    """Write a GPT-2 folder's model as a new run directory ``out``; returns its checkpoint folder."""
-    from ..model import Transformer
-    from .huggingface import _read_hf_weights
+    """Write a GPT2LMHeadModel folder's model as a new run directory ``out``; returns its checkpoint folder."""
+    from .huggingface import _read_hf_weights, write_imported
 
     config_path = folder / "config.json"
     try:
         config = config_from_gpt2(hf, str(config_path))
     except KeyError as error:
         raise TransduceError(f"{config_path}: the key {error.args[0]!r} is missing") from None
-    model = Transformer(config)
     try:
         weights = gpt2_to_transduce(_read_hf_weights(folder), config)
     except KeyError as error:
-        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is config.json the one of these "
-                             "weights?") from None
-    shapes = model.state_dict()
-    wrong = [f"{k} {tuple(v.shape)} where config.json implies {tuple(shapes[k].shape)}"
-             for k, v in weights.items() if v.shape != shapes[k].shape]
-    if wrong:
-        raise TransduceError(f"{folder}: the weights do not fit {config_path} ({len(wrong)} tensors differ, e.g. "
-                             f"{wrong[0]})")
-    model.load_state_dict(weights, strict=True)
-    info = {"model": config.to_dict(), "src": "text", "tgt": "text", "tokenizer": {}, "step": 0,
-            "imported_from": str(folder)}
-    with output_dir(out, "run", [folder]) as tmp:
-        write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, [])
-    return out / "checkpoints" / "step_00000000"
+        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a GPT2LMHeadModel folder, and "
+                             "config.json the one of these weights?") from None
+    return write_imported(folder, config, weights, out)

@@ -175,6 +175,29 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
     return run / "checkpoints" / "step_00000000"
 
 
+def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.Tensor], out: Path,
+                   tied: tuple[str, ...] = ()) -> Path:
+    """A new run ``out`` holding ``weights`` as a model of ``config``, without a tokenizer (the
+    language models' tokenizers are not SentencePiece); ``tied`` may be missing (shared tensors).
+    Returns its checkpoint folder; nothing is written when the weights do not fit."""
+    from ..model import Transformer
+
+    model = Transformer(config)
+    shapes = model.state_dict()
+    wrong = [f"{k} {tuple(v.shape)} where config.json implies {tuple(shapes[k].shape)}"
+             for k, v in weights.items() if k in shapes and v.shape != shapes[k].shape]
+    _require(not wrong, f"{folder}: the weights do not fit {folder / 'config.json'} ({len(wrong)} tensors differ, "
+                        f"e.g. {wrong[0] if wrong else ''}); is config.json the one of these weights?")
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    _require(not [m for m in missing if m not in tied] and not unexpected,
+             f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected {unexpected[:5]})")
+    info = {"model": config.to_dict(), "src": "text", "tgt": "text", "tokenizer": {}, "step": 0,
+            "imported_from": str(folder)}
+    with output_dir(out, "run", [folder]) as tmp:
+        write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, [])
+    return out / "checkpoints" / "step_00000000"
+
+
 # --- export -----------------------------------------------------------------------------------
 
 
