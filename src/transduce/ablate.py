@@ -35,6 +35,22 @@ from .config import ModelConfig, TrainConfig
 from .errors import TransduceError
 
 TABLE3 = ("base", "A", "B", "C", "D", "E", "scale")
+
+# The paper's Table 3 (newstest2013, base model: N 6, d_model 512, d_ff 2048, h 8, d_k 64, 100K
+# steps): each variation's change, dev perplexity (per wordpiece) and dev BLEU, as published. Our
+# rows point at the paper's row that changes the same thing in the same direction.
+PAPER_TABLE3 = {
+    "base": ("base", 4.92, 25.8),
+    "h1": ("h 1, d_k 512", 5.29, 24.9), "h4": ("h 4, d_k 128", 5.00, 25.5),
+    "h16": ("h 16, d_k 32", 4.91, 25.8), "h32": ("h 32, d_k 16", 5.01, 25.4),
+    "dk16": ("d_k 16", 5.16, 25.1), "dk32": ("d_k 32", 5.01, 25.4),
+    "fewer layers": ("N 4", 5.19, 25.3), "more layers": ("N 8", 4.88, 25.5),
+    "narrower": ("d_model 256", 5.75, 24.5), "wider": ("d_model 1024", 4.66, 26.0),
+    "smaller d_ff": ("d_ff 1024", 5.12, 25.4), "larger d_ff": ("d_ff 4096", 4.75, 26.2),
+    "drop0": ("P_drop 0", 5.77, 24.6), "drop0.2": ("P_drop 0.2", 4.95, 25.5),
+    "ls0": ("eps_ls 0", 4.67, 25.3), "ls0.2": ("eps_ls 0.2", 5.47, 25.7),
+    "learned": ("learned positions", 4.92, 25.7),
+}
 GROUPS = TABLE3 + ("positions",)
 SCHEMES = ("sinusoidal", "learned", "rope", "alibi")
 
@@ -47,6 +63,7 @@ class Row:
     group: str
     model: dict = field(default_factory=dict)
     train: dict = field(default_factory=dict)
+    paper: Optional[str] = None  # the key of the paper's counterpart in PAPER_TABLE3
 
 
 def table3_rows(base: ModelConfig, groups: Sequence[str] = TABLE3, train_max_len: int = 0) -> list[Row]:
@@ -55,32 +72,34 @@ def table3_rows(base: ModelConfig, groups: Sequence[str] = TABLE3, train_max_len
     D, h, N, ff = base.d_model, base.n_heads, base.encoder_layers, base.d_ff
     rows: list[Row] = []
     if "base" in groups:
-        rows.append(Row("base", "base"))
+        rows.append(Row("base", "base", paper="base"))
     if "A" in groups:
         for heads in (1, 4, 16, 32):
             if heads != h and D % heads == 0 and D // heads >= 4:
-                rows.append(Row(f"A-h{heads}", "A", {"n_heads": heads, "head_dim": None}))
+                rows.append(Row(f"A-h{heads}", "A", {"n_heads": heads, "head_dim": None}, paper=f"h{heads}"))
     if "B" in groups:
         for d_k in (16, 32):
             if d_k != base.d_k:
-                rows.append(Row(f"B-dk{d_k}", "B", {"head_dim": d_k}))
+                rows.append(Row(f"B-dk{d_k}", "B", {"head_dim": d_k}, paper=f"dk{d_k}"))
     if "C" in groups:
         for layers in (N - 1, N + 1):
             if layers >= 1:
-                rows.append(Row(f"C-N{layers}", "C", {"encoder_layers": layers, "decoder_layers": layers}))
+                rows.append(Row(f"C-N{layers}", "C", {"encoder_layers": layers, "decoder_layers": layers},
+                                paper="fewer layers" if layers < N else "more layers"))
         for width in (D // 2, D * 2):
             if width % h == 0:
-                rows.append(Row(f"C-d{width}", "C", {"d_model": width, "head_dim": None}))
+                rows.append(Row(f"C-d{width}", "C", {"d_model": width, "head_dim": None},
+                                paper="narrower" if width < D else "wider"))
         for inner in (ff // 2, ff * 2):
-            rows.append(Row(f"C-ff{inner}", "C", {"d_ff": inner}))
+            rows.append(Row(f"C-ff{inner}", "C", {"d_ff": inner}, paper="smaller d_ff" if inner < ff else "larger d_ff"))
     if "D" in groups:
         for p in (0.0, 0.2):
             if p != base.dropout:
-                rows.append(Row(f"D-drop{p:g}", "D", {"dropout": p}))
+                rows.append(Row(f"D-drop{p:g}", "D", {"dropout": p}, paper=f"drop{p:g}"))
         for eps in (0.0, 0.2):
-            rows.append(Row(f"D-ls{eps:g}", "D", train={"label_smoothing": eps}))
+            rows.append(Row(f"D-ls{eps:g}", "D", train={"label_smoothing": eps}, paper=f"ls{eps:g}"))
     if "E" in groups and base.positional != "learned":
-        rows.append(Row("E-learned", "E", {"positional": "learned"}))
+        rows.append(Row("E-learned", "E", {"positional": "learned"}, paper="learned"))
     if "scale" in groups and base.attention_scale != "none":
         rows.append(Row("scale-none", "scale", {"attention_scale": "none"}))
     if "positions" in groups:
@@ -215,10 +234,10 @@ def run_ablation(out: str | Path, base: ModelConfig, recipe: TrainConfig, base_a
                 except TransduceError as error:
                     log(f"{row.name}, seed {seed}: failed: {error}")
                     results.append({"row": row.name, "group": row.group, "seed": seed, "params": params,
-                                    "failed": str(error), **_shape(config, train_config)})
+                                    "paper": row.paper, "failed": str(error), **_shape(config, train_config)})
                     continue
                 record = last_validation(run)
-            results.append({"row": row.name, "group": row.group, "seed": seed, "params": params,
+            results.append({"row": row.name, "group": row.group, "seed": seed, "params": params, "paper": row.paper,
                             "steps": record["step"] if record else None,
                             "dev_ppl": record["ppl"] if record else None,
                             "dev_bleu": record["bleu"] if record else None, **_shape(config, train_config)})
@@ -239,6 +258,7 @@ def summarize(results: list[dict]) -> list[dict]:
         ok = [r for r in runs if r.get("dev_bleu") is not None]
         line = {k: runs[0][k] for k in ("row", "group", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop",
                                         "eps_ls", "positional", "scale", "params")}
+        line["paper"] = PAPER_TABLE3.get(runs[0].get("paper"))
         line["seeds"] = len(runs)
         line["steps"] = ok[0]["steps"] if ok else None
         for key in ("dev_ppl", "dev_bleu"):
@@ -252,8 +272,8 @@ def summarize(results: list[dict]) -> list[dict]:
 
 def markdown(lines: list[dict], note: str = "") -> str:
     head = ("| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positions | scale | params | updates "
-            "| dev PPL | dev BLEU |")
-    out = [head, "|" + "---|" * 15]
+            "| dev PPL | dev BLEU | the paper's row | its PPL | its BLEU |")
+    out = [head, "|" + "---|" * 18]
     for line in lines:
         def value(key):
             if line.get("failed"):
@@ -267,7 +287,9 @@ def markdown(lines: list[dict], note: str = "") -> str:
         out.append(f"| {line['row']} | {line['N']} | {line['d_model']} | {line['d_ff']} | {line['h']} | {line['d_k']} "
                    f"| {line['d_v']} | {line['P_drop']:g} | {line['eps_ls']:g} | {line['positional']} | "
                    f"{'1/sqrt(d_k)' if line['scale'] == 'sqrt_dk' else 'none'} | {line['params']:,} | "
-                   f"{line['steps'] if line['steps'] is not None else '-'} | {value('dev_ppl')} | {value('dev_bleu')} |")
+                   f"{line['steps'] if line['steps'] is not None else '-'} | {value('dev_ppl')} | {value('dev_bleu')} | "
+                   + (" | ".join([paper[0], f"{paper[1]:.2f}", f"{paper[2]:.1f}"]) if (paper := line.get("paper"))
+                      else "- | - | -") + " |")
     return "\n".join(out) + ("\n\n" + note if note else "") + "\n"
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from transduce import ModelConfig, Transformer
-from transduce.ablate import table3_rows
+from transduce.ablate import PAPER_TABLE3, table3_rows
 
 from ..helpers import cli, prepare_reverse_task
 
@@ -23,6 +23,16 @@ def test_the_rows_follow_table_3_scaled_to_the_base():
         assert Transformer(a32).num_parameters() == Transformer(small).num_parameters()
     assert small.with_overrides(rows["C-d512"].model).d_k == 128 and rows["D-ls0.2"].train == {"label_smoothing": 0.2}
     assert [r.name for r in table3_rows(small, ["B"])] == ["B-dk16", "B-dk32"]
+    # each row points at the paper's row that changes the same thing in the same direction
+    paper = {name: PAPER_TABLE3[row.paper][0] for name, row in rows.items() if row.paper}
+    assert paper == {"base": "base", "A-h1": "h 1, d_k 512", "A-h16": "h 16, d_k 32", "A-h32": "h 32, d_k 16",
+                     "B-dk16": "d_k 16", "B-dk32": "d_k 32", "C-N2": "N 4", "C-N4": "N 8", "C-d128": "d_model 256",
+                     "C-d512": "d_model 1024", "C-ff512": "d_ff 1024", "C-ff2048": "d_ff 4096",
+                     "D-drop0": "P_drop 0", "D-drop0.2": "P_drop 0.2", "D-ls0": "eps_ls 0", "D-ls0.2": "eps_ls 0.2",
+                     "E-learned": "learned positions"}
+    base = ModelConfig.preset("base", vocab_size=8000)  # the paper's own base: h 4 is a row, h 8 is not
+    assert [(r.name, PAPER_TABLE3[r.paper][1:]) for r in table3_rows(base, ["A"])] == [
+        ("A-h1", (5.29, 24.9)), ("A-h4", (5.00, 25.5)), ("A-h16", (4.91, 25.8)), ("A-h32", (5.01, 25.4))]
 
 
 def test_ablate_trains_each_row_writes_the_table_and_resumes(tmp_path):
@@ -36,6 +46,8 @@ def test_ablate_trains_each_row_writes_the_table_and_resumes(tmp_path):
     first = cli(*args)
     lines = [line for line in (out / "table3.md").read_text().splitlines() if line.startswith("| ")][1:]
     assert [line.split(" | ")[0] for line in lines] == ["| base", "| B-dk32", "| scale-none"]
+    assert [line.split(" | ")[-3:] for line in lines] == [["base", "4.92", "25.8 |"], ["d_k 32", "5.01", "25.4 |"],
+                                                          ["-", "-", "- |"]]  # the paper's rows beside ours
     table = json.loads((out / "table3.json").read_text())
     config = json.loads((out / "B-dk32-s1" / "config.json").read_text())
     assert config["model"]["head_dim"] == 32 and config["train"]["max_steps"] == 4
