@@ -121,35 +121,52 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     return records
 
 
-def plot_training(run_dir: str | Path, out: str | Path) -> Path:
+def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> Path:
     """Training and validation loss, validation BLEU (a language model's: perplexity) and the
-    learning rate from ``metrics.jsonl``."""
+    learning rate from ``metrics.jsonl``; several runs are drawn over each other (one color each)."""
     from .errors import TransduceError
 
-    path = Path(run_dir) / "metrics.jsonl"
-    records = read_metrics(run_dir)
-    train = [r for r in records if r.get("type") == "train"]
-    valid = [r for r in records if r.get("type") == "valid"]
-    if not train and not valid:
-        raise TransduceError(f"{path} has no training or validation records yet: nothing to draw "
-                             "(train for at least one logged step first)")
-    key, title = ("ppl", "validation perplexity") if valid and "bleu" not in valid[0] else ("bleu", "validation BLEU")
-    if not valid:
-        print(f"note: {run_dir} has no validation records yet; the BLEU panel is empty")
+    runs = [runs] if isinstance(runs, (str, Path)) else list(runs)
+    curves = []
+    for run in runs:
+        records = read_metrics(run)
+        train = [r for r in records if r.get("type") == "train"]
+        valid = [r for r in records if r.get("type") == "valid"]
+        if not train and not valid:
+            raise TransduceError(f"{Path(run) / 'metrics.jsonl'} has no training or validation records yet: nothing "
+                                 "to draw (train for at least one logged step first)")
+        if not valid:
+            print(f"note: {run} has no validation records yet; its validation curves are empty")
+        curves.append((run, train, valid, None if not valid else "bleu" if "bleu" in valid[0] else "ppl"))
+    kinds = {kind for *_, kind in curves if kind}
+    if len(kinds) > 1:
+        raise TransduceError("these runs cannot share a picture: " + ", ".join(
+            f"{run} is {'a translation model (BLEU)' if kind == 'bleu' else 'a language model (perplexity)'}"
+            for run, *_, kind in curves if kind))
+    key = kinds.pop() if kinds else "bleu"
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    axes[0].plot([r["step"] for r in train], [r["loss"] for r in train], label="train (label-smoothed)")
-    axes[0].plot([r["step"] for r in valid], [r["loss"] for r in valid], "o-", label="valid")
+    for index, (run, train, valid, _) in enumerate(curves):
+        color = f"C{index % 10}"
+        label = Path(run).name if len(curves) > 1 else None
+        axes[0].plot([r["step"] for r in train], [r["loss"] for r in train], color=color, alpha=0.6,
+                     label=f"{label}: train (label-smoothed)" if label else "train (label-smoothed)")
+        axes[0].plot([r["step"] for r in valid], [r["loss"] for r in valid], "o-", color=color if label else "C1",
+                     markersize=3, label=f"{label}: valid" if label else "valid")
+        axes[1].plot([r["step"] for r in valid], [r[key] for r in valid], "o-", markersize=3,
+                     color=color if label else "tab:green", label=label)
+        axes[2].plot([r["step"] for r in train], [r["lr"] for r in train], color=color if label else "tab:red",
+                     label=label)
     axes[0].set_title("loss")
-    axes[0].legend()
-    axes[1].plot([r["step"] for r in valid], [r[key] for r in valid], "o-", color="tab:green")
-    axes[1].set_title(title)
-    axes[2].plot([r["step"] for r in train], [r["lr"] for r in train], color="tab:red")
+    axes[0].legend(fontsize=8)
+    axes[1].set_title("validation perplexity" if key == "ppl" else "validation BLEU")
     axes[2].set_title("learning rate")
+    if len(curves) > 1:
+        axes[1].legend(fontsize=8)
     for ax in axes:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    fig.suptitle(str(run_dir))
+    fig.suptitle(str(runs[0]) if len(runs) == 1 else f"{len(runs)} runs")
     return _save(fig, out)
 
 

@@ -76,6 +76,31 @@ def test_plots(small_run, tmp_path):
     assert Image.open(tmp_path / "curves.png").size[0] > 500 and Image.open(tmp_path / "pe.png").size[0] > 500
 
 
+def test_plot_draws_several_runs_over_each_other(small_run, tmp_path):
+    import json
+
+    import numpy as np
+
+    records = [json.loads(line) for line in (small_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    assert any(r.get("type") == "valid" for r in records)
+    pictures = []
+    for shift in (10, 20):  # a second run: the same records with BLEU higher, in a folder of the same name
+        other = tmp_path / f"shift{shift}" / "other-seed"
+        other.mkdir(parents=True)
+        (other / "metrics.jsonl").write_text("".join(
+            json.dumps({**r, "bleu": r["bleu"] + shift} if r.get("type") == "valid" else r) + "\n" for r in records))
+        cli("plot", str(small_run), str(other), "--out", str(tmp_path / f"two{shift}.png"))
+        pictures.append(np.asarray(Image.open(tmp_path / f"two{shift}.png").convert("RGB")))
+    assert pictures[0].shape != pictures[1].shape or (pictures[0] != pictures[1]).any()  # the second run is drawn
+    missing = cli("plot", str(small_run), str(other), check=False)  # several runs: where does the picture go?
+    assert missing.returncode == 2 and "--out FILE.png" in missing.stderr and not list(other.glob("*.png"))
+    lm = tmp_path / "lm"  # a language model's perplexity and a translation model's BLEU do not share a picture
+    lm.mkdir()
+    (lm / "metrics.jsonl").write_text(json.dumps({"type": "valid", "step": 1, "loss": 2.0, "ppl": 7.4}) + "\n")
+    mixed = cli("plot", str(small_run), str(lm), "--out", str(tmp_path / "mixed.png"), check=False)
+    assert mixed.returncode == 2 and "cannot share a picture" in mixed.stderr and not (tmp_path / "mixed.png").exists()
+
+
 @pytest.fixture
 def server(tmp_path):
     """A loopback HTTP server of the test's own, serving a folder."""
