@@ -15,7 +15,7 @@ ALPHA=${5:-0.6}
 LAST=$RUN/checkpoints/$(printf 'step_%08d' "$STEP")
 [ -d "$LAST" ] || { echo "mark.sh: $LAST does not exist (no checkpoint at update $STEP)" >&2; exit 2; }
 [ -d "$RUN/avg3-at-$STEP" ] || transduce average "$RUN" --last 3 --up-to-step "$STEP" --out "$RUN/avg3-at-$STEP" >&2
-[ -d "$RUN/ema-at-$STEP" ] || python recipes/multi30k/ema_at.py "$LAST" "$RUN/ema-at-$STEP" >&2
+[ -d "$RUN/ema-at-$STEP" ] || python3 "$(dirname "$0")/ema_at.py" "$LAST" "$RUN/ema-at-$STEP" >&2
 score() {  # candidate split -> "bleu<TAB>chrf"
   transduce evaluate "$1" --src "$RAW/$2.en.gz" --ref "$RAW/$2.de.gz" --beam "$BEAM" --alpha "$ALPHA" --json \
     | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%.2f\t%.2f" % (r["bleu"], r["chrf"]))'

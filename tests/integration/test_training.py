@@ -224,3 +224,41 @@ def test_the_ema_at_a_checkpoint_becomes_a_checkpoint(reverse_data_no_valid, tmp
     assert len(common) >= len(written) - 1 and all(torch.equal(written[k], state[k]) for k in common)
     latest = load_file(str(run / "ema" / "model.safetensors"))
     assert not all(torch.equal(written[k], latest[k]) for k in common)  # the average at step 3, not at 6
+
+
+def test_mark_scores_the_last_checkpoint_the_average_and_the_ema_at_a_step(reverse_data_no_valid, tmp_path):
+    """recipes/multi30k/mark.sh: the README's Multi30k figures at a budget's mark, from one command."""
+    import gzip
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ..helpers import write_reverse_task
+
+    run = tmp_path / "run"
+    cli("train", str(reverse_data_no_valid), "--out", str(run), "--max-steps", "30", "--ema", "0.9", "--set",
+        "save_every=10", *TINY)
+    write_reverse_task(tmp_path / "text", n_train=1, n_valid=12, seed=5)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split in ("val", "test_2016_flickr"):
+        for lang in ("en", "de"):
+            (raw / f"{split}.{lang}.gz").write_bytes(gzip.compress((tmp_path / "text" / f"valid.{lang}").read_bytes()))
+    script = Path(__file__).resolve().parents[2] / "recipes" / "multi30k" / "mark.sh"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(script), str(run), "30", str(raw), "1"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("\t") for line in (run / "mark-30.tsv").read_text().splitlines()]
+    assert rows[0] == ["candidate", "valid_bleu", "valid_chrf", "test_bleu", "test_chrf"]
+    assert [r[0] for r in rows[1:]] == ["last", "avg3", "ema"]
+    # the average of the last 3 checkpoints up to update 30, not of the last three of the run
+    assert json.loads((run / "avg3-at-30" / "model.json").read_text())["averaged_from"] == [
+        "step_00000010", "step_00000020", "step_00000030"]
+    for name, candidate in (("last", run / "checkpoints" / "step_00000030"), ("ema", run / "ema-at-30")):
+        own = json.loads(cli("evaluate", str(candidate), "--src", str(raw / "val.en.gz"), "--ref",
+                             str(raw / "val.de.gz"), "--beam", "1", "--json").stdout)
+        assert next(r for r in rows if r[0] == name)[1:3] == [f"{own['bleu']:.2f}", f"{own['chrf']:.2f}"]
+    assert len({tuple(r[1:]) for r in rows[1:]}) == 3  # three different models, three different scores
+    missing = subprocess.run(["bash", str(script), str(run), "25", str(raw)], capture_output=True, text=True, env=env)
+    assert missing.returncode == 2 and "no checkpoint at update 25" in missing.stderr
