@@ -3,7 +3,6 @@ torchrun, averaging, and the errors a user can run into."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
