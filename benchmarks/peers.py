@@ -23,7 +23,6 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path

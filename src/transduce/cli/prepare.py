@@ -65,7 +65,7 @@ def run(args) -> int:
                              encoding_errors=args.encoding_errors, threads=args.threads)
     meta = prepare(options, args.out, force=args.force)
     print(f"prepared {args.out}: vocabulary {meta['vocab_size']['src']}"
-          + ("" if meta["joint"] else f"/{meta['vocab_size']['tgt']}") + f", splits "
+          + ("" if meta["joint"] else f"/{meta['vocab_size']['tgt']}") + ", splits "
           + ", ".join(f"{k} {v['pairs']:,}" for k, v in meta["splits"].items()))
     return 0
 
