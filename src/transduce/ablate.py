@@ -188,6 +188,21 @@ def _overrides(values: dict) -> list[str]:
     return [f"{key}={'None' if value is None else value}" for key, value in values.items()]
 
 
+class AblationStopped(Exception):
+    """A row's training was interrupted (Ctrl-C, SIGTERM): the ablation stops, resumable."""
+
+
+def stopped_by_signal(run: Path) -> Optional[str]:
+    """Why the run's last training ended, if a signal (Ctrl-C, SIGTERM) ended it; else None."""
+    from .visualize import read_metrics
+
+    if not (run / "metrics.jsonl").is_file():
+        return None
+    end = next((r for r in reversed(read_metrics(run)) if r.get("type") == "end"), None)
+    reason = str((end or {}).get("stopped") or "")
+    return reason if reason.startswith(("interrupted", "terminated")) else None
+
+
 def last_validation(run: Path) -> Optional[dict]:
     """The run's last validation record (None before its first)."""
     from .visualize import read_metrics
@@ -236,6 +251,10 @@ def run_ablation(out: str | Path, base: ModelConfig, recipe: TrainConfig, base_a
                     results.append({"row": row.name, "group": row.group, "seed": seed, "params": params,
                                     "paper": row.paper, "failed": str(error), **_shape(config, train_config)})
                     continue
+                signal = stopped_by_signal(run)
+                if signal:  # the user (or a scheduler) stopped it: stop here, not at the next row
+                    raise AblationStopped(f"{row.name}, seed {seed}: {signal}; the ablation stops here (its "
+                                          f"checkpoint is saved: run the same command again to resume)")
                 record = last_validation(run)
             results.append({"row": row.name, "group": row.group, "seed": seed, "params": params, "paper": row.paper,
                             "steps": record["step"] if record else None,

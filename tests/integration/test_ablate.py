@@ -107,3 +107,23 @@ def test_train_max_len_trains_only_on_short_pairs(tmp_path):
     short = {i for i in range(len(ds)) if ds.src_lengths[i] <= 4 and ds.tgt_lengths[i] <= 4}
     assert seen == short and 0 < len(short) < len(ds)
     trainer.close()
+
+
+def test_a_row_stopped_by_a_signal_stops_the_ablation(tmp_path):
+    """Ctrl-C (or SIGTERM) while a row trains stops the whole ablation, not only that row."""
+    from transduce.ablate import AblationStopped, run_ablation
+    from transduce.config import TrainConfig
+
+    base = ModelConfig.preset("tiny", vocab_size=64)
+    trained = []
+
+    def train(argv):  # what `transduce train` leaves in the run when a signal stops it
+        run = tmp_path / argv[argv.index("--out") + 1]
+        run.mkdir(parents=True)
+        trained.append(run.name)
+        (run / "metrics.jsonl").write_text(json.dumps({"type": "end", "stopped": "terminated (SIGTERM)", "step": 3}))
+
+    with pytest.raises(AblationStopped, match="A-h1, seed 1: terminated .SIGTERM.; the ablation stops here"):
+        run_ablation(tmp_path / "t3", base, TrainConfig(), [], table3_rows(base, ["A"]), [1], 10, train,
+                     log=lambda m: None)
+    assert trained == ["A-h1-s1"]  # A-h16 never started

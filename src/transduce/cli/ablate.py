@@ -95,8 +95,12 @@ def run(args) -> int:
         except ValueError as error:  # a configuration the row makes impossible
             raise TransduceError(str(error)) from None
 
-    results = ablate.run_ablation(out, base, recipe, common, rows, seeds, args.max_steps, train,
-                                  log=lambda m: print(m, file=sys.stderr))
+    try:
+        results = ablate.run_ablation(out, base, recipe, common, rows, seeds, args.max_steps, train,
+                                      log=lambda m: print(m, file=sys.stderr))
+    except ablate.AblationStopped as stopped:
+        print(stopped, file=sys.stderr)
+        return 130  # as a shell reports a command that Ctrl-C ended
     lines = ablate.summarize(results)
     note = (f"Each row: `transduce train` for {args.max_steps} updates on {args.data_dir} with the base's recipe "
             f"({describe_schedule(recipe, base)}, as the base's), seeds "
