@@ -87,6 +87,10 @@ def test_positions_study_trains_short_and_evaluates_by_length(tmp_path):
     assert config["train"]["train_max_len"] == 4 and config["model"]["positional"] == "rope"
     assert "never trained" in (out / "positions.md").read_text() and (out / "positions.png").is_file()
     assert "| alibi |" in result.stdout
+    import re  # the run's summary line counts the pairs it trains on, not the whole training set
+
+    short, whole = map(int, re.search(r"training on (\d+) of (\d+) pairs", result.stdout).groups())
+    assert short < whole and f"parameter model on cpu (fp32, 1 CPU thread), {short} pairs" in result.stdout
 
 
 def test_train_max_len_trains_only_on_short_pairs(tmp_path):

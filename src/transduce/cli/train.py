@@ -191,7 +191,8 @@ def run(args) -> int:
     trainer.log(f"training a {params:,}-parameter model on {device} ({precision}"
                 + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if device.type == "cpu" else "") + "), "
                 + (f"{len(trainer.train_set):,} tokens in blocks of {trainer.tc.block_size}" if trainer.lm else
-                   f"{len(trainer.train_set):,} pairs") + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}")
+                   f"{len(trainer.train_indices if trainer.train_indices is not None else trainer.train_set):,} pairs")
+                + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}")
     trainer.log(describe_schedule(trainer.tc, model_config) +
                 ("" if args.resume else f" (--recipe {args.recipe})"))
     trainer.train()
