@@ -4,6 +4,8 @@
 # RAW_DIR holds train/val/test_2016_flickr .en.gz/.de.gz (default: ../shared/data/multi30k, or
 # downloaded into data/multi30k-raw when that is missing). Interrupt it at any time and run it
 # again: training resumes from its last checkpoint and stops at MINUTES of training in all.
+# Everything is chosen on the validation set (which weights: the last checkpoint, the average of
+# the last 3 or the EMA; then the length penalty); the test set is scored once, with the choice.
 set -euo pipefail
 RAW=${1:-../shared/data/multi30k}
 MINUTES=${2:-60}
@@ -18,24 +20,28 @@ RESUME=""
 [ -f "$RUN/config.json" ] && RESUME="--resume"
 transduce train data/multi30k --out "$RUN" --config recipes/multi30k/small.toml --max-time "${MINUTES}m" $RESUME
 transduce plot "$RUN"
-# Choose how many checkpoints to average on the validation set, never on the test set.
-best_n=1; best_bleu=-1
-for n in 1 2 3 5; do
-  transduce average "$RUN" --last "$n" --out "$RUN/avg$n" > /dev/null
-  bleu=$(transduce evaluate "$RUN/avg$n" --src "$RAW/val.en.gz" --ref "$RAW/val.de.gz" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])')
-  echo "valid BLEU, average of the last $n checkpoints: $bleu"
-  if python3 -c "import sys; sys.exit(0 if $bleu > $best_bleu else 1)"; then best_n=$n; best_bleu=$bleu; fi
+valid_bleu() {  # candidate alpha -> validation BLEU (beam 4)
+  transduce evaluate "$1" --src "$RAW/val.en.gz" --ref "$RAW/val.de.gz" --alpha "$2" --json \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])'
+}
+better() { python3 -c "import sys; sys.exit(0 if $1 > $2 else 1)"; }
+transduce average "$RUN" --last 3 --out "$RUN/avg3" > /dev/null
+LAST=$(ls -d "$RUN"/checkpoints/step_* | tail -n 1)
+best=""; best_bleu=-1
+for candidate in "$LAST" "$RUN/avg3" "$RUN/ema"; do
+  [ -d "$candidate" ] || continue  # no ema/ when the recipe trains without --ema
+  bleu=$(valid_bleu "$candidate" 0.6)
+  echo "valid BLEU (beam 4, alpha 0.6), $candidate: $bleu"
+  if better "$bleu" "$best_bleu"; then best=$candidate; best_bleu=$bleu; fi
 done
-echo "chosen on validation: the average of the last $best_n"
-names="avg1 avg$best_n"
-if [ -d "$RUN/ema" ]; then  # the exponential moving average of the weights (small.toml: ema = 0.999)
-  bleu=$(transduce evaluate "$RUN/ema" --src "$RAW/val.en.gz" --ref "$RAW/val.de.gz" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])')
-  echo "valid BLEU, EMA of the weights: $bleu"
-  names="$names ema"
-fi
-for name in $names; do
-  transduce evaluate "$RUN/$name" --src "$RAW/test_2016_flickr.en.gz" --ref "$RAW/test_2016_flickr.de.gz" \
-    --save-hyp "$RUN/$name.test.de"
-  echo "lowercased, 13a-tokenized:"
-  transduce evaluate --hyp "$RUN/$name.test.de" --ref "$RAW/test_2016_flickr.de.gz" --lowercase --tokenize 13a
+alpha=0.6
+for a in 1.0 1.4; do
+  bleu=$(valid_bleu "$best" "$a")
+  echo "valid BLEU (beam 4, alpha $a), $best: $bleu"
+  if better "$bleu" "$best_bleu"; then alpha=$a; best_bleu=$bleu; fi
 done
+echo "chosen on validation: $best, alpha $alpha ($best_bleu)"
+transduce evaluate "$best" --src "$RAW/test_2016_flickr.en.gz" --ref "$RAW/test_2016_flickr.de.gz" --alpha "$alpha" \
+  --save-hyp "$RUN/test.de"
+echo "lowercased, 13a-tokenized:"
+transduce evaluate --hyp "$RUN/test.de" --ref "$RAW/test_2016_flickr.de.gz" --lowercase --tokenize 13a
