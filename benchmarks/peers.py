@@ -251,7 +251,7 @@ def _transduce_system(system: str, model_dir: str):
         quantize_encoder(model)
         return model, "int8", False, nullcontext
     if system == "transduce_bf16":
-        return model, "fp32", False, lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+        return model, "bf16", False, lambda: torch.autocast("cpu", dtype=torch.bfloat16)
     return model, "fp32", system == "transduce_compiled", nullcontext
 
 

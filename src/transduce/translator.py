@@ -41,6 +41,9 @@ def compile_choice(compile: str | bool, device: torch.device, lines: int, precis
     if chosen and precision == "int8":
         raise TransduceError("--compile on does not combine with --precision int8 (the quantized kernels are "
                              "opaque to torch.compile); use one or the other")
+    if chosen and precision == "bf16" and device.type == "cpu":
+        raise TransduceError("--compile on does not combine with --precision bf16 on the CPU (its step chooses "
+                             "bf16 or fp32 per product, eagerly); use one or the other")
     return chosen
 
 
@@ -85,7 +88,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
             src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)
             options = SearchOptions(decode.max_len_a, decode.max_len_b, decode.min_len,
                                     [prefixes[i] for i in batch] if prefixes else None,
-                                    precision="int8" if precision == "int8" else "fp32", compile=compiled)
+                                    precision=precision if precision in ("int8", "bf16") else "fp32", compile=compiled)
             with torch.inference_mode(), autocast(device, "fp32" if precision == "int8" else precision):
                 if decode.sampling:
                     out = [[h] for h in sample(model, src, options, temperature=decode.temperature, top_k=decode.top_k,

@@ -197,3 +197,83 @@ def test_bf16_autocast_decodes_like_the_module_path(arch):
         slow = greedy_search(model, src, SearchOptions(1.0, 5, fast=False))
         assert beam_search(model, src[:2], 3, options=SearchOptions(1.0, 5))[0]
     assert sum(a.tokens == b.tokens for a, b in zip(fast, slow)) >= 18
+
+
+def test_bf16_weights_agree_with_fp32_on_a_trained_model(reverser, monkeypatch):
+    """precision="bf16" on the CPU: the step's products use bf16 copies of the weights (every
+    product here: the threshold is lowered to 1 multiply-add, the tiny model's are all below the
+    real one) and keep at least 90% of the trained model's outputs, greedy and beam."""
+    import transduce.model.fast as fast
+
+    monkeypatch.setattr(fast, "BF16_MIN_MACS", 1)
+    model, src = reverser
+    decoder = FastDecoder(model, "bf16")
+    assert decoder.bf16 and decoder.output.uses_bf16(1) and all(layer.w2.uses_bf16(1) for layer in decoder.layers)
+    for search in (lambda o: [h.tokens for h in greedy_search(model, src, o)],
+                   lambda o: [h[0].tokens for h in beam_search(model, src, 4, options=o)]):
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):  # as translate_ids runs it
+            low = search(SearchOptions(0, 8, precision="bf16"))
+        exact = search(SearchOptions(0, 8))
+        assert sum(x == y for x, y in zip(exact, low)) >= 0.9 * len(exact)
+    with torch.no_grad():  # the logits stay within a few percent of their range
+        memory = model.encode(src)
+        logits = []
+        for d in (fast_decoder(model), decoder):
+            logits.append(d.step(torch.full((len(src),), 1), d.start(src, memory, 1, capacity=2)))
+    error = (logits[1] - logits[0]).abs().max() / logits[0].abs().max()
+    assert logits[1].dtype == torch.float32 and error < 0.05, f"bf16 logits differ by {error:.3f} of their range"
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES, ids=_ids)
+def test_bf16_weights_run_on_every_architecture(arch, monkeypatch):
+    import transduce.model.fast as fast
+
+    monkeypatch.setattr(fast, "BF16_MIN_MACS", 1)
+    model = Transformer(tiny_config(**arch)).eval()
+    src, _ = random_batch(3, 6, 40)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for beam in (1, 3):
+            out = beam_search(model, src, beam, options=SearchOptions(1.0, 4, precision="bf16"))
+            assert len(out) == 3 and all(hs for hs in out)
+        greedy = greedy_search(model, src, SearchOptions(1.0, 4, precision="bf16"))
+    assert fast_decoder(model, "bf16").bf16 and len(greedy) == 3
+
+
+def test_bf16_weights_only_where_they_pay():
+    """The bf16 copy is used from BF16_MIN_MACS multiply-adds per product: a one-row product of a
+    small matrix stays fp32 (bf16's fixed cost per call would dominate), many rows switch."""
+    from transduce.model.fast import BF16_MIN_MACS, Dense
+
+    weight = torch.randn(1024, 256)
+    dense = Dense(weight, torch.randn(1024), bf16=True)
+    rows = -(-BF16_MIN_MACS // weight.numel())
+    assert not dense.uses_bf16(1) and not dense.uses_bf16(rows - 1) and dense.uses_bf16(rows)
+    x = torch.randn(rows, 256)
+    assert dense(x).dtype == torch.float32
+    torch.testing.assert_close(dense(x), x @ dense.weight.t() + dense.bias, rtol=0.02, atol=0.3)
+    assert Dense(weight, None).low is None  # fp32: no copy
+
+
+def test_compile_on_refuses_the_cpus_bf16_step():
+    from transduce.errors import TransduceError
+
+    with pytest.raises(TransduceError, match="bf16"):
+        compile_choice("on", torch.device("cpu"), 1, "bf16")
+    assert compile_choice("on", torch.device("cuda"), 1, "bf16") is True
+
+
+def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
+    """``--precision bf16`` reaches the step as its own precision (bf16 weights), not only as the
+    autocast around the search; int8 likewise, fp32 stays exact."""
+    from transduce.config import DecodeConfig
+    from transduce.translator import translate_ids
+
+    model, src = reverser
+    sources = [[int(t) for t in row if t > 2] for row in src[:4]]
+    if hasattr(model, "_fast_decoders"):  # the module's other tests built some: start from none
+        object.__delattr__(model, "_fast_decoders")
+    for precision in ("bf16", "int8", "fp32"):
+        out = translate_ids(model, sources, DecodeConfig(beam=2, max_len_a=0, max_len_b=8), precision=precision)
+        assert len(out) == 4 and all(out)
+    built = {key[0] for key in model._fast_decoders[1]}
+    assert {"bf16", "int8", "fp32"} <= built and fast_decoder(model, "bf16").bf16

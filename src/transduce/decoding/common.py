@@ -31,8 +31,9 @@ class SearchOptions:
     use_cache: False recomputes the whole prefix at each step (for tests).
     fast: decode with the ``FastDecoder`` step (``model/fast.py``); False uses the model's own
         ``decode`` with its growing cache (the reference the fast step is tested against).
-    precision: "int8" quantizes the fast step's weights (CPU); fp32, bf16 and fp16 come from the
-        autocast context around the search.
+    precision: "int8" quantizes the fast step's weights (CPU); "bf16" gives it bf16 copies of the
+        weights on the CPU (``Dense``); otherwise fp32, bf16 and fp16 come from the autocast
+        context around the search.
     compile: capture the fast step with ``torch.compile`` (``FastDecoder.compile``).
     on_step: greedy and sampling call it with each step's new tokens ``(B,)`` (streaming output).
     """

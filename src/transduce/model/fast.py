@@ -9,6 +9,10 @@ builds, once per set of weights, a ``FastDecoder`` that:
 - or, with ``precision="int8"``, holds the weights as int8 with one scale per output row and
   multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on the
   fly, int32 accumulation); ``quantize_encoder`` gives the encoder the same ``Int8Linear``;
+- or, with ``precision="bf16"`` on a CPU that multiplies bf16 natively (AVX512-BF16, AMX), keeps a
+  bf16 copy of each weight, made once, and uses it for products large enough to pay for bf16's
+  fixed cost per call (``BF16_MIN_MACS``), fp32 below; autocast would instead convert every weight
+  again at every step;
 - keeps the self-attention keys and values of every layer in one preallocated tensor
   ``(layers, 2, N * H, capacity, Dh)``: a step writes position ``t`` in place, attends over the
   filled positions ``0..t`` only, and a beam reorder is one ``index_select`` of the filled part;
@@ -24,6 +28,7 @@ windows) decode with ``Transformer.decode`` instead (``unsupported`` says why).
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from typing import Optional
 
 import torch
@@ -31,6 +36,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .feed_forward import RMSNorm
+
+
+# bf16 weights pay from this many multiply-adds per product on (measured on the project's 2-core
+# Xeon with AMX: a bf16 product costs ~30 us whatever its size, fp32 grows with it; the two meet
+# between 2 and 8 million multiply-adds for the decoder's shapes, e.g. 16 rows of 1024x256)
+BF16_MIN_MACS = 4_000_000
 
 
 class Dense:
@@ -42,12 +53,13 @@ class Dense:
     every core stream its share of the weights); for 2-16 rows, and for matrices no wider than 4x
     their input, ``(W x^T)^T``; beyond, ``x W^T`` with ``W^T`` stored contiguous. Each layout is
     made the first time it is needed; the model's own weight is shared, not copied.
-    int8: an ``Int8Linear``. ``scale`` (a number, or one per output row) multiplies the layer:
-    it folds 1/sqrt(d_k) into the queries.
+    int8: an ``Int8Linear``. bf16: a bf16 copy of the weights too, used (output cast back to fp32)
+    where ``rows * out * in >= BF16_MIN_MACS``. ``scale`` (a number, or one per output row)
+    multiplies the layer: it folds 1/sqrt(d_k) into the queries.
     """
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor], int8: bool = False,
-                 scale: float | Tensor = 1.0) -> None:
+                 scale: float | Tensor = 1.0, bf16: bool = False) -> None:
         weight = weight.detach()
         bias = None if bias is None else bias.detach()
         if isinstance(scale, Tensor) or scale != 1.0:
@@ -59,11 +71,19 @@ class Dense:
         self.bias_column = None if bias is None else bias[:, None]  # (out, 1)
         self.blocks: Optional[Tensor] = None  # (P, in, out/P), made on the first single row
         self.weight_t: Optional[Tensor] = None  # (in, out), made on the first batch of more than 16 rows
+        self.low = weight.to(torch.bfloat16) if bf16 and not int8 else None
+        self.low_bias = None if self.low is None or bias is None else bias.to(torch.bfloat16)
+        self.low_rows = -(-BF16_MIN_MACS // weight.numel())  # the fewest rows worth the bf16 product
+
+    def uses_bf16(self, rows: int) -> bool:
+        return self.low is not None and rows >= self.low_rows
 
     def __call__(self, x: Tensor) -> Tensor:
         if self.int8 is not None:
             return self.int8(x)
         rows = x.size(0)
+        if self.uses_bf16(rows):
+            return F.linear(x.to(torch.bfloat16), self.low, self.low_bias).float()
         if rows == 1:
             return self._row(x)
         if rows <= 16 or self.weight.size(0) <= 4 * self.weight.size(1):  # (W x^T)^T, copied back to rows
@@ -189,20 +209,20 @@ class StepCache:
 class _Layer:
     """One decoder layer's weights, as the step uses them."""
 
-    def __init__(self, layer, config, int8: bool) -> None:
+    def __init__(self, layer, config, int8: bool, bf16: bool = False) -> None:
         inner = config.n_heads * config.d_k
         factor = config.d_k**-0.5 if config.attention_scale == "sqrt_dk" else 1.0
         qkv = layer.self_attn.qkv
         scale = torch.ones(3 * inner, dtype=qkv.weight.dtype, device=qkv.weight.device)
         scale[:inner] = factor  # fold 1/sqrt(d_k) into the queries
-        self.qkv = Dense(qkv.weight, qkv.bias, int8, scale)
-        self.self_out = Dense(layer.self_attn.out.weight, layer.self_attn.out.bias, int8)
-        self.cross_q = Dense(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=factor)
-        self.cross_out = Dense(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8)
+        self.qkv = Dense(qkv.weight, qkv.bias, int8, scale, bf16=bf16)
+        self.self_out = Dense(layer.self_attn.out.weight, layer.self_attn.out.bias, int8, bf16=bf16)
+        self.cross_q = Dense(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=factor, bf16=bf16)
+        self.cross_out = Dense(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8, bf16=bf16)
         ffn = layer.ffn
-        self.w1 = Dense(ffn.w1.weight, ffn.w1.bias, int8)
-        self.w2 = Dense(ffn.w2.weight, ffn.w2.bias, int8)
-        self.w3 = Dense(ffn.w3.weight, ffn.w3.bias, int8) if ffn.w3 is not None else None
+        self.w1 = Dense(ffn.w1.weight, ffn.w1.bias, int8, bf16=bf16)
+        self.w2 = Dense(ffn.w2.weight, ffn.w2.bias, int8, bf16=bf16)
+        self.w3 = Dense(ffn.w3.weight, ffn.w3.bias, int8, bf16=bf16) if ffn.w3 is not None else None
         self.act = ffn.act
         self.norms = [_norm(block.norm) for block in (layer.self_attn_block, layer.cross_attn_block, layer.ffn_block)]
 
@@ -233,13 +253,16 @@ class FastDecoder:
         self.config = c
         self.precision = precision
         int8 = precision == "int8"
+        device = model.output.weight.device
+        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (see Dense)
+        self.bf16 = precision == "bf16" and device.type == "cpu"
         self.heads, self.head_dim = c.n_heads, c.d_k
         self.pre = c.norm_position == "pre"
         with torch.no_grad():
-            self.layers = [_Layer(layer, c, int8) for layer in model.decoder]
+            self.layers = [_Layer(layer, c, int8, self.bf16) for layer in model.decoder]
             self.final_norm = _norm(model.decoder_norm) if model.decoder_norm is not None else None
             bias = model.output_bias.detach() if model.output_bias is not None else None
-            self.output = Dense(model.output.weight, bias, int8)
+            self.output = Dense(model.output.weight, bias, int8, bf16=self.bf16)
         embed = model.tgt_embed
         self.embed_weight = embed.tokens.weight.detach()
         self.embed_scale = embed.scale
@@ -254,7 +277,8 @@ class FastDecoder:
         """A cache for ``B * beam`` hypotheses over ``src (B, S)`` and its encoder output ``memory``."""
         B, S = src.shape
         H, Dh = self.heads, self.head_dim
-        with torch.no_grad():
+        with torch.no_grad(), self._precision():
+            memory = memory.float() if self.bf16 else memory
             cross_k, cross_v = [], []
             for attn in self.cross_projections:
                 k, v = attn.project_memory(memory)  # (B, H, S, Dh)
@@ -277,14 +301,21 @@ class FastDecoder:
             position = torch.tensor(t, device=tokens.device)
             logits = self.compiled(tokens, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
         else:
-            logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
+            with self._precision():
+                logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
         cache.length = t + 1
         return logits
+
+    def _precision(self):
+        """bf16 on the CPU: autocast off (the step chooses bf16 or fp32 per product); else as the caller set it."""
+        return torch.autocast("cpu", enabled=False) if self.bf16 else nullcontext()
 
     def compile(self) -> None:
         """Capture the step with ``torch.compile`` (CUDA graphs on a GPU): the position becomes a tensor,
         attention covers the cache's whole capacity under a mask, so every step has the same shapes
         and one compilation serves the whole search (a new batch size compiles once more)."""
+        if self.bf16:
+            raise ValueError("the CPU's bf16 step is not compiled (its choice of bf16 or fp32 per product is eager)")
         if self.precision == "int8":
             raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
         mode = "reduce-overhead" if self.embed_weight.device.type == "cuda" else None
@@ -341,7 +372,7 @@ class FastDecoder:
             x = self._residual(x, dense(layer.cross_out, a), layer.norms[1])
             # feed-forward
             h = layer.norms[2](x) if self.pre else x
-            if static or h.size(0) == 1 or layer.w1.int8 is not None:
+            if static or h.size(0) == 1 or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)):
                 f = layer.act(dense(layer.w1, h))
                 if layer.w3 is not None:
                     f = f * dense(layer.w3, h)
