@@ -277,3 +277,24 @@ def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
         assert len(out) == 4 and all(out)
     built = {key[0] for key in model._fast_decoders[1]}
     assert {"bf16", "int8", "fp32"} <= built and fast_decoder(model, "bf16").bf16
+
+
+@pytest.mark.parametrize("rows", [1, 4, 16, 40])
+@pytest.mark.parametrize("bias", [True, False])
+def test_every_dense_layout_gives_the_same_product(rows, bias):
+    """The layouts a Dense chooses between by timing (rows, columns, blocks) all compute x W^T + b;
+    the choice is made once per class of row counts and kept."""
+    from transduce.model.fast import Dense, _bucket
+
+    torch.manual_seed(0)
+    weight, b = torch.randn(96, 40), torch.randn(96) if bias else None
+    x = torch.randn(rows, 40)
+    expected = x @ weight.t() + (b if bias else 0)
+    dense = Dense(weight, b)
+    chosen = dense.layout(x)
+    assert chosen in (("rows", "columns", "blocks") if rows <= 16 else ("rows", "columns"))
+    assert dense.layouts == {_bucket(rows): chosen}
+    torch.testing.assert_close(dense(x), expected, rtol=1e-5, atol=1e-5)
+    for layout in ("rows", "columns", "blocks", "linear"):
+        torch.testing.assert_close(dense._multiply(x, layout), expected, rtol=1e-5, atol=1e-5)
+    assert dense.layout(torch.randn(rows, 40)) == chosen  # measured once, then kept

@@ -4,8 +4,8 @@ Decoding one token per hypothesis is a chain of matrix-*vector* products: at bat
 every decoder weight once and does little else. This module leaves the model untouched and
 builds, once per set of weights, a ``FastDecoder`` that:
 
-- multiplies each weight in the operand layout BLAS handles best for the number of rows
-  (``Dense``), with 1/sqrt(d_k) folded into the query weights;
+- multiplies each weight in the operand layout measured fastest on this machine for the number
+  of rows (``Dense``), with 1/sqrt(d_k) folded into the query weights;
 - or, with ``precision="int8"``, holds the weights as int8 with one scale per output row and
   multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on the
   fly, int32 accumulation); ``quantize_encoder`` gives the encoder the same ``Int8Linear``;
@@ -27,6 +27,7 @@ windows) decode with ``Transformer.decode`` instead (``unsupported`` says why).
 
 from __future__ import annotations
 
+import time
 import warnings
 from contextlib import nullcontext
 from typing import Optional
@@ -44,19 +45,31 @@ from .feed_forward import RMSNorm
 BF16_MIN_MACS = 4_000_000
 
 
+def _bucket(rows: int) -> int:
+    """The row-count classes a ``Dense`` chooses a layout for: one row, 2-16, more."""
+    return 0 if rows == 1 else 1 if rows <= 16 else 2
+
+
 class Dense:
     """``y = x W^T + b`` for a 2-D ``x (N, in)``, from an ``nn.Linear``'s weights.
 
-    float: BLAS is fastest with a different operand layout for one row than for several
-    (microbenchmarks on the project's 2-core CPU): for one row, ``W^T`` cut into one column block
-    per thread and multiplied by one ``bmm`` (BLAS runs a single row on one core; the blocks let
-    every core stream its share of the weights); for 2-16 rows, and for matrices no wider than 4x
-    their input, ``(W x^T)^T``; beyond, ``x W^T`` with ``W^T`` stored contiguous. Each layout is
-    made the first time it is needed; the model's own weight is shared, not copied.
+    float: which operand layout BLAS multiplies fastest depends on the number of rows and on the
+    machine (on the project's 2-core AMD EPYC, ``(W x^T)^T`` won for 2-16 rows and per-thread
+    blocks for one; on its Xeon with AMX the same ``(W x^T)^T`` is 2-4x *slower* than ``x W^T``).
+    So each layer measures, on the CPU, the first time it sees each class of row counts (1, 2-16,
+    more; ``_bucket``), the layouts that can serve it and keeps the fastest for the rest of the
+    process (``layouts``; a few calls each, well under a millisecond a layer):
+    ``rows`` (``x W^T`` with ``W^T`` stored contiguous), ``columns`` (``(W x^T)^T``, copied back to
+    rows), ``blocks`` (``W^T`` cut into one column block per thread, one ``bmm``: lets every core
+    stream its share of the weights where BLAS would run a small product on one core). Every
+    layout gives the same product up to float rounding. Layouts are made on first use; the
+    model's own weight is shared, not copied. On a GPU: ``F.linear``.
     int8: an ``Int8Linear``. bf16: a bf16 copy of the weights too, used (output cast back to fp32)
     where ``rows * out * in >= BF16_MIN_MACS``. ``scale`` (a number, or one per output row)
     multiplies the layer: it folds 1/sqrt(d_k) into the queries.
     """
+
+    TUNE_CALLS = 3  # timed calls per candidate layout (after one untimed)
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor], int8: bool = False,
                  scale: float | Tensor = 1.0, bf16: bool = False) -> None:
@@ -69,8 +82,9 @@ class Dense:
         self.weight = weight  # (out, in)
         self.bias = bias
         self.bias_column = None if bias is None else bias[:, None]  # (out, 1)
-        self.blocks: Optional[Tensor] = None  # (P, in, out/P), made on the first single row
-        self.weight_t: Optional[Tensor] = None  # (in, out), made on the first batch of more than 16 rows
+        self.blocks: Optional[Tensor] = None  # (P, in, out/P)
+        self.weight_t: Optional[Tensor] = None  # (in, out)
+        self.layouts: dict[int, str] = {}  # row-count class -> the layout measured fastest
         self.low = weight.to(torch.bfloat16) if bf16 and not int8 else None
         self.low_bias = None if self.low is None or bias is None else bias.to(torch.bfloat16)
         self.low_rows = -(-BF16_MIN_MACS // weight.numel())  # the fewest rows worth the bf16 product
@@ -78,19 +92,21 @@ class Dense:
     def uses_bf16(self, rows: int) -> bool:
         return self.low is not None and rows >= self.low_rows
 
+    def layout(self, x: Tensor) -> str:
+        """The float layout for ``x``'s row count: measured the first time (see the class docstring)."""
+        if x.device.type != "cpu":
+            return "linear"
+        bucket = _bucket(x.size(0))
+        if bucket not in self.layouts:
+            self.layouts[bucket] = self._fastest(x)
+        return self.layouts[bucket]
+
     def __call__(self, x: Tensor) -> Tensor:
         if self.int8 is not None:
             return self.int8(x)
-        rows = x.size(0)
-        if self.uses_bf16(rows):
+        if self.uses_bf16(x.size(0)):
             return F.linear(x.to(torch.bfloat16), self.low, self.low_bias).float()
-        if rows == 1:
-            return self._row(x)
-        if rows <= 16 or self.weight.size(0) <= 4 * self.weight.size(1):  # (W x^T)^T, copied back to rows
-            return self.columns(x.t()).t().contiguous()
-        if self.weight_t is None:
-            self.weight_t = self.weight.t().contiguous()
-        return x @ self.weight_t if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
+        return self._multiply(x, self.layout(x))
 
     def plain(self, x: Tensor) -> Tensor:
         """``F.linear`` on the model's own layout: no per-call choices, for ``torch.compile``."""
@@ -100,16 +116,48 @@ class Dense:
         """The product in feature-major layout: ``x_t (in, N)`` -> ``(out, N)``, never a copy (float only)."""
         return self.weight @ x_t if self.bias is None else torch.addmm(self.bias_column, self.weight, x_t)
 
-    def _row(self, x: Tensor) -> Tensor:
+    def _multiply(self, x: Tensor, layout: str) -> Tensor:
+        if layout == "columns":
+            return self.columns(x.t()).t().contiguous()
+        if layout == "blocks":
+            blocks = self._blocks(x)
+            rows, parts = x.size(0), blocks.size(0)
+            y = torch.bmm(x.expand(parts, rows, -1), blocks)  # (P, N, out/P)
+            y = y.view(1, -1) if rows == 1 else y.transpose(0, 1).reshape(rows, -1)
+            return y if self.bias is None else y + self.bias
+        if layout == "rows":
+            if self.weight_t is None:
+                self.weight_t = self.weight.t().contiguous()
+            return x @ self.weight_t if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
+        return F.linear(x, self.weight, self.bias)
+
+    def _blocks(self, x: Tensor) -> Tensor:
         if self.blocks is None:
             out, inp = self.weight.shape
-            parts = torch.get_num_threads() if x.device.type == "cpu" else 1
+            parts = torch.get_num_threads()
             parts = parts if parts > 1 and out % parts == 0 else 1
             self.blocks = self.weight.t().reshape(inp, parts, out // parts).transpose(0, 1).contiguous()
-        if self.blocks.size(0) == 1:
-            return x @ self.blocks[0] if self.bias is None else torch.addmm(self.bias, x, self.blocks[0])
-        y = torch.bmm(x.expand(self.blocks.size(0), 1, -1), self.blocks).view(1, -1)  # (1, out)
-        return y if self.bias is None else y + self.bias
+        return self.blocks
+
+    def _fastest(self, x: Tensor) -> str:
+        """Time each candidate layout on ``x`` (after one untimed call that also makes its layout);
+        the layouts not chosen are dropped again."""
+        candidates = ["rows", "columns", "blocks"] if x.size(0) <= 16 else ["rows", "columns"]
+        best, best_time = "rows", float("inf")
+        for layout in candidates:
+            self._multiply(x, layout)
+            began = time.perf_counter()
+            for _ in range(self.TUNE_CALLS):
+                self._multiply(x, layout)
+            spent = time.perf_counter() - began
+            if spent < best_time:
+                best, best_time = layout, spent
+        kept = set(self.layouts.values()) | {best}
+        if "blocks" not in kept:
+            self.blocks = None
+        if "rows" not in kept:
+            self.weight_t = None
+        return best
 
 
 class Int8Linear(nn.Module):
@@ -372,7 +420,8 @@ class FastDecoder:
             x = self._residual(x, dense(layer.cross_out, a), layer.norms[1])
             # feed-forward
             h = layer.norms[2](x) if self.pre else x
-            if static or h.size(0) == 1 or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)):
+            if static or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or \
+                    layer.w1.layout(h) != "columns":
                 f = layer.act(dense(layer.w1, h))
                 if layer.w3 is not None:
                     f = f * dense(layer.w3, h)
