@@ -298,3 +298,23 @@ def test_every_dense_layout_gives_the_same_product(rows, bias):
     for layout in ("rows", "columns", "blocks", "linear"):
         torch.testing.assert_close(dense._multiply(x, layout), expected, rtol=1e-5, atol=1e-5)
     assert dense.layout(torch.randn(rows, 40)) == chosen  # measured once, then kept
+
+
+def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
+    """The captured step is compiled once for a whole search (not once per step or per length):
+    counted with dynamo's test backend in place of inductor."""
+    from torch._dynamo.testing import CompileCounter
+
+    model, src = reverser
+    counter = CompileCounter()
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend=counter, dynamic=False))
+    if hasattr(model, "_fast_decoders"):
+        object.__delattr__(model, "_fast_decoders")
+    torch._dynamo.reset()
+    options = SearchOptions(0, 8, min_len=7, compile=True)
+    greedy_search(model, src[:3], options)  # 8 steps
+    assert counter.frame_count == 1
+    beam_search(model, src[:3], 2, options=options)  # a new batch shape (3 x 2 rows): one more
+    assert counter.frame_count == 2
+    torch._dynamo.reset()

@@ -347,7 +347,9 @@ class FastDecoder:
                              f"the model {self.config.max_positions}")
         if self.compiled is not None:
             position = torch.tensor(t, device=tokens.device)
-            logits = self.compiled(tokens, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
+            # contiguous: search passes a column of its growing token matrix, whose stride changes
+            # every step, and a new stride would recompile the step (until dynamo gives up)
+            logits = self.compiled(tokens.contiguous(), position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
         else:
             with self._precision():
                 logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
