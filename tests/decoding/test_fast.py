@@ -318,3 +318,34 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
     beam_search(model, src[:3], 2, options=options)  # a new batch shape (3 x 2 rows): one more
     assert counter.frame_count == 2
     torch._dynamo.reset()
+
+
+def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monkeypatch):
+    """As sentences finish, beam search shrinks the batch; the captured step keeps every tensor at
+    the next power of two of the sentences left (zero rows nobody reads), so a search compiles once
+    per class (8, 4, 2, 1 sentences), not once per count, and gives the eager outputs. The capture
+    is replaced by a recorder of the batch shapes it is called with."""
+    from transduce.model.fast import padded_sentences
+
+    assert [padded_sentences(n) for n in (1, 2, 3, 4, 5, 7, 8, 9)] == [1, 2, 4, 4, 8, 8, 8, 16]
+    model, src = reverser
+    lengths = (src != 0).sum(1)
+    rows = torch.cat([(lengths == n).nonzero()[:2, 0] for n in sorted(set(lengths.tolist()))])[:7]
+    assert len(set(lengths[rows].tolist())) >= 3  # sources of several lengths: they end at different steps
+    seen = []
+
+    def recorder(fn, **kwargs):
+        def step(tokens, *args):
+            seen.append(tokens.size(0))
+            return fn(tokens, *args)
+        return step
+
+    monkeypatch.setattr(torch, "compile", recorder)
+    if hasattr(model, "_fast_decoders"):
+        object.__delattr__(model, "_fast_decoders")
+    beam = 3
+    compiled = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2, compile=True), nbest=2)
+    eager = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2), nbest=2)
+    assert [[h.tokens for h in hs] for hs in compiled] == [[h.tokens for h in hs] for hs in eager]
+    classes = {n // beam for n in seen}
+    assert len(classes) >= 2 and classes <= {8, 4, 2, 1}, classes  # it shrank, and only by classes

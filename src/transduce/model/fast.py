@@ -206,6 +206,18 @@ def _norm(module: nn.Module):
     raise TypeError(f"no fast path for the norm {type(module).__name__}")
 
 
+def padded_sentences(sentences: int) -> int:
+    """The captured step's batch classes: sentences rounded up to a power of two, so that a search
+    whose sentences finish one by one compiles once per class, not once per count."""
+    return 1 << (sentences - 1).bit_length()
+
+
+def _pad_rows(x: Tensor, rows: int) -> Tensor:
+    """``x`` with zero rows appended up to ``rows`` along the first dimension."""
+    extra = rows - x.size(0)
+    return x if extra == 0 else torch.cat([x, x.new_zeros(extra, *x.shape[1:])])
+
+
 class StepCache:
     """The state of ``N = B * beam`` hypotheses between steps.
 
@@ -216,13 +228,16 @@ class StepCache:
             ``(B * H, S, Dh)``; cross_bias: ``(B * H, beam, S)``, 0 at real source positions and
             -inf at padding.
         beam: hypotheses per sentence. length: positions filled (the next token's position).
+        sentences: B, the sentences searched. For the captured step (``static``) every tensor
+            holds ``padded_sentences(B)`` sentences, the ones past B zeros that nobody reads, and
+            the unfilled positions hold zeros (it reads them under a mask).
     """
 
     def __init__(self, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor], cross_bias: Tensor,
-                 heads: int, beam: int, zeroed: bool = False) -> None:
+                 heads: int, beam: int, sentences: int, static: bool = False) -> None:
         self.kv, self.cross_k, self.cross_v, self.cross_bias = kv, cross_k, cross_v, cross_bias
-        self.heads, self.beam, self.length = heads, beam, 0
-        self.zeroed = zeroed  # unfilled positions hold zeros (the captured step reads them under a mask)
+        self.heads, self.beam, self.length, self.sentences = heads, beam, 0, sentences
+        self.static = static
 
     def reorder(self, rows: Tensor) -> None:
         """Hypothesis ``n`` continues hypothesis ``rows[n]``: only the filled positions move."""
@@ -231,7 +246,7 @@ class StepCache:
             return
         L, _, NH, C, Dh = self.kv.shape
         filled = self.kv.view(L, 2, NH // H, H, C, Dh)[:, :, :, :, :t]
-        filled.copy_(filled.index_select(2, rows))
+        filled[:, :, : rows.numel()].copy_(filled.index_select(2, rows))
 
     def select_sentences(self, sentences: Tensor) -> None:
         """Keep only ``sentences`` (indices into the current B); each owns ``beam`` rows."""
@@ -239,15 +254,17 @@ class StepCache:
         rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
         L, _, NH, C, Dh = self.kv.shape
         t = self.length
-        kept = self.kv.new_zeros if self.zeroed else self.kv.new_empty
-        kv = kept(L, 2, rows.numel() * H, C, Dh)
+        self.sentences = sentences.numel()
+        total = padded_sentences(self.sentences) if self.static else self.sentences
+        kept = self.kv.new_zeros if self.static else self.kv.new_empty
+        kv = kept(L, 2, total * K * H, C, Dh)
         if t:  # copy the filled positions only: the capacity can be several times the length so far
             filled = self.kv.view(L, 2, NH // H, H, C, Dh)[:, :, :, :, :t].index_select(2, rows)
-            kv[:, :, :, :t] = filled.reshape(L, 2, -1, t, Dh)
+            kv.view(L, 2, total * K, H, C, Dh)[:, :, : rows.numel(), :, :t] = filled
         self.kv = kv
 
-        def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (B'*H, ...)
-            return x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1)
+        def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (total*H, ...)
+            return _pad_rows(x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1), total * H)
 
         self.cross_k = [per_sentence(k) for k in self.cross_k]
         self.cross_v = [per_sentence(v) for v in self.cross_v]
@@ -332,12 +349,16 @@ class FastDecoder:
                 k, v = attn.project_memory(memory)  # (B, H, S, Dh)
                 cross_k.append(k.transpose(-2, -1).reshape(B * H, Dh, S))
                 cross_v.append(v.reshape(B * H, S, Dh))
-        shape = (len(self.layers), 2, B * beam * H, capacity, Dh)
+        static = self.compiled is not None
+        total = padded_sentences(B) if static else B  # the captured step's batch class
+        shape = (len(self.layers), 2, total * beam * H, capacity, Dh)
         # the captured step reads every position (masked): unfilled ones must not hold NaN garbage
-        kv = memory.new_zeros(shape) if self.compiled is not None else memory.new_empty(shape)
+        kv = memory.new_zeros(shape) if static else memory.new_empty(shape)
         bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
         bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
-        return StepCache(kv, cross_k, cross_v, bias.view(B * H, beam, S), H, beam, zeroed=self.compiled is not None)
+        cross_k, cross_v = [_pad_rows(k, total * H) for k in cross_k], [_pad_rows(v, total * H) for v in cross_v]
+        bias = _pad_rows(bias.view(B * H, beam, S), total * H)
+        return StepCache(kv, cross_k, cross_v, bias, H, beam, B, static=static)
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
@@ -348,8 +369,11 @@ class FastDecoder:
         if self.compiled is not None:
             position = torch.tensor(t, device=tokens.device)
             # contiguous: search passes a column of its growing token matrix, whose stride changes
-            # every step, and a new stride would recompile the step (until dynamo gives up)
-            logits = self.compiled(tokens.contiguous(), position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
+            # every step, and a new stride would recompile the step (until dynamo gives up); padded
+            # to the cache's batch class with token 0 (rows nobody reads)
+            N = tokens.size(0)
+            padded = _pad_rows(tokens.contiguous(), cache.kv.size(2) // self.heads)
+            logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
         else:
             with self._precision():
                 logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
