@@ -132,6 +132,12 @@ def reverser():
     pytest.fail("the reverser did not learn its task within the step budget")
 
 
+def _forget_fast_decoders(model) -> None:
+    """Drop the fast decoders ``fast_decoder`` cached on the (module-scoped) model by other tests."""
+    if hasattr(model, "_fast_decoders"):
+        object.__delattr__(model, "_fast_decoders")
+
+
 def test_int8_agrees_with_fp32_on_a_trained_model(reverser):
     """int8 weights change the numbers a little and the outputs rarely: at least 90% of the beam
     outputs of a trained model stay identical (the stated threshold), on both searches."""
@@ -270,8 +276,7 @@ def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
 
     model, src = reverser
     sources = [[int(t) for t in row if t > 2] for row in src[:4]]
-    if hasattr(model, "_fast_decoders"):  # the module's other tests built some: start from none
-        object.__delattr__(model, "_fast_decoders")
+    _forget_fast_decoders(model)
     for precision in ("bf16", "int8", "fp32"):
         out = translate_ids(model, sources, DecodeConfig(beam=2, max_len_a=0, max_len_b=8), precision=precision)
         assert len(out) == 4 and all(out)
@@ -309,8 +314,7 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
     counter = CompileCounter()
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend=counter, dynamic=False))
-    if hasattr(model, "_fast_decoders"):
-        object.__delattr__(model, "_fast_decoders")
+    _forget_fast_decoders(model)
     torch._dynamo.reset()
     options = SearchOptions(0, 8, min_len=7, compile=True)
     greedy_search(model, src[:3], options)  # 8 steps
@@ -341,8 +345,7 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
         return step
 
     monkeypatch.setattr(torch, "compile", recorder)
-    if hasattr(model, "_fast_decoders"):
-        object.__delattr__(model, "_fast_decoders")
+    _forget_fast_decoders(model)
     beam = 3
     compiled = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2, compile=True), nbest=2)
     eager = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2), nbest=2)

@@ -9,10 +9,10 @@ builds, once per set of weights, a ``FastDecoder`` that:
 - or, with ``precision="int8"``, holds the weights as int8 with one scale per output row and
   multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on the
   fly, int32 accumulation); ``quantize_encoder`` gives the encoder the same ``Int8Linear``;
-- or, with ``precision="bf16"`` on a CPU that multiplies bf16 natively (AVX512-BF16, AMX), keeps a
-  bf16 copy of each weight, made once, and uses it for products large enough to pay for bf16's
-  fixed cost per call (``BF16_MIN_MACS``), fp32 below; autocast would instead convert every weight
-  again at every step;
+- or, with ``precision="bf16"`` on the CPU, keeps a bf16 copy of each weight, made once, and uses
+  it for products large enough to pay for bf16's fixed cost per call (``BF16_MIN_MACS``), fp32
+  below; autocast would instead convert every weight again at every step (bf16 pays where the
+  CPU multiplies it natively, AVX512-BF16 or AMX; elsewhere it is emulated, as under autocast);
 - keeps the self-attention keys and values of every layer in one preallocated tensor
   ``(layers, 2, N * H, capacity, Dh)``: a step writes position ``t`` in place, attends over the
   filled positions ``0..t`` only, and a beam reorder is one ``index_select`` of the filled part;
@@ -85,6 +85,7 @@ class Dense:
         self.blocks: Optional[Tensor] = None  # (P, in, out/P)
         self.weight_t: Optional[Tensor] = None  # (in, out)
         self.layouts: dict[int, str] = {}  # row-count class -> the layout measured fastest
+        self.on_cpu = weight.device.type == "cpu"  # layouts are measured on the CPU only
         self.low = weight.to(torch.bfloat16) if bf16 and not int8 else None
         self.low_bias = None if self.low is None or bias is None else bias.to(torch.bfloat16)
         self.low_rows = -(-BF16_MIN_MACS // weight.numel())  # the fewest rows worth the bf16 product
@@ -94,7 +95,7 @@ class Dense:
 
     def layout(self, x: Tensor) -> str:
         """The float layout for ``x``'s row count: measured the first time (see the class docstring)."""
-        if x.device.type != "cpu":
+        if not self.on_cpu:
             return "linear"
         bucket = _bucket(x.size(0))
         if bucket not in self.layouts:
@@ -120,7 +121,7 @@ class Dense:
         if layout == "columns":
             return self.columns(x.t()).t().contiguous()
         if layout == "blocks":
-            blocks = self._blocks(x)
+            blocks = self._blocks()
             rows, parts = x.size(0), blocks.size(0)
             y = torch.bmm(x.expand(parts, rows, -1), blocks)  # (P, N, out/P)
             y = y.view(1, -1) if rows == 1 else y.transpose(0, 1).reshape(rows, -1)
@@ -131,7 +132,7 @@ class Dense:
             return x @ self.weight_t if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
         return F.linear(x, self.weight, self.bias)
 
-    def _blocks(self, x: Tensor) -> Tensor:
+    def _blocks(self) -> Tensor:
         if self.blocks is None:
             out, inp = self.weight.shape
             parts = torch.get_num_threads()
@@ -228,15 +229,15 @@ class StepCache:
             ``(B * H, S, Dh)``; cross_bias: ``(B * H, beam, S)``, 0 at real source positions and
             -inf at padding.
         beam: hypotheses per sentence. length: positions filled (the next token's position).
-        sentences: B, the sentences searched. For the captured step (``static``) every tensor
-            holds ``padded_sentences(B)`` sentences, the ones past B zeros that nobody reads, and
-            the unfilled positions hold zeros (it reads them under a mask).
+        static: for the captured step, every tensor holds ``padded_sentences(B)`` sentences (the
+            ones past B zeros that nobody reads) and the unfilled positions hold zeros (it reads
+            them under a mask).
     """
 
     def __init__(self, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor], cross_bias: Tensor,
-                 heads: int, beam: int, sentences: int, static: bool = False) -> None:
+                 heads: int, beam: int, static: bool = False) -> None:
         self.kv, self.cross_k, self.cross_v, self.cross_bias = kv, cross_k, cross_v, cross_bias
-        self.heads, self.beam, self.length, self.sentences = heads, beam, 0, sentences
+        self.heads, self.beam, self.length = heads, beam, 0
         self.static = static
 
     def reorder(self, rows: Tensor) -> None:
@@ -254,8 +255,7 @@ class StepCache:
         rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
         L, _, NH, C, Dh = self.kv.shape
         t = self.length
-        self.sentences = sentences.numel()
-        total = padded_sentences(self.sentences) if self.static else self.sentences
+        total = padded_sentences(sentences.numel()) if self.static else sentences.numel()
         kept = self.kv.new_zeros if self.static else self.kv.new_empty
         kv = kept(L, 2, total * K * H, C, Dh)
         if t:  # copy the filled positions only: the capacity can be several times the length so far
@@ -358,7 +358,7 @@ class FastDecoder:
         bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
         cross_k, cross_v = [_pad_rows(k, total * H) for k in cross_k], [_pad_rows(v, total * H) for v in cross_v]
         bias = _pad_rows(bias.view(B * H, beam, S), total * H)
-        return StepCache(kv, cross_k, cross_v, bias, H, beam, B, static=static)
+        return StepCache(kv, cross_k, cross_v, bias, H, beam, static=static)
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
