@@ -39,10 +39,11 @@ from torch import Tensor, nn
 from .feed_forward import RMSNorm
 
 
-# bf16 weights pay from this many multiply-adds per product on (measured on the project's 2-core
-# Xeon with AMX: a bf16 product costs ~30 us whatever its size, fp32 grows with it; the two meet
-# between 2 and 8 million multiply-adds for the decoder's shapes, e.g. 16 rows of 1024x256)
-BF16_MIN_MACS = 4_000_000
+# bf16 weights pay from this many multiply-adds per product on (`python benchmarks/dense_layouts.py`
+# on the project's 2-core Xeon with AMX: a bf16 product costs 40-50 us even when small, the fastest
+# fp32 layout grows with the size; bf16 loses every product of ~4M multiply-adds and wins most from
+# ~8M, e.g. 32 rows of 1024x256)
+BF16_MIN_MACS = 8_000_000
 
 
 def _bucket(rows: int) -> int:
