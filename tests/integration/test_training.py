@@ -56,7 +56,7 @@ def token_accuracy(folder: Path, data: Path) -> float:
 def test_tiny_model_learns_the_reverse_task(reverse_data, tmp_path, device):
     # Bounded by steps, never by seconds: a busy machine takes longer, not fewer steps.
     cfg = model_config(reverse_data, dropout=0.0)
-    tc = TrainConfig(max_tokens=1500, max_steps=300, lr_schedule="inverse_sqrt_peak", peak_lr=3e-3, warmup=60,
+    tc = TrainConfig(max_tokens=1500, max_steps=400, lr_schedule="inverse_sqrt_peak", peak_lr=3e-3, warmup=60,
                      log_every=100, valid_every=150, save_minutes=0)
     settings = RunSettings(str(reverse_data), str(tmp_path / "run"), device=device, quiet=True)
     summary = Trainer(cfg, tc, settings, log=lambda *a: None).train()
