@@ -339,12 +339,13 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
     lengths = (src != 0).sum(1)
     rows = torch.cat([(lengths == n).nonzero()[:2, 0] for n in sorted(set(lengths.tolist()))])[:7]
     assert len(set(lengths[rows].tolist())) >= 3  # sources of several lengths: they end at different steps
-    seen = []
+    seen, widths = [], set()
 
     def recorder(fn, **kwargs):
-        def step(tokens, *args):
+        def step(tokens, position, kv, cross_k, cross_v, cross_bias):
             seen.append(tokens.size(0))
-            return fn(tokens, *args)
+            widths.add((kv.size(3), cross_k[0].size(-1), cross_v[0].size(1), cross_bias.size(-1)))
+            return fn(tokens, position, kv, cross_k, cross_v, cross_bias)
         return step
 
     monkeypatch.setattr(torch, "compile", recorder)
@@ -355,3 +356,15 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
     assert [[h.tokens for h in hs] for hs in compiled] == [[h.tokens for h in hs] for hs in eager]
     classes = {n // beam for n in seen}
     assert len(classes) >= 2 and classes <= {8, 4, 2, 1}, classes  # it shrank, and only by classes
+    # capacity and source length are classes too: powers of two (the added positions masked)
+    assert all(c >= 16 and s >= 8 and c & (c - 1) == 0 and s & (s - 1) == 0 and s == v == b
+               for c, s, v, b in widths), widths
+
+
+def test_a_model_made_under_inference_mode_decodes():
+    """Inference tensors keep no version counter: the fast step's cache of decoders must not ask for it."""
+    with torch.inference_mode():
+        model = Transformer(tiny_config()).eval()
+        src, _ = random_batch(3, 6, 40)
+        assert len(greedy_search(model, src, SearchOptions(1.0, 4))) == 3
+        assert len(beam_search(model, src, 2, options=SearchOptions(1.0, 4))) == 3

@@ -134,7 +134,7 @@ def test_torchrun_two_processes_equal_one_process_over_the_same_batches(reverse_
                   if all(len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, b).all_batches(e)) % 2 == 0
                          for e in range(2)))
     common = ["--max-steps", "6", "--preset", "tiny", "--set", "dropout=0.0", "--set", "warmup=10",
-              "--max-tokens", str(budget), "--quiet", "--precision", "fp32", "--threads", "1"]
+              "--max-tokens", str(budget), "--quiet", "--precision", "fp32", "--threads", "1", "--device", "cpu"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                              "-m", "transduce", "train", str(reverse_data_no_valid), "--out", str(tmp_path / "ddp"),

@@ -214,6 +214,19 @@ def padded_sentences(sentences: int) -> int:
     return 1 << (sentences - 1).bit_length()
 
 
+def _power_of_two(n: int, least: int) -> int:
+    """``n`` rounded up to a power of two, at least ``least``: the captured step's shape classes."""
+    return max(least, 1 << (n - 1).bit_length())
+
+
+def _static_address(*tensors: Tensor) -> None:
+    """CUDA graphs: the captured step reads and writes these in place, at the same address for a
+    whole search (a new batch's re-records the graph rather than copying them at every step)."""
+    for x in tensors:
+        if x.device.type == "cuda":
+            torch._dynamo.mark_static_address(x, guard=False)
+
+
 def _pad_rows(x: Tensor, rows: int) -> Tensor:
     """``x`` with zero rows appended up to ``rows`` along the first dimension."""
     extra = rows - x.size(0)
@@ -270,6 +283,8 @@ class StepCache:
         self.cross_k = [per_sentence(k) for k in self.cross_k]
         self.cross_v = [per_sentence(v) for v in self.cross_v]
         self.cross_bias = per_sentence(self.cross_bias)
+        if self.static:
+            _static_address(self.kv, self.cross_bias, *self.cross_k, *self.cross_v)
 
 
 class _Layer:
@@ -351,14 +366,24 @@ class FastDecoder:
                 cross_k.append(k.transpose(-2, -1).reshape(B * H, Dh, S))
                 cross_v.append(v.reshape(B * H, S, Dh))
         static = self.compiled is not None
-        total = padded_sentences(B) if static else B  # the captured step's batch class
+        bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
+        bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
+        if static:  # shape classes, so that a stream of batches compiles a few times, not once per batch:
+            # sentences, source length and capacity rounded up to powers of two; the added source
+            # positions are masked like padding
+            total, capacity, wide = padded_sentences(B), _power_of_two(capacity, 16), _power_of_two(S, 8)
+            cross_k = [F.pad(k, (0, wide - S)) for k in cross_k]
+            cross_v = [F.pad(v, (0, 0, 0, wide - S)) for v in cross_v]
+            bias = F.pad(bias, (0, wide - S), value=float("-inf"))
+        else:
+            total = B
         shape = (len(self.layers), 2, total * beam * H, capacity, Dh)
         # the captured step reads every position (masked): unfilled ones must not hold NaN garbage
         kv = memory.new_zeros(shape) if static else memory.new_empty(shape)
-        bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
-        bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
         cross_k, cross_v = [_pad_rows(k, total * H) for k in cross_k], [_pad_rows(v, total * H) for v in cross_v]
-        bias = _pad_rows(bias.view(B * H, beam, S), total * H)
+        bias = _pad_rows(bias.reshape(B * H, beam, -1), total * H)
+        if static:
+            _static_address(kv, bias, *cross_k, *cross_v)
         return StepCache(kv, cross_k, cross_v, bias, H, beam, static=static)
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
@@ -394,6 +419,11 @@ class FastDecoder:
         if self.precision == "int8":
             raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
         mode = "reduce-overhead" if self.embed_weight.device.type == "cuda" else None
+        # one compilation per shape class (sentences x source length x capacity, see start): more
+        # classes than dynamo's default limit of 8 would fall back to eager steps, silently
+        config = torch._dynamo.config
+        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+        setattr(config, name, max(getattr(config, name), 64))
         self.compiled = torch.compile(self._forward, mode=mode, dynamic=False)
 
     def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
@@ -509,4 +539,6 @@ def fast_decoder(model, precision: str = "fp32", compiled: bool = False) -> Fast
 
 
 def _weights_version(model) -> tuple:
-    return tuple((id(p), p._version) for p in model.parameters())
+    """Changes when a weight is replaced or updated in place. A model made under ``inference_mode``
+    has inference tensors, which keep no version counter: for them only a replacement is seen."""
+    return tuple((id(p), p.data_ptr(), -1 if p.is_inference() else p._version) for p in model.parameters())

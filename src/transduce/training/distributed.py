@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..errors import TrainingError
+
 
 @dataclass
 class DistInfo:
@@ -31,6 +33,13 @@ def setup(device: torch.device) -> DistInfo:
     if world_size <= 1:
         return DistInfo()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1))
+    if device.type == "cuda" and local_size > torch.cuda.device_count():
+        # every process says so, before any joins the group (one failing alone leaves the others waiting)
+        gpus = torch.cuda.device_count()
+        raise TrainingError(f"torchrun started {local_size} processes on this machine, which has {gpus} GPU(s): "
+                            f"one process per GPU, so use --nproc_per_node={gpus} (or train on the CPU with "
+                            "--device cpu)")
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend)
