@@ -22,21 +22,19 @@ from .runtime import autocast, pick_device
 __all__ = ["DecodeConfig", "Translator", "autocast", "pick_device", "tokenizer_from_info", "translate_ids"]
 
 
-COMPILE_AUTO_LINES = 256  # --compile auto: capture the step on a GPU for at least this many lines
+def compile_choice(compile: str | bool, device: torch.device, precision: str = "fp32") -> bool:
+    """Whether to capture the decode step: ``on``/``off``, or ``auto``, which is eager everywhere.
 
-
-def compile_choice(compile: str | bool, device: torch.device, lines: int, precision: str = "fp32") -> bool:
-    """Whether to capture the decode step: ``on``/``off``, or ``auto``.
-
-    ``auto`` compiles only on CUDA (where capture removes the per-operation launch cost) and only
-    for inputs of at least ``COMPILE_AUTO_LINES`` lines, which pay for the compilation. On the CPU
-    it stays eager: the captured step ran at 0.5-0.9x the eager step's speed on the project's 2-core
-    CPU (``benchmarks/peers.py inference``, README "Benchmarks"), whose time is already in BLAS.
+    Measured so far, the captured step never paid: on the project's 2-core CPUs it ran at 0.5-0.9x
+    the eager step (``benchmarks/peers.py inference``), whose time is already in BLAS; on an H200
+    (``benchmarks/gpu_translate.py``, 300 lines, beam 4) its steady state ran at 0.5x the eager
+    step, after a minute of compilation (README "Fast translation"). ``on`` stays: the same
+    outputs, for those who measure it faster on their machine.
     """
     if compile not in (True, False, "auto", "on", "off"):
         raise TransduceError(f"--compile {compile!r}: choose auto, on or off")
     if compile == "auto":
-        return device.type == "cuda" and lines >= COMPILE_AUTO_LINES and precision != "int8"
+        return False
     chosen = compile in (True, "on")
     if chosen and precision == "int8":
         raise TransduceError("--compile on does not combine with --precision int8 (the quantized kernels are "
@@ -78,7 +76,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
 
     config = model.config
     device = next(model.parameters()).device
-    compiled = compile_choice(compile, device, len(sources), precision)
+    compiled = compile_choice(compile, device, precision)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
     results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
     generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
@@ -133,7 +131,7 @@ class Translator:
         folder = resolve(path)
         dev = pick_device(device)
         precision = resolve_precision(precision, dev, inference=True)
-        compile_choice(compile, dev, 0, precision)  # refuse a bad combination before loading
+        compile_choice(compile, dev, precision)  # refuse a bad combination before loading
         model, info = load_model_from(folder, dev)
         if model.config.architecture != "encoder-decoder":
             from .lm import USE
@@ -212,7 +210,7 @@ class Translator:
         sources = self.encode([lines[i] for i in todo], strict=decode.strict, numbers=numbers)
         self._check_lengths(sources, decode, numbers)
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
-        compiled = compile_choice(self.compile, self.device, len(sources), self.precision)
+        compiled = compile_choice(self.compile, self.device, self.precision)
         self.prepare_compile(compiled)
         hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress, compiled)
         for i, h in zip(todo, hyps):

@@ -186,13 +186,13 @@ def test_compiled_step_equals_the_eager_step(reverser, device):
 
 
 def test_compile_auto_stays_eager_where_it_would_not_pay():
+    """auto is eager on every device (the captured step measured slower on the CPUs and on an H200,
+    compile_choice says how); on compiles, off never."""
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert compile_choice("auto", cpu, 1) is False
-    assert compile_choice("auto", cpu, 10**6) is False  # measured slower than the eager step on the CPU
-    assert compile_choice("auto", cuda, 1) is False  # one line never pays for a compilation
-    assert compile_choice("auto", cuda, 10**4) is True
-    assert compile_choice("auto", cuda, 10**4, "int8") is False
-    assert compile_choice("on", cpu, 1) is True and compile_choice("off", cuda, 10**4) is False
+    assert compile_choice("auto", cpu) is False and compile_choice("auto", cuda) is False
+    assert compile_choice("auto", cuda, "int8") is False
+    assert compile_choice("on", cpu) is True and compile_choice("on", cuda) is True
+    assert compile_choice("off", cuda) is False and compile_choice(True, cpu) is True
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES[::2], ids=_ids)
@@ -267,8 +267,8 @@ def test_compile_on_refuses_the_cpus_bf16_step():
     from transduce.errors import TransduceError
 
     with pytest.raises(TransduceError, match="bf16"):
-        compile_choice("on", torch.device("cpu"), 1, "bf16")
-    assert compile_choice("on", torch.device("cuda"), 1, "bf16") is True
+        compile_choice("on", torch.device("cpu"), "bf16")
+    assert compile_choice("on", torch.device("cuda"), "bf16") is True
 
 
 def test_translate_ids_gives_bf16_to_the_fast_step(reverser):

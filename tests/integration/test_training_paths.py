@@ -70,8 +70,12 @@ def test_compiled_training_equals_eager(data, tmp_path):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
     args = [*COMMON, "--precision", "fp32", "--set", "dropout=0.0", "--set", "valid_every=-1", "--max-steps", "2"]
     cli("train", str(data), "--out", str(tmp_path / "eager"), *args)
-    cli("train", str(data), "--out", str(tmp_path / "compiled"), "--compile", *args)
-    assert train_losses(tmp_path / "compiled")[0] == pytest.approx(train_losses(tmp_path / "eager")[0], abs=1e-4)
+    done = cli("train", str(data), "--out", str(tmp_path / "compiled"), "--compile", *args)
+    losses = train_losses(tmp_path / "compiled")
+    # (on an H200 this once found no training record at all; the details, for the next look)
+    assert losses, f"no training record:\n{(tmp_path / 'compiled' / 'metrics.jsonl').read_text()}\n" \
+                   f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert losses[0] == pytest.approx(train_losses(tmp_path / "eager")[0], abs=1e-4)
 
 
 def _config(data: Path, **kw) -> ModelConfig:

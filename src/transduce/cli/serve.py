@@ -108,7 +108,7 @@ def run(args) -> int:
     from ..checkpoint import resolve
     from ..serving.app import create_app
     from ..serving.server import GracefulServer
-    from ..translator import COMPILE_AUTO_LINES, compile_choice
+    from ..translator import compile_choice
 
     settings = _settings(args)
     resolve(args.model)  # a missing or damaged run is a message before the port is taken
@@ -117,8 +117,7 @@ def run(args) -> int:
         threads = set_threads(args.threads)
         started = time.monotonic()
         translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
-        # a server's lifetime pays for a compilation where a long input would (see compile_choice)
-        compiled = compile_choice(args.compile, translator.device, COMPILE_AUTO_LINES, translator.precision)
+        compiled = compile_choice(args.compile, translator.device, translator.precision)
         translator.prepare_compile(compiled)
         app = create_app(translator, settings, compiled=compiled)
     except BaseException:
