@@ -258,7 +258,9 @@ def _transduce_system(system: str, model_dir: str):
 def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int, batch: int = 32) -> dict:
     """Beam 4 on test_2016_flickr, un-forced: sentences/s and sacreBLEU. The same SentencePiece ids and
     the same batches (32 sentences, sorted by length) for every system; each system's own length
-    penalty of 0.6 in the |Y|^alpha form they share, at most 100 output tokens."""
+    penalty of 0.6 in the |Y|^alpha form they share, at most 100 output tokens. A transduce system
+    named ``NAME+k_finished`` stops a sentence at K finished hypotheses (``--stop k_finished``)
+    instead of transduce's exact default."""
     import sentencepiece
     import torch
 
@@ -277,7 +279,8 @@ def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int
         from transduce.data import pad_sequences
         from transduce.decoding import SearchOptions, beam_search
 
-        model, precision, compiled, context = _transduce_system(system, model_dir)
+        name, _, stop = system.partition("+")
+        model, precision, compiled, context = _transduce_system(name, model_dir)
         c = model.config
         options = SearchOptions(max_len_a=0, max_len_b=100, precision=precision, compile=compiled)
 
@@ -285,7 +288,8 @@ def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int
             with torch.inference_mode(), context():
                 for chunk in chunks:
                     src = pad_sequences([ids[i] for i in chunk], c.pad_id, suffix=c.eos_id)
-                    for i, h in zip(chunk, beam_search(model, src, 4, 0.6, options, length_penalty_kind="power")):
+                    for i, h in zip(chunk, beam_search(model, src, 4, 0.6, options, length_penalty_kind="power",
+                                                       stop=stop or "bound")):
                         hyps[i] = h[0].tokens
             return len(ids)
     elif system == "hf":
@@ -389,7 +393,11 @@ def real_rows(opts, trials: int, raw: dict) -> tuple[list[dict], list[str]]:
         export_ctranslate2(folder, paths["ct2_int8"], quantization="int8")
         stamp.write_text(str(folder))
     rows = []
-    for system in inference_systems(opts.systems):
+    systems = inference_systems(opts.systems)
+    # transduce's exact stopping rule decodes longer than the peers' (HF: a bound at the current
+    # length; CTranslate2: early exit when the first beam finishes): also with fairseq's rule
+    systems += [f"{s}+k_finished" for s in ("transduce", "transduce_int8") if s in systems]
+    for system in systems:
         threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
         path = folder if system.startswith("transduce") else paths[system]
         r = best_of_threads(["real", system, str(path), "--trials", str(trials), "--spm", str(spm)], "rate_median",

@@ -140,10 +140,26 @@ def _forget_fast_decoders(model) -> None:
         object.__delattr__(model, "_fast_decoders")
 
 
-def test_int8_agrees_with_fp32_on_a_trained_model(reverser):
+def _int8_everywhere(monkeypatch, kernel: str | None = None) -> None:
+    """Every product int8 (the tiny models' products are small enough that fp32 would win them
+    all when measured), with one of Int8Linear's kernels if given."""
+    from transduce.model.fast import Dense, Int8Linear
+
+    monkeypatch.setattr(Dense, "_fastest", lambda self, x: "int8" if self.int8 is not None else "rows")
+    if kernel is not None:
+        monkeypatch.setattr(Int8Linear, "_faster", lambda self, x: kernel)
+
+
+@pytest.mark.parametrize("kernel", ["fbgemm", "onednn"])
+def test_int8_agrees_with_fp32_on_a_trained_model(reverser, monkeypatch, kernel):
     """int8 weights change the numbers a little and the outputs rarely: at least 90% of the beam
-    outputs of a trained model stay identical (the stated threshold), on both searches."""
+    outputs of a trained model stay identical (the stated threshold), on both searches and with
+    both int8 kernels."""
+    if kernel not in torch.backends.quantized.supported_engines:
+        pytest.skip(f"this PyTorch build has no {kernel} engine")
+    _int8_everywhere(monkeypatch, kernel)
     model, src = reverser
+    _forget_fast_decoders(model)
     fp32 = SearchOptions(0, 8)
     int8 = SearchOptions(0, 8, precision="int8")
     for search in (lambda o: [h.tokens for h in greedy_search(model, src, o)],
@@ -164,12 +180,40 @@ def test_int8_agrees_with_fp32_on_a_trained_model(reverser):
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=_ids)
-def test_int8_runs_on_every_architecture(arch):
+def test_int8_runs_on_every_architecture(arch, monkeypatch):
+    _int8_everywhere(monkeypatch)
     model = Transformer(tiny_config(**arch)).eval()
     src, _ = random_batch(3, 6, 40)
     for beam in (1, 3):
         out = beam_search(model, src, beam, options=SearchOptions(1.0, 4, precision="int8"))
         assert len(out) == 3 and all(hs for hs in out)
+
+
+def test_int8_products_are_measured_against_fp32_and_between_kernels():
+    """An int8 product is one more candidate of a Dense's measured choice (fp32 wins small products
+    at a few rows, where int8's fixed cost per call dominates); an Int8Linear chooses between its
+    kernels the same way. Every choice gives the product within int8's rounding; fp32 exactly."""
+    from transduce.model.fast import Dense, Int8Linear
+
+    weight, bias = torch.randn(96, 64), torch.randn(96)
+    dense = Dense(weight, bias, int8=True)
+    assert set(dense.int8.packs) >= {"fbgemm"}
+    for rows in (1, 5, 40):
+        x = torch.randn(rows, 64)
+        exact = x @ weight.t() + bias
+        assert dense.layout(x) in {"int8", "rows", "columns", "blocks"}
+        assert dense.int8.kernels == {} or set(dense.int8.kernels.values()) <= set(dense.int8.packs)
+        for kernel, packed in dense.int8.packs.items():
+            dense.int8.kernels = {b: kernel for b in range(3)}
+            dense.layouts = {b: "int8" for b in range(3)}
+            low = dense(x)
+            error = (low - exact).abs().max() / exact.abs().max()
+            assert 0 < error < 0.03, f"{kernel}: {error}"  # int8 rounding, and only that
+        dense.layouts = {b: "rows" for b in range(3)}
+        torch.testing.assert_close(dense(x), exact, rtol=1e-5, atol=1e-4)
+    layer = Int8Linear(weight, bias)
+    y = layer(torch.randn(2, 3, 64))  # any leading shape, as nn.Linear
+    assert y.shape == (2, 3, 96) and set(layer.kernels) == {1}
 
 
 def test_compiled_step_equals_the_eager_step(reverser, device):

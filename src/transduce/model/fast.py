@@ -65,7 +65,11 @@ class Dense:
     stream its share of the weights where BLAS would run a small product on one core). Every
     layout gives the same product up to float rounding. Layouts are made on first use; the
     model's own weight is shared, not copied. On a GPU: ``F.linear``.
-    int8: an ``Int8Linear``. bf16: a bf16 copy of the weights too, used (output cast back to fp32)
+    int8: an ``Int8Linear`` too, one more candidate: int8's fixed cost per call (~15 us for
+    fbgemm's activation quantization) loses to fp32 on small products at one to a few rows (on the
+    Xeon with AMX, 8 against 17 us for 256x256 at one row), so those stay fp32 and the large ones
+    (the output projection: 28 against 157 us) go int8; the outputs can only move closer to fp32's.
+    bf16: a bf16 copy of the weights too, used (output cast back to fp32)
     where ``rows * out * in >= BF16_MIN_MACS``. ``scale`` (a number, or one per output row)
     multiplies the layer: it folds 1/sqrt(d_k) into the queries.
     """
@@ -95,17 +99,15 @@ class Dense:
         return self.low is not None and rows >= self.low_rows
 
     def layout(self, x: Tensor) -> str:
-        """The float layout for ``x``'s row count: measured the first time (see the class docstring)."""
+        """The layout for ``x``'s row count: measured the first time (see the class docstring)."""
         if not self.on_cpu:
-            return "linear"
+            return "int8" if self.int8 is not None else "linear"
         bucket = _bucket(x.size(0))
         if bucket not in self.layouts:
             self.layouts[bucket] = self._fastest(x)
         return self.layouts[bucket]
 
     def __call__(self, x: Tensor) -> Tensor:
-        if self.int8 is not None:
-            return self.int8(x)
         if self.uses_bf16(x.size(0)):
             return F.linear(x.to(torch.bfloat16), self.low, self.low_bias).float()
         return self._multiply(x, self.layout(x))
@@ -119,6 +121,8 @@ class Dense:
         return self.weight @ x_t if self.bias is None else torch.addmm(self.bias_column, self.weight, x_t)
 
     def _multiply(self, x: Tensor, layout: str) -> Tensor:
+        if layout == "int8":
+            return self.int8(x)
         if layout == "columns":
             return self.columns(x.t()).t().contiguous()
         if layout == "blocks":
@@ -145,7 +149,9 @@ class Dense:
         """Time each candidate layout on ``x`` (after one untimed call that also makes its layout);
         the layouts not chosen are dropped again."""
         candidates = ["rows", "columns", "blocks"] if x.size(0) <= 16 else ["rows", "columns"]
-        best, best_time = "rows", float("inf")
+        if self.int8 is not None:
+            candidates.insert(0, "int8")
+        best, best_time = candidates[0], float("inf")
         for layout in candidates:
             self._multiply(x, layout)
             began = time.perf_counter()
@@ -163,9 +169,18 @@ class Dense:
 
 
 class Int8Linear(nn.Module):
-    """A linear layer with symmetric per-output-row int8 weights, multiplied by fbgemm's dynamic
-    quantization kernel (activations quantized per call, int32 accumulation); inference on the CPU.
-    Takes ``(..., in)`` like ``nn.Linear``."""
+    """A linear layer with symmetric per-output-row int8 weights, multiplied by PyTorch's dynamic
+    quantization kernels (activations quantized per call, int32 accumulation); inference on the CPU.
+    Takes ``(..., in)`` like ``nn.Linear``.
+
+    The weights are packed for fbgemm and, where this build has it, for oneDNN: the same quantized
+    weights and the same arithmetic, different kernels. Which is faster depends on the rows and the
+    CPU (on the Xeon with AMX fbgemm wins at one to a few rows, oneDNN by up to 1.4x on the output
+    projection at 32), so each layer times both the first time it sees a class of row counts
+    (1, 2-16, more) and keeps the faster.
+    """
+
+    TUNE_CALLS = 3
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor]) -> None:
         super().__init__()
@@ -175,17 +190,40 @@ class Int8Linear(nn.Module):
         if "fbgemm" not in engines:
             raise ValueError("int8 needs PyTorch's fbgemm quantized engine, which this build lacks "
                              f"(engines: {', '.join(engines)}); use --precision fp32")
-        torch.backends.quantized.engine = "fbgemm"
         weight = weight.detach().float()
+        bias = None if bias is None else bias.detach().float()
         scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
+        self.packs = {}  # kernel -> packed weights
         with warnings.catch_warnings():  # quantized tensors are deprecated in favour of torchao, not a dependency
             warnings.simplefilter("ignore")
             qweight = torch.quantize_per_channel(weight, scales, torch.zeros_like(scales, dtype=torch.long), 0,
                                                  torch.qint8)
-            self.packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.detach().float())
+            for engine in ("fbgemm", "onednn"):
+                if engine in engines:  # a packed weight keeps its kernel, whatever the engine later
+                    torch.backends.quantized.engine = engine
+                    self.packs[engine] = torch.ops.quantized.linear_prepack(qweight, bias)
+            torch.backends.quantized.engine = "fbgemm"
+        self.kernels: dict[int, str] = {}  # row-count class -> the kernel measured faster
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.ops.quantized.linear_dynamic(x.float().contiguous(), self.packed, True)
+        x = x.float().contiguous()
+        rows = x.numel() // x.size(-1)
+        bucket = _bucket(rows)
+        if bucket not in self.kernels:
+            self.kernels[bucket] = self._faster(x) if len(self.packs) > 1 else "fbgemm"
+        return torch.ops.quantized.linear_dynamic(x, self.packs[self.kernels[bucket]], True)
+
+    def _faster(self, x: Tensor) -> str:
+        best, best_time = "fbgemm", float("inf")
+        for kernel, packed in self.packs.items():
+            torch.ops.quantized.linear_dynamic(x, packed, True)
+            began = time.perf_counter()
+            for _ in range(self.TUNE_CALLS):
+                torch.ops.quantized.linear_dynamic(x, packed, True)
+            spent = time.perf_counter() - began
+            if spent < best_time:
+                best, best_time = kernel, spent
+        return best
 
 
 def quantize_encoder(model) -> None:
