@@ -1,8 +1,9 @@
 """The decode step's products on this machine: microseconds per call of each float layout a
-``Dense`` chooses between (``rows``, ``columns``, ``blocks``), and of its bf16 copy, for the
-decoder shapes of the small and base presets at 1, 4, 16 and 32 rows. This is what ``Dense``
-measures for itself the first time it sees a row count (``model/fast.py``), and what
-``BF16_MIN_MACS`` was set from.
+``Dense`` chooses between (``rows``, ``columns``, ``blocks``), of its bf16 copy, and of the int8
+kernels an ``Int8Linear`` chooses between (fbgemm, oneDNN), for the decoder shapes of the small
+and base presets at 1, 4, 16 and 32 rows. This is what ``Dense`` and ``Int8Linear`` measure for
+themselves the first time they see a row count (``model/fast.py``), and what ``BF16_MIN_MACS`` was
+set from.
 
     python benchmarks/dense_layouts.py [--threads 2] [--calls 200]
 
@@ -20,9 +21,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, measure, save, table  # noqa: E402
 
-from transduce.model.fast import Dense  # noqa: E402
+from transduce.model.fast import Dense, Int8Linear  # noqa: E402
 
-SHAPES = [(8000, 256), (768, 256), (1024, 256), (256, 1024), (32000, 512), (2048, 512), (512, 2048)]
+SHAPES = [(8000, 256), (768, 256), (256, 256), (1024, 256), (256, 1024), (32000, 512), (512, 512), (2048, 512),
+          (512, 2048)]
 
 
 def main() -> None:
@@ -35,11 +37,13 @@ def main() -> None:
     torch.manual_seed(0)
     rows_out, raw = [], {}
     for out, inp in SHAPES:
-        dense = Dense(torch.randn(out, inp), torch.randn(out), bf16=True)
+        weight, bias = torch.randn(out, inp), torch.randn(out)
+        dense = Dense(weight, bias, bf16=True)
+        int8 = Int8Linear(weight, bias)
         for rows in args.rows:
             x = torch.randn(rows, inp)
             cells = {}
-            for layout in ("rows", "columns", "blocks", "bf16"):
+            for layout in ("rows", "columns", "blocks", "bf16", *int8.packs):
                 if layout == "blocks" and rows > 16:
                     continue  # not a candidate beyond 16 rows
 
@@ -47,18 +51,20 @@ def main() -> None:
                     for _ in range(args.calls):
                         if layout == "bf16":
                             torch.nn.functional.linear(x.to(torch.bfloat16), dense.low, dense.low_bias).float()
+                        elif layout in int8.packs:
+                            torch.ops.quantized.linear_dynamic(x, int8.packs[layout], True)
                         else:
                             dense._multiply(x, layout)
 
                 cells[layout] = measure(call, trials=3, warmup=1)["median_s"] / args.calls * 1e6
             raw[f"{out}x{inp}/{rows}"] = cells
-            fp32 = {k: v for k, v in cells.items() if k != "bf16"}
+            fp32 = {k: v for k, v in cells.items() if k in ("rows", "columns", "blocks")}
             rows_out.append({"weight (out x in)": f"{out} x {inp}", "rows": rows,
                              **{f"{k} us": f"{v:.1f}" for k, v in cells.items()},
                              "fastest fp32": min(fp32, key=fp32.get),
                              "multiply-adds": f"{rows * out * inp / 1e6:.1f}M"})
     print(table(rows_out, ["weight (out x in)", "rows", "rows us", "columns us", "blocks us", "bf16 us",
-                           "fastest fp32", "multiply-adds"]))
+                           "fbgemm us", "onednn us", "fastest fp32", "multiply-adds"]))
     print(f"\n({machine()})")
     save("dense_layouts", {**raw, "machine": machine()})
 

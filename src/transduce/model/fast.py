@@ -46,6 +46,22 @@ from .feed_forward import RMSNorm
 BF16_MIN_MACS = 8_000_000
 
 
+def _fastest_call(calls: dict, rounds: int = 5) -> str:
+    """The name of the fastest of ``calls`` (name -> a function of no arguments): each is called
+    once untimed, then ``rounds`` times in turn, and keeps its shortest call. Interleaved rounds
+    and the minimum make the choice robust to another program's burst on a busy machine, which
+    a block of consecutive calls would charge to one candidate alone."""
+    for call in calls.values():
+        call()
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(rounds):
+        for name, call in calls.items():
+            began = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - began)
+    return min(best, key=best.get)
+
+
 def _bucket(rows: int) -> int:
     """The row-count classes a ``Dense`` chooses a layout for: one row, 2-16, more."""
     return 0 if rows == 1 else 1 if rows <= 16 else 2
@@ -73,8 +89,6 @@ class Dense:
     where ``rows * out * in >= BF16_MIN_MACS``. ``scale`` (a number, or one per output row)
     multiplies the layer: it folds 1/sqrt(d_k) into the queries.
     """
-
-    TUNE_CALLS = 3  # timed calls per candidate layout (after one untimed)
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor], int8: bool = False,
                  scale: float | Tensor = 1.0, bf16: bool = False) -> None:
@@ -146,20 +160,12 @@ class Dense:
         return self.blocks
 
     def _fastest(self, x: Tensor) -> str:
-        """Time each candidate layout on ``x`` (after one untimed call that also makes its layout);
+        """Time each candidate layout on ``x`` (``_fastest_call``; the first call also makes its layout);
         the layouts not chosen are dropped again."""
         candidates = ["rows", "columns", "blocks"] if x.size(0) <= 16 else ["rows", "columns"]
         if self.int8 is not None:
             candidates.insert(0, "int8")
-        best, best_time = candidates[0], float("inf")
-        for layout in candidates:
-            self._multiply(x, layout)
-            began = time.perf_counter()
-            for _ in range(self.TUNE_CALLS):
-                self._multiply(x, layout)
-            spent = time.perf_counter() - began
-            if spent < best_time:
-                best, best_time = layout, spent
+        best = _fastest_call({layout: (lambda layout=layout: self._multiply(x, layout)) for layout in candidates})
         kept = set(self.layouts.values()) | {best}
         if "blocks" not in kept:
             self.blocks = None
@@ -179,8 +185,6 @@ class Int8Linear(nn.Module):
     projection at 32), so each layer times both the first time it sees a class of row counts
     (1, 2-16, more) and keeps the faster.
     """
-
-    TUNE_CALLS = 3
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor]) -> None:
         super().__init__()
@@ -214,16 +218,8 @@ class Int8Linear(nn.Module):
         return torch.ops.quantized.linear_dynamic(x, self.packs[self.kernels[bucket]], True)
 
     def _faster(self, x: Tensor) -> str:
-        best, best_time = "fbgemm", float("inf")
-        for kernel, packed in self.packs.items():
-            torch.ops.quantized.linear_dynamic(x, packed, True)
-            began = time.perf_counter()
-            for _ in range(self.TUNE_CALLS):
-                torch.ops.quantized.linear_dynamic(x, packed, True)
-            spent = time.perf_counter() - began
-            if spent < best_time:
-                best, best_time = kernel, spent
-        return best
+        return _fastest_call({kernel: (lambda packed=packed: torch.ops.quantized.linear_dynamic(x, packed, True))
+                         for kernel, packed in self.packs.items()})
 
 
 def quantize_encoder(model) -> None:
