@@ -83,8 +83,9 @@ class Dense:
     model's own weight is shared, not copied. On a GPU: ``F.linear``.
     int8: an ``Int8Linear`` too, one more candidate: int8's fixed cost per call (~15 us for
     fbgemm's activation quantization) loses to fp32 on small products at one to a few rows (on the
-    Xeon with AMX, 8 against 17 us for 256x256 at one row), so those stay fp32 and the large ones
-    (the output projection: 28 against 157 us) go int8; the outputs can only move closer to fp32's.
+    Xeon with AMX, 6.6 against 16.9 us for 256x256 at one row; ``benchmarks/dense_layouts.py``),
+    so those stay fp32 and the large ones (the output projection: 29.5 against 155 us) go int8;
+    the outputs can only move closer to fp32's.
     bf16: a bf16 copy of the weights too, used (output cast back to fp32)
     where ``rows * out * in >= BF16_MIN_MACS``. ``scale`` (a number, or one per output row)
     multiplies the layer: it folds 1/sqrt(d_k) into the queries.
@@ -181,9 +182,9 @@ class Int8Linear(nn.Module):
 
     The weights are packed for fbgemm and, where this build has it, for oneDNN: the same quantized
     weights and the same arithmetic, different kernels. Which is faster depends on the rows and the
-    CPU (on the Xeon with AMX fbgemm wins at one to a few rows, oneDNN by up to 1.4x on the output
-    projection at 32), so each layer times both the first time it sees a class of row counts
-    (1, 2-16, more) and keeps the faster.
+    CPU (on the Xeon with AMX fbgemm wins at one to a few rows, oneDNN at 32 on the output
+    projections, 1.15-1.6x; ``benchmarks/dense_layouts.py``), so each layer times both the first
+    time it sees a class of row counts (1, 2-16, more) and keeps the faster.
     """
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor]) -> None:
