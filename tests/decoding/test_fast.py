@@ -430,3 +430,20 @@ def test_the_fastest_call_survives_a_burst_on_a_busy_machine(monkeypatch):
         return run
 
     assert fast._fastest_call({"quick": call("quick"), "steady": call("steady")}) == "quick"
+
+
+def test_int8_lets_fp32_compete_only_while_the_decoder_stays_in_cache(monkeypatch):
+    """A product's timing reads its weight from cache: true through a whole step for a small
+    decoder, not for a large one (whose int8 weights, 4x smaller, then win in the step although
+    fp32 wins the product's own timing). Over INT8_FLOAT_MAX_BYTES every product is int8."""
+    import transduce.model.fast as fast
+
+    model = Transformer(tiny_config()).eval()
+    x = torch.randn(1, model.config.d_model)
+    small = fast.FastDecoder(model, "int8")
+    assert all(d.float_candidates for layer in small.layers for d in layer.denses()) and small.output.float_candidates
+    monkeypatch.setattr(fast, "INT8_FLOAT_MAX_BYTES", 1000)
+    large = fast.FastDecoder(model, "int8")
+    denses = [large.output, *(d for layer in large.layers for d in layer.denses())]
+    assert not any(d.float_candidates for d in denses)
+    assert all(d.layout(x) == "int8" for d in denses if d.weight.size(1) == x.size(1))

@@ -45,6 +45,14 @@ from .feed_forward import RMSNorm
 # ~8M, e.g. 32 rows of 1024x256)
 BF16_MIN_MACS = 8_000_000
 
+# int8 decoding measures fp32 against int8 per product only while the decoder's fp32 weights are
+# at most this size: a product's timing reads its weight from cache, which holds for a small
+# decoder through a whole step but not for a large one, whose weights stream from memory, where
+# int8's are 4x smaller (`python benchmarks/step_profile.py --precision int8 --shape small|base
+# [--int8-float-max-mb 0|1000]` on the Xeon with AMX: small, 19 MB with its output projection,
+# 0.725 against 0.818 ms a step with fp32 candidates; base, 104 MB, 2.65 against 2.14 ms)
+INT8_FLOAT_MAX_BYTES = 32 * 2**20
+
 
 def _fastest_call(calls: dict, rounds: int = 5) -> str:
     """The name of the fastest of ``calls`` (name -> a function of no arguments): each is called
@@ -109,6 +117,7 @@ class Dense:
         self.low = weight.to(torch.bfloat16) if bf16 and not int8 else None
         self.low_bias = None if self.low is None or bias is None else bias.to(torch.bfloat16)
         self.low_rows = -(-BF16_MIN_MACS // weight.numel())  # the fewest rows worth the bf16 product
+        self.float_candidates = True  # int8: whether fp32 layouts compete too (see INT8_FLOAT_MAX_BYTES)
 
     def uses_bf16(self, rows: int) -> bool:
         return self.low is not None and rows >= self.low_rows
@@ -165,7 +174,7 @@ class Dense:
         the layouts not chosen are dropped again."""
         candidates = ["rows", "columns", "blocks"] if x.size(0) <= 16 else ["rows", "columns"]
         if self.int8 is not None:
-            candidates.insert(0, "int8")
+            candidates = ["int8", *candidates] if self.float_candidates else ["int8"]
         best = _fastest_call({layout: (lambda layout=layout: self._multiply(x, layout)) for layout in candidates})
         kept = set(self.layouts.values()) | {best}
         if "blocks" not in kept:
@@ -342,6 +351,10 @@ class _Layer:
         self.act = ffn.act
         self.norms = [_norm(block.norm) for block in (layer.self_attn_block, layer.cross_attn_block, layer.ffn_block)]
 
+    def denses(self) -> list[Dense]:
+        return [d for d in (self.qkv, self.self_out, self.cross_q, self.cross_out, self.w1, self.w2, self.w3)
+                if d is not None]
+
 
 def unsupported(config) -> Optional[str]:
     """Why the fast step cannot decode a model of ``config`` (None: it can)."""
@@ -379,6 +392,11 @@ class FastDecoder:
             self.final_norm = _norm(model.decoder_norm) if model.decoder_norm is not None else None
             bias = model.output_bias.detach() if model.output_bias is not None else None
             self.output = Dense(model.output.weight, bias, int8, bf16=self.bf16)
+            if int8:  # fp32 products compete with int8 only while the decoder stays in cache
+                denses = [self.output, *(d for layer in self.layers for d in layer.denses())]
+                small = sum(d.weight.numel() * d.weight.element_size() for d in denses) <= INT8_FLOAT_MAX_BYTES
+                for d in denses:
+                    d.float_candidates = small
         embed = model.tgt_embed
         self.embed_weight = embed.tokens.weight.detach()
         self.embed_scale = embed.scale
