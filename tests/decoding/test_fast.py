@@ -447,3 +447,27 @@ def test_int8_lets_fp32_compete_only_while_the_decoder_stays_in_cache(monkeypatc
     denses = [large.output, *(d for layer in large.layers for d in layer.denses())]
     assert not any(d.float_candidates for d in denses)
     assert all(d.layout(x) == "int8" for d in denses if d.weight.size(1) == x.size(1))
+
+
+def test_greedy_drops_finished_sentences_and_keeps_their_outputs(reverser, monkeypatch):
+    """Greedy and sampling drop a sentence's row once it ends (the rest of the batch steps on
+    without it) and give what the full batch gives; with on_step (a caller following every row)
+    the rows stay. The step is wrapped to record its batch sizes."""
+    model, src = reverser
+    lengths = (src != 0).sum(1)
+    rows = torch.cat([(lengths == n).nonzero()[:3, 0] for n in sorted(set(lengths.tolist()))])
+    sizes = []
+    original = FastDecoder.step
+
+    def recording(self, tokens, cache):
+        sizes.append(tokens.size(0))
+        return original(self, tokens, cache)
+
+    monkeypatch.setattr(FastDecoder, "step", recording)
+    shrinking = greedy_search(model, src[rows], SearchOptions(1.0, 4))
+    shrunk = list(sizes)
+    sizes.clear()
+    full = greedy_search(model, src[rows], SearchOptions(1.0, 4, on_step=lambda tokens: None))
+    assert set(sizes) == {len(rows)} and shrunk[0] == len(rows) and shrunk[-1] < len(rows)
+    assert [h.tokens for h in shrinking] == [h.tokens for h in full]
+    assert [h.logprob for h in shrinking] == pytest.approx([h.logprob for h in full], abs=1e-4)

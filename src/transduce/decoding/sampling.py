@@ -41,9 +41,14 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
     tokens = torch.full((B, 1), config.start_id, dtype=torch.long, device=src.device)  # (B, t)
     logprob = torch.zeros(B, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    # Finished sentences leave the batch (their rows stop costing a step), unless a caller follows
+    # every row step by step (on_step), which needs the rows to stay where they are.
+    shrink = options.on_step is None
+    alive = torch.arange(B, device=src.device)  # original index of each row still searched
+    finished: list = [None] * B  # (tokens, logprob) per original sentence
     for step in range(steps):
-        lp = constrain(stepper.logprobs(tokens), step, config, max_len, options.min_len, prefix,
-                       banned=banned, last_step=last_step)  # (B, V)
+        lp = constrain(stepper.logprobs(tokens), step, config, max_len[alive], options.min_len,
+                       None if prefix is None else prefix[alive], banned=banned, last_step=last_step)  # (n, V)
         if greedy:
             nxt = lp.argmax(-1)
         else:
@@ -55,9 +60,20 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
         if options.on_step is not None:
             options.on_step(nxt)
         done |= nxt == config.eos_id
-        if done.all():
+        if shrink and done.any():
+            for i in done.nonzero().squeeze(1).tolist():
+                finished[int(alive[i])] = (tokens[i, 1:].tolist(), float(logprob[i]))
+            keep = (~done).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            alive, tokens, logprob, done = alive[keep], tokens[keep], logprob[keep], done[keep]
+            stepper.select(keep)
+            last_step = int(max_len[alive].min()) - 1
+        elif done.all():
             break
-    return [_finish(row, float(score), config) for row, score in zip(tokens[:, 1:].tolist(), logprob)]
+    for i, row, score in zip(alive.tolist(), tokens[:, 1:].tolist(), logprob.tolist()):
+        finished[i] = finished[i] or (row, score)
+    return [_finish(row, score, config) for row, score in finished]
 
 
 def _finish(row: list[int], logprob: float, config) -> Hypothesis:
