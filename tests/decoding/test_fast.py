@@ -471,3 +471,18 @@ def test_greedy_drops_finished_sentences_and_keeps_their_outputs(reverser, monke
     assert set(sizes) == {len(rows)} and shrunk[0] == len(rows) and shrunk[-1] < len(rows)
     assert [h.tokens for h in shrinking] == [h.tokens for h in full]
     assert [h.logprob for h in shrinking] == pytest.approx([h.logprob for h in full], abs=1e-4)
+
+
+def test_compiling_the_step_leaves_dynamos_limits_alone(reverser):
+    """The captured step needs more recompilations than dynamo's default (one per shape class); it
+    raises the limit around its own calls only, never for the rest of the user's process."""
+    import torch._dynamo
+
+    model, src = reverser
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    before = getattr(config, name)
+    assert greedy_search(model, src[:2], SearchOptions(0, 4, compile=True))
+    assert getattr(config, name) == before
+    with FastDecoder._compile_limit():
+        assert getattr(config, name) >= 64

@@ -452,7 +452,9 @@ class FastDecoder:
             # to the cache's batch class with token 0 (rows nobody reads)
             N = tokens.size(0)
             padded = _pad_rows(tokens.contiguous(), cache.kv.size(2) // self.heads)
-            logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
+            with self._compile_limit():
+                logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v,
+                                       cache.cross_bias)[:N]
         else:
             with self._precision():
                 logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
@@ -472,12 +474,16 @@ class FastDecoder:
         if self.precision == "int8":
             raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
         mode = "reduce-overhead" if self.embed_weight.device.type == "cuda" else None
-        # one compilation per shape class (sentences x source length x capacity, see start): more
-        # classes than dynamo's default limit of 8 would fall back to eager steps, silently
+        self.compiled = torch.compile(self._forward, mode=mode, dynamic=False)
+
+    @staticmethod
+    def _compile_limit():
+        """One compilation per shape class (sentences x source length x capacity, see ``start``):
+        more classes than dynamo's default limit of 8 would fall back to eager steps, silently. The
+        limit is raised around the step's calls only, not for the rest of the caller's process."""
         config = torch._dynamo.config
         name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-        setattr(config, name, max(getattr(config, name), 64))
-        self.compiled = torch.compile(self._forward, mode=mode, dynamic=False)
+        return config.patch(**{name: max(getattr(config, name), 64)})
 
     def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
                  cross_bias: Tensor) -> Tensor:
