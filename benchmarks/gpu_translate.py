@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, save, table  # noqa: E402
 
+from transduce.data.corpus import read_lines  # noqa: E402
 from transduce.translator import Translator  # noqa: E402
 
 
@@ -48,7 +49,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--beam", type=int, default=4)
     args = parser.parse_args()
-    lines = Path(args.lines).read_text(encoding="utf-8").splitlines()
+    lines = list(read_lines(args.lines))
     results, rows = {}, []
     for mode in ("off", "on"):
         translator = Translator.load(args.run, device=args.device, compile=mode)
@@ -61,7 +62,7 @@ def main() -> int:
     differ = sum(a != b for a, b in zip(results["off"], results["on"]))
     summary = f"{len(lines)} lines, beam {args.beam}: {differ} differ between eager and captured"
     if args.refs:
-        refs = Path(args.refs).read_text(encoding="utf-8").splitlines()
+        refs = list(read_lines(args.refs))
         refs = (refs * (len(lines) // max(len(refs), 1) + 1))[: len(lines)]
         summary += f"; eager matches the reference exactly on {sum(a == r for a, r in zip(results['off'], refs))}"
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"

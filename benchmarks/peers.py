@@ -395,7 +395,7 @@ def real_rows(opts, trials: int, raw: dict) -> tuple[list[dict], list[str]]:
     rows = []
     systems = inference_systems(opts.systems)
     # transduce's exact stopping rule decodes longer than the peers' (HF: a bound at the current
-    # length; CTranslate2: early exit when the first beam finishes): also with fairseq's rule
+    # length; CTranslate2: stop at beam_size * patience finished hypotheses): also with that rule
     systems += [f"{s}+k_finished" for s in ("transduce", "transduce_int8") if s in systems]
     for system in systems:
         threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)

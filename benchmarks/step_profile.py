@@ -70,8 +70,10 @@ def main() -> None:
     rows = [{"op": e.key, "calls per step": e.count / steps, "us per step": e.self_cpu_time_total / steps,
              "share": e.self_cpu_time_total / total} for e in events]
     products = sum(r["share"] for r in rows if r["op"] in PRODUCTS)
+    calls = sum(r["calls per step"] for r in rows)
     print(f"{args.shape}, {args.precision}, {args.threads} threads: {ms:.3f} ms per step; weight products "
-          f"{products:.0%} of the profiled time (addmm, mm, int8; the blocks layout's bmm counts with attention's), {sum(r['calls per step'] for r in rows):.0f} operator calls a step (nested ones included)\n")
+          f"{products:.0%} of the profiled time (addmm, mm, int8; the blocks layout's bmm counts with "
+          f"attention's), {calls:.0f} operator calls a step (nested ones included)\n")
     print("| operator | calls a step | us a step | share |\n|---|---|---|---|")
     for r in rows[:20]:
         print(f"| {r['op']} | {r['calls per step']:.0f} | {r['us per step']:.1f} | {r['share']:.1%} |")

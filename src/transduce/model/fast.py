@@ -59,6 +59,8 @@ def _fastest_call(calls: dict, rounds: int = 5) -> str:
     once untimed, then ``rounds`` times in turn, and keeps its shortest call. Interleaved rounds
     and the minimum make the choice robust to another program's burst on a busy machine, which
     a block of consecutive calls would charge to one candidate alone."""
+    if len(calls) == 1:
+        return next(iter(calls))
     for call in calls.values():
         call()
     best = dict.fromkeys(calls, float("inf"))
@@ -224,7 +226,7 @@ class Int8Linear(nn.Module):
         rows = x.numel() // x.size(-1)
         bucket = _bucket(rows)
         if bucket not in self.kernels:
-            self.kernels[bucket] = self._faster(x) if len(self.packs) > 1 else "fbgemm"
+            self.kernels[bucket] = self._faster(x)
         return torch.ops.quantized.linear_dynamic(x, self.packs[self.kernels[bucket]], True)
 
     def _faster(self, x: Tensor) -> str:
@@ -252,15 +254,15 @@ def _norm(module: nn.Module):
     raise TypeError(f"no fast path for the norm {type(module).__name__}")
 
 
+def _power_of_two(n: int, least: int = 1) -> int:
+    """``n`` rounded up to a power of two, at least ``least``: the captured step's shape classes."""
+    return max(least, 1 << (n - 1).bit_length())
+
+
 def padded_sentences(sentences: int) -> int:
     """The captured step's batch classes: sentences rounded up to a power of two, so that a search
     whose sentences finish one by one compiles once per class, not once per count."""
-    return 1 << (sentences - 1).bit_length()
-
-
-def _power_of_two(n: int, least: int) -> int:
-    """``n`` rounded up to a power of two, at least ``least``: the captured step's shape classes."""
-    return max(least, 1 << (n - 1).bit_length())
+    return _power_of_two(sentences)
 
 
 def _static_address(*tensors: Tensor) -> None:
@@ -452,9 +454,7 @@ class FastDecoder:
             # to the cache's batch class with token 0 (rows nobody reads)
             N = tokens.size(0)
             padded = _pad_rows(tokens.contiguous(), cache.kv.size(2) // self.heads)
-            with self._compile_limit():
-                logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v,
-                                       cache.cross_bias)[:N]
+            logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
         else:
             with self._precision():
                 logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
@@ -474,7 +474,7 @@ class FastDecoder:
         if self.precision == "int8":
             raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
         mode = "reduce-overhead" if self.embed_weight.device.type == "cuda" else None
-        self.compiled = torch.compile(self._forward, mode=mode, dynamic=False)
+        self.compiled = self._compile_limit()(torch.compile(self._forward, mode=mode, dynamic=False))
 
     @staticmethod
     def _compile_limit():
