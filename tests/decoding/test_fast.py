@@ -368,6 +368,9 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
     assert counter.frame_count == 1
     beam_search(model, src[:3], 2, options=options)  # a new batch shape (3 x 2 rows): one more
     assert counter.frame_count == 2
+    # one sentence: its column of tokens is contiguous whatever its stride, which grows every step
+    greedy_search(model, src[:1], options)
+    assert counter.frame_count == 3
     torch._dynamo.reset()
 
 

@@ -114,6 +114,7 @@ class Dense:
         self.bias_column = None if bias is None else bias[:, None]  # (out, 1)
         self.blocks: Optional[Tensor] = None  # (P, in, out/P)
         self.weight_t: Optional[Tensor] = None  # (in, out)
+        self.plain_t: Optional[Tensor] = None  # (in, out), the captured step's layout on the CPU
         self.layouts: dict[int, str] = {}  # row-count class -> the layout measured fastest
         self.on_cpu = weight.device.type == "cpu"  # layouts are measured on the CPU only
         self.low = weight.to(torch.bfloat16) if bf16 and not int8 else None
@@ -139,8 +140,15 @@ class Dense:
         return self._multiply(x, self.layout(x))
 
     def plain(self, x: Tensor) -> Tensor:
-        """``F.linear`` on the model's own layout: no per-call choices, for ``torch.compile``."""
-        return F.linear(x, self.weight, self.bias) if self.int8 is None else self.int8(x)
+        """One fixed layout, no per-call choices, for ``torch.compile``: on the CPU ``x W^T`` with ``W^T``
+        stored contiguous (``plain_t``, made by ``FastDecoder.compile``), which BLAS multiplies up to 2x
+        faster at a few rows than ``F.linear``'s transposed view (``benchmarks/dense_layouts.py``:
+        ``rows`` against ``linear``); elsewhere ``F.linear`` on the model's own layout."""
+        if self.int8 is not None:
+            return self.int8(x)
+        if self.plain_t is None:
+            return F.linear(x, self.weight, self.bias)
+        return x @ self.plain_t if self.bias is None else torch.addmm(self.bias, x, self.plain_t)
 
     def columns(self, x_t: Tensor) -> Tensor:
         """The product in feature-major layout: ``x_t (in, N)`` -> ``(out, N)``, never a copy (float only)."""
@@ -449,11 +457,13 @@ class FastDecoder:
                              f"the model {self.config.max_positions}")
         if self.compiled is not None:
             position = torch.tensor(t, device=tokens.device)
-            # contiguous: search passes a column of its growing token matrix, whose stride changes
-            # every step, and a new stride would recompile the step (until dynamo gives up); padded
-            # to the cache's batch class with token 0 (rows nobody reads)
+            # a fresh tensor: search passes a column of its growing token matrix, whose stride
+            # changes every step, and a new stride would recompile the step (until dynamo gives up);
+            # .contiguous() is not enough, a column of one row counts as contiguous at any stride.
+            # Padded to the cache's batch class with token 0 (rows nobody reads).
             N = tokens.size(0)
-            padded = _pad_rows(tokens.contiguous(), cache.kv.size(2) // self.heads)
+            padded = tokens.new_zeros(cache.kv.size(2) // self.heads)
+            padded[:N] = tokens
             logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
         else:
             with self._precision():
@@ -473,8 +483,15 @@ class FastDecoder:
             raise ValueError("the CPU's bf16 step is not compiled (its choice of bf16 or fp32 per product is eager)")
         if self.precision == "int8":
             raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
-        mode = "reduce-overhead" if self.embed_weight.device.type == "cuda" else None
-        self.compiled = self._compile_limit()(torch.compile(self._forward, mode=mode, dynamic=False))
+        if self.embed_weight.device.type == "cuda":
+            compiled = torch.compile(self._forward, mode="reduce-overhead", dynamic=False)
+        else:
+            # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per kernel
+            # (at one sentence ~0.3 ms of a ~1 ms step otherwise), and the products get W^T contiguous
+            for d in (self.output, *(d for layer in self.layers for d in layer.denses())):
+                d.plain_t = d.weight.t().contiguous()
+            compiled = torch.compile(self._forward, dynamic=False, options={"cpp_wrapper": True})
+        self.compiled = self._compile_limit()(compiled)
 
     @staticmethod
     def _compile_limit():
