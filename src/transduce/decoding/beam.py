@@ -80,7 +80,7 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
     stepper = Stepper(model, src, K, options, L)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
     lp_at_max = length_penalty(max_len.cpu(), alpha, length_penalty_kind).float().to(device)  # (B,)
-    banned = banned_tokens(config)
+    banned = banned_tokens(config, device)
     last_step = int(max_len.min()) - 1  # before this step no sentence is forced to end
 
     tokens = torch.full((B * K, 1), config.start_id, dtype=torch.long, device=device)  # (B*K, t)
@@ -91,12 +91,13 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
     fin_tokens = torch.full((B, K, L), config.pad_id, dtype=torch.long, device=device)
     alive = torch.arange(B, device=device)  # original index of each sentence still searched
     results: list[Optional[list[Hypothesis]]] = [None] * B
+    limits, forced, lp_limits = max_len, prefix, lp_at_max  # of the sentences still searched
 
     for step in range(L):
         n = alive.numel()
         logprobs = stepper.logprobs(tokens)  # (n*K, V)
-        logprobs = constrain(logprobs, step, config, max_len[alive], options.min_len,
-                             None if prefix is None else prefix[alive], per_row=K, banned=banned, last_step=last_step)
+        logprobs = constrain(logprobs, step, config, limits, options.min_len, forced, per_row=K, banned=banned,
+                             last_step=last_step)
         values, beams, words = top_candidates(scores, logprobs.view(n, K, -1), 2 * K)  # (n, 2K)
         rows = (torch.arange(n, device=device)[:, None] * K + beams)  # (n, 2K) rows of tokens
 
@@ -120,7 +121,7 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
 
         # A sentence is done when no live beam can beat its nbest-th finished hypothesis.
         if stop == "bound":
-            best_possible = scores[:, 0] / lp_at_max[alive]  # logprobs only fall; lp is largest at max length
+            best_possible = scores[:, 0] / lp_limits  # logprobs only fall; lp is largest at max length
         else:
             best_possible = torch.where(fin_scores[:, K - 1] > NEG_INF, NEG_INF, float("inf")).to(scores)
         done = (scores[:, 0] == NEG_INF) | (fin_scores[:, nbest - 1] >= best_possible)  # (n,)
@@ -135,7 +136,9 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
             fin_scores, fin_logprob = fin_scores[keep_sentences], fin_logprob[keep_sentences]
             fin_tokens = fin_tokens[keep_sentences]
             stepper.select(keep_sentences)
-            last_step = int(max_len[alive].min()) - 1
+            limits, lp_limits = max_len[alive], lp_at_max[alive]
+            forced = None if prefix is None else prefix[alive]
+            last_step = int(limits.min()) - 1
     return results  # type: ignore[return-value]
 
 

@@ -143,24 +143,29 @@ def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id:
     return out.to(device)
 
 
-def banned_tokens(config) -> list[int]:
-    """Tokens search never outputs: pad, bos and the decoder's start token (unless one is eos)."""
-    return sorted({config.pad_id, config.bos_id, config.start_id} - {config.eos_id})
+def banned_tokens(config, device: torch.device | str | None = None) -> list[int] | Tensor:
+    """Tokens search never outputs: pad, bos and the decoder's start token (unless one is eos); as a
+    list, or given a ``device`` as an index tensor there (what ``constrain`` fills at every step)."""
+    banned = sorted({config.pad_id, config.bos_id, config.start_id} - {config.eos_id})
+    return banned if device is None else torch.tensor(banned, dtype=torch.long, device=device)
 
 
 def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int,
-              prefix: Optional[Tensor], per_row: int = 1, banned: Optional[list[int]] = None,
+              prefix: Optional[Tensor], per_row: int = 1, banned: Optional[list[int] | Tensor] = None,
               last_step: Optional[int] = None) -> Tensor:
     """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based).
 
     Never pad or the start/bos tokens; no eos before ``min_len``; only eos at the last allowed
     position; only the prefix token while a forced prefix lasts. ``max_len`` and ``prefix`` are
     per sentence; each sentence owns ``per_row`` consecutive rows (its beams). ``banned``
-    (``banned_tokens(config)``) and ``last_step`` (``max_len.min() - 1``, on the host) may be
-    passed in to save work per step.
+    (``banned_tokens(config, device)``) and ``last_step`` (``max_len.min() - 1``, on the host) may
+    be passed in to save work per step.
     """
     neg_inf = float("-inf")
-    logprobs[:, banned if banned is not None else banned_tokens(config)] = neg_inf
+    if isinstance(banned, Tensor):
+        logprobs.index_fill_(1, banned, neg_inf)
+    else:
+        logprobs[:, banned if banned is not None else banned_tokens(config)] = neg_inf
     if step < min_len:
         logprobs[:, config.eos_id] = neg_inf
     if last_step is None or step >= last_step:  # some sentence may have to end now

@@ -36,7 +36,7 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
     max_len = max_lengths(model, src, options)  # (B,)
     steps, last_step = int(max_len.max()), int(max_len.min()) - 1
     stepper = Stepper(model, src, 1, options, steps)
-    banned = banned_tokens(config)
+    banned = banned_tokens(config, src.device)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
     tokens = torch.full((B, 1), config.start_id, dtype=torch.long, device=src.device)  # (B, t)
     logprob = torch.zeros(B, device=src.device)
@@ -46,16 +46,20 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
     shrink = options.on_step is None
     alive = torch.arange(B, device=src.device)  # original index of each row still searched
     finished: list = [None] * B  # (tokens, logprob) per original sentence
+    limits, forced = max_len, prefix  # of the rows still searched
     for step in range(steps):
-        lp = constrain(stepper.logprobs(tokens), step, config, max_len[alive], options.min_len,
-                       None if prefix is None else prefix[alive], banned=banned, last_step=last_step)  # (n, V)
-        if greedy:
-            nxt = lp.argmax(-1)
+        lp = constrain(stepper.logprobs(tokens), step, config, limits, options.min_len, forced, banned=banned,
+                       last_step=last_step)  # (n, V)
+        if greedy:  # max, not argmax: the same first maximal index, 3x faster on the CPU (8,000 tokens)
+            chosen, nxt = lp.max(-1)
         else:
             probs = filter_logits(lp, temperature, top_k, top_p).softmax(-1)
             nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-        nxt = nxt.masked_fill(done, config.pad_id)  # finished rows only pad
-        logprob += lp.gather(1, nxt[:, None]).squeeze(1).masked_fill(done, 0.0)
+            chosen = lp.gather(1, nxt[:, None]).squeeze(1)
+        if not shrink:  # (when shrinking, every row here is still decoding)
+            nxt = nxt.masked_fill(done, config.pad_id)  # finished rows only pad
+            chosen = chosen.masked_fill(done, 0.0)
+        logprob += chosen
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
         if options.on_step is not None:
             options.on_step(nxt)
@@ -68,7 +72,8 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
                 break
             alive, tokens, logprob, done = alive[keep], tokens[keep], logprob[keep], done[keep]
             stepper.select(keep)
-            last_step = int(max_len[alive].min()) - 1
+            limits, forced = max_len[alive], None if prefix is None else prefix[alive]
+            last_step = int(limits.min()) - 1
         elif done.all():
             break
     for i, row, score in zip(alive.tolist(), tokens[:, 1:].tolist(), logprob.tolist()):
