@@ -240,6 +240,24 @@ def test_constraints_prefix_min_and_max_length(device):
             assert 4 <= len(h.tokens) <= 5  # eos counts towards the 6
 
 
+def test_search_never_outputs_pad_or_the_start_token(device):
+    """Pad and the start/bos token are banned at every step, in every search and on both decode
+    paths, even where the model prefers them above all."""
+    model = Transformer(tiny_config(output_bias=True)).to(device).eval()
+    config = model.config
+    banned = {config.pad_id, config.bos_id, config.start_id}
+    with torch.no_grad():
+        model.output_bias[list(banned)] = 50.0
+    src, _ = random_batch(3, 6, 40, device=device)
+    for fast in (True, False):
+        opts = SearchOptions(max_len_a=0, max_len_b=6, fast=fast)
+        outputs = [*greedy_search(model, src, opts), *[h for hs in beam_search(model, src, 3, options=opts, nbest=3)
+                                                        for h in hs],
+                   *sample(model, src, opts, generator=torch.Generator(device).manual_seed(0))]
+        assert len(outputs) == 15 and all(h.tokens for h in outputs)  # (eos was never the choice)
+        assert not banned & {t for h in outputs for t in h.tokens}
+
+
 def test_sampling_is_seeded_and_top_k_one_is_greedy(device):
     model = Transformer(tiny_config()).to(device).eval()
     src, _ = random_batch(4, 6, 40, device=device)
