@@ -1,5 +1,7 @@
 """The decode step's products on this machine: microseconds per call of each float layout a
-``Dense`` chooses between (``rows``, ``columns``, ``blocks``), of its bf16 copy, and of the int8
+``Dense`` chooses between (``rows``, ``columns``, ``blocks``), of ``F.linear`` on the model's own
+layout (``linear``: what ``Dense.plain`` gives a GPU; on the CPU the captured step uses ``rows``), of
+its bf16 copy, and of the int8
 kernels an ``Int8Linear`` chooses between (fbgemm, oneDNN), for the decoder shapes of the small
 and base presets at 1, 4, 16 and 32 rows. This is what ``Dense`` and ``Int8Linear`` measure for
 themselves the first time they see a row count (``model/fast.py``), and what ``BF16_MIN_MACS`` was
@@ -43,7 +45,7 @@ def main() -> None:
         for rows in args.rows:
             x = torch.randn(rows, inp)
             cells = {}
-            for layout in ("rows", "columns", "blocks", "bf16", *int8.packs):
+            for layout in ("rows", "columns", "blocks", "linear", "bf16", *int8.packs):
                 if layout == "blocks" and rows > 16:
                     continue  # not a candidate beyond 16 rows
 
@@ -63,7 +65,7 @@ def main() -> None:
                              **{f"{k} us": f"{v:.1f}" for k, v in cells.items()},
                              "fastest fp32": min(fp32, key=fp32.get),
                              "multiply-adds": f"{rows * out * inp / 1e6:.1f}M"})
-    print(table(rows_out, ["weight (out x in)", "rows", "rows us", "columns us", "blocks us", "bf16 us",
+    print(table(rows_out, ["weight (out x in)", "rows", "rows us", "columns us", "blocks us", "linear us", "bf16 us",
                            "fbgemm us", "onednn us", "fastest fp32", "multiply-adds"]))
     print(f"\n({machine()})")
     save("dense_layouts", {**raw, "machine": machine()})

@@ -114,7 +114,6 @@ class Dense:
         self.bias_column = None if bias is None else bias[:, None]  # (out, 1)
         self.blocks: Optional[Tensor] = None  # (P, in, out/P)
         self.weight_t: Optional[Tensor] = None  # (in, out)
-        self.plain_t: Optional[Tensor] = None  # (in, out), the captured step's layout on the CPU
         self.layouts: dict[int, str] = {}  # row-count class -> the layout measured fastest
         self.direct: dict = {}  # layout -> the product in it as one call (see _direct)
         self.on_cpu = weight.device.type == "cpu"  # layouts are measured on the CPU only
@@ -162,15 +161,12 @@ class Dense:
         return lambda x: self._multiply(x, layout)
 
     def plain(self, x: Tensor) -> Tensor:
-        """One fixed layout, no per-call choices, for ``torch.compile``: on the CPU ``x W^T`` with ``W^T``
-        stored contiguous (``plain_t``, made by ``FastDecoder.compile``), which BLAS multiplies up to 2x
-        faster at a few rows than ``F.linear``'s transposed view (``benchmarks/dense_layouts.py``:
-        ``rows`` against ``linear``); elsewhere ``F.linear`` on the model's own layout."""
+        """One fixed layout, no per-call choices, for ``torch.compile``: ``rows`` where ``weight_t`` was
+        made for it (on the CPU, by ``FastDecoder.compile``: BLAS multiplies it faster at a few rows
+        than ``F.linear``'s transposed view, ``benchmarks/dense_layouts.py``), else ``F.linear``."""
         if self.int8 is not None:
             return self.int8(x)
-        if self.plain_t is None:
-            return F.linear(x, self.weight, self.bias)
-        return x @ self.plain_t if self.bias is None else torch.addmm(self.bias, x, self.plain_t)
+        return self._multiply(x, "rows" if self.weight_t is not None else "linear")
 
     def columns(self, x_t: Tensor) -> Tensor:
         """The product in feature-major layout: ``x_t (in, N)`` -> ``(out, N)``, never a copy (float only)."""
@@ -508,10 +504,11 @@ class FastDecoder:
         if self.embed_weight.device.type == "cuda":
             compiled = torch.compile(self._forward, mode="reduce-overhead", dynamic=False)
         else:
-            # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per kernel
-            # (at one sentence ~0.3 ms of a ~1 ms step otherwise), and the products get W^T contiguous
+            # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per kernel,
+            # and the products get W^T contiguous (F.linear's view: 1.4-1.65x slower on the output
+            # projections at four rows, benchmarks/dense_layouts.py)
             for d in (self.output, *(d for layer in self.layers for d in layer.denses())):
-                d.plain_t = d.weight.t().contiguous()
+                d.weight_t = d.weight.t().contiguous()  # (this snapshot's eager choices never run)
             compiled = torch.compile(self._forward, dynamic=False, options={"cpp_wrapper": True})
         self.compiled = self._compile_limit()(compiled)
 
