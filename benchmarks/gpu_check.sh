@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The GPU checks, as one prepared script (under 8 minutes on one GPU; never run in CI):
+# The GPU checks, as one prepared script (~8-9 minutes on one GPU; never run in CI):
 #   1. the test suite's device-parametrized tests on CUDA (pytest --device cuda),
 #   2. a 1-GPU training from the command line, and a 2-GPU torchrun training if 2 GPUs exist,
 #   3. translation with the captured decode step (torch.compile, CUDA graphs) equal to eager decoding,
-#      and both timed (benchmarks/gpu_translate.py),
+#      and both timed, in batches and one line at a time (benchmarks/gpu_translate.py; STREAM=N lines),
 #   4. bf16 and fp16 training throughput of `base` (target tokens/s, MFU) and translation throughput.
 # Usage: bash benchmarks/gpu_check.sh   (from the repository root; writes a summary at the end)
 set -uo pipefail
@@ -48,8 +48,9 @@ step "train on 1 GPU (fp16, resume)" timeout 120 python3 -m transduce train "$wo
   --resume --device cuda --precision fp16 --max-steps 400 --quiet
 step "translate on the GPU" bash -c "head -3 $work/raw/valid.en | python3 -m transduce translate $work/run1 --device cuda"
 for _ in 1 2 3; do cat "$work/raw/valid.en"; done > "$work/lines.txt"  # 300 lines
-step "captured decode step (CUDA graphs) equals eager" timeout 200 python3 benchmarks/gpu_translate.py "$work/run1" \
-  "$work/lines.txt" --refs "$work/raw/valid.de"
+# then STREAM lines one at a time (batch 1, a server's case: where capture could pay on a GPU)
+step "captured decode step (CUDA graphs) equals eager" timeout 300 python3 benchmarks/gpu_translate.py "$work/run1" \
+  "$work/lines.txt" --refs "$work/raw/valid.de" --stream "${STREAM:-10}"
 if [ "$GPUS" -ge 2 ]; then
   step "torchrun on 2 GPUs" timeout 180 python3 -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m transduce train "$work/data" --out "$work/run2" --preset small --device cuda --max-steps 100 --quiet
