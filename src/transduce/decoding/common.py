@@ -143,15 +143,15 @@ def prefix_tensor(prefix: Optional[Sequence[Sequence[int]]], batch: int, pad_id:
     return out.to(device)
 
 
-def banned_tokens(config, device: torch.device | str | None = None) -> list[int] | Tensor:
-    """Tokens search never outputs: pad, bos and the decoder's start token (unless one is eos); as a
-    list, or given a ``device`` as an index tensor there (what ``constrain`` fills at every step)."""
+def banned_tokens(config, device: torch.device | str = "cpu") -> Tensor:
+    """Tokens search never outputs: pad, bos and the decoder's start token (unless one is eos), as
+    an index tensor on ``device`` (what ``constrain`` fills at every step)."""
     banned = sorted({config.pad_id, config.bos_id, config.start_id} - {config.eos_id})
-    return banned if device is None else torch.tensor(banned, dtype=torch.long, device=device)
+    return torch.tensor(banned, dtype=torch.long, device=device)
 
 
 def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int,
-              prefix: Optional[Tensor], per_row: int = 1, banned: Optional[list[int] | Tensor] = None,
+              prefix: Optional[Tensor], per_row: int = 1, banned: Optional[Tensor] = None,
               last_step: Optional[int] = None) -> Tensor:
     """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based).
 
@@ -162,10 +162,7 @@ def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int
     be passed in to save work per step.
     """
     neg_inf = float("-inf")
-    if isinstance(banned, Tensor):
-        logprobs.index_fill_(1, banned, neg_inf)
-    else:
-        logprobs[:, banned if banned is not None else banned_tokens(config)] = neg_inf
+    logprobs.index_fill_(1, banned if banned is not None else banned_tokens(config, logprobs.device), neg_inf)
     if step < min_len:
         logprobs[:, config.eos_id] = neg_inf
     if last_step is None or step >= last_step:  # some sentence may have to end now

@@ -137,7 +137,7 @@ class Dense:
     def __call__(self, x: Tensor) -> Tensor:
         rows = x.size(0)
         if self.low is None:
-            layout = self.layouts.get(0 if rows == 1 else 1 if rows <= 16 else 2)  # _bucket, inlined
+            layout = self.layouts.get(_bucket(rows))
             if layout is not None:
                 direct = self.direct.get(layout)
                 if direct is None:
@@ -152,9 +152,7 @@ class Dense:
         layout again in Python at each costs a few microseconds of a ~1 ms step every time."""
         bias = self.bias
         if layout == "rows":
-            if self.weight_t is None:
-                self.weight_t = self.weight.t().contiguous()
-            weight_t = self.weight_t
+            weight_t = self._transposed()
             return (lambda x: torch.mm(x, weight_t)) if bias is None else (lambda x: torch.addmm(bias, x, weight_t))
         if layout == "int8":
             return self.int8.forward  # (not the module call: it has no hooks to run)
@@ -184,10 +182,15 @@ class Dense:
             y = y.view(1, -1) if rows == 1 else y.transpose(0, 1).reshape(rows, -1)
             return y if self.bias is None else y + self.bias
         if layout == "rows":
-            if self.weight_t is None:
-                self.weight_t = self.weight.t().contiguous()
-            return x @ self.weight_t if self.bias is None else torch.addmm(self.bias, x, self.weight_t)
+            weight_t = self._transposed()
+            return torch.mm(x, weight_t) if self.bias is None else torch.addmm(self.bias, x, weight_t)
         return F.linear(x, self.weight, self.bias)
+
+    def _transposed(self) -> Tensor:
+        """``W^T`` stored contiguous ``(in, out)``, made once: the ``rows`` layout's operand."""
+        if self.weight_t is None:
+            self.weight_t = self.weight.t().contiguous()
+        return self.weight_t
 
     def _blocks(self) -> Tensor:
         if self.blocks is None:
@@ -508,7 +511,7 @@ class FastDecoder:
             # and the products get W^T contiguous (F.linear's view: 1.4-1.65x slower on the output
             # projections at four rows, benchmarks/dense_layouts.py)
             for d in (self.output, *(d for layer in self.layers for d in layer.denses())):
-                d.weight_t = d.weight.t().contiguous()  # (this snapshot's eager choices never run)
+                d._transposed()  # (plain then multiplies in rows; this snapshot's eager choices never run)
             compiled = torch.compile(self._forward, dynamic=False, options={"cpp_wrapper": True})
         self.compiled = self._compile_limit()(compiled)
 
