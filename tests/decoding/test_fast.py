@@ -145,7 +145,7 @@ def _int8_everywhere(monkeypatch, kernel: str | None = None) -> None:
     all when measured), with one of Int8Linear's kernels if given."""
     from transduce.model.fast import Dense, Int8Linear
 
-    monkeypatch.setattr(Dense, "_fastest", lambda self, x: "int8" if self.int8 is not None else "rows")
+    monkeypatch.setattr(Dense, "candidates", lambda self, rows: ["int8"] if self.int8 is not None else ["rows"])
     if kernel is not None:
         monkeypatch.setattr(Int8Linear, "_faster", lambda self, x: kernel)
 
@@ -391,7 +391,7 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
     def recorder(fn, **kwargs):
         def step(tokens, position, kv, cross_k, cross_v, cross_bias):
             seen.append(tokens.size(0))
-            widths.add((kv.size(3), cross_k[0].size(-1), cross_v[0].size(1), cross_bias.size(-1)))
+            widths.add((kv.size(4), cross_k[0].size(-1), cross_v[0].size(1), cross_bias.size(-1)))
             return fn(tokens, position, kv, cross_k, cross_v, cross_bias)
         return step
 

@@ -14,7 +14,8 @@ builds, once per set of weights, a ``FastDecoder`` that:
   below; autocast would instead convert every weight again at every step (bf16 pays where the
   CPU multiplies it natively, AVX512-BF16 or AMX; elsewhere it is emulated, as under autocast);
 - keeps the self-attention keys and values of every layer in one preallocated tensor
-  ``(layers, 2, N * H, capacity, Dh)``: a step writes position ``t`` in place, attends over the
+  ``(layers, N, H, 2, capacity, Dh)``: a step writes position ``t`` in place (one copy from the
+  self-attention product, whose rows are ordered per head as query, key, value), attends over the
   filled positions ``0..t`` only, and a beam reorder is one ``index_select`` of the filled part;
 - computes attention explicitly for the single query (two ``bmm`` and a softmax);
 - has a static-shape variant (``compile``) for ``torch.compile`` and CUDA graphs.
@@ -200,13 +201,18 @@ class Dense:
             self.blocks = self.weight.t().reshape(inp, parts, out // parts).transpose(0, 1).contiguous()
         return self.blocks
 
+    def candidates(self, rows: int) -> list[str]:
+        """The layouts that can serve ``rows`` rows here."""
+        floats = ["rows", "columns", "blocks"] if rows <= 16 else ["rows", "columns"]
+        if self.int8 is None:
+            return floats
+        return ["int8", *floats] if self.float_candidates else ["int8"]
+
     def _fastest(self, x: Tensor) -> str:
         """Time each candidate layout on ``x`` (``_fastest_call``; the first call also makes its layout);
         the layouts not chosen are dropped again."""
-        candidates = ["rows", "columns", "blocks"] if x.size(0) <= 16 else ["rows", "columns"]
-        if self.int8 is not None:
-            candidates = ["int8", *candidates] if self.float_candidates else ["int8"]
-        best = _fastest_call({layout: (lambda layout=layout: self._multiply(x, layout)) for layout in candidates})
+        best = _fastest_call({layout: (lambda layout=layout: self._multiply(x, layout))
+                              for layout in self.candidates(x.size(0))})
         kept = set(self.layouts.values()) | {best}
         if "blocks" not in kept:
             self.blocks = None
@@ -308,12 +314,23 @@ def _pad_rows(x: Tensor, rows: int) -> Tensor:
     return x if extra == 0 else torch.cat([x, x.new_zeros(extra, *x.shape[1:])])
 
 
+def _cache_views(kv: Tensor) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    """Per layer, the views a step uses of ``kv (layers, N, H, 2, C, Dh)``: where it writes a
+    position (``(N, H, 2, C, Dh)``), the keys transposed for the score product ``(N * H, Dh, C)``
+    and the values ``(N * H, C, Dh)`` (the heads folded into the batch; still views: a row's heads
+    are evenly spaced). Made once per cache, not at every step."""
+    slots = list(kv.unbind(0))
+    keys = [slot.select(2, 0).flatten(0, 1).transpose(1, 2) for slot in slots]
+    values = [slot.select(2, 1).flatten(0, 1) for slot in slots]
+    return slots, keys, values
+
+
 class StepCache:
     """The state of ``N = B * beam`` hypotheses between steps.
 
     Attributes:
-        kv: ``(layers, 2, N * H, capacity, Dh)``, self-attention keys (0) and values (1) with the
-            heads folded into the batch; positions ``0 .. length-1`` are filled.
+        kv: ``(layers, N, H, 2, capacity, Dh)``, self-attention keys (0) and values (1);
+            positions ``0 .. length-1`` are filled. views: ``_cache_views(kv)``.
         cross_k: per layer ``(B * H, Dh, S)`` (transposed for the score product); cross_v:
             ``(B * H, S, Dh)``; cross_bias: ``(B * H, beam, S)``, 0 at real source positions and
             -inf at padding.
@@ -326,31 +343,30 @@ class StepCache:
     def __init__(self, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor], cross_bias: Tensor,
                  heads: int, beam: int, static: bool = False) -> None:
         self.kv, self.cross_k, self.cross_v, self.cross_bias = kv, cross_k, cross_v, cross_bias
+        self.views = _cache_views(kv)
         self.heads, self.beam, self.length = heads, beam, 0
         self.static = static
 
     def reorder(self, rows: Tensor) -> None:
         """Hypothesis ``n`` continues hypothesis ``rows[n]``: only the filled positions move."""
-        t, H = self.length, self.heads
+        t = self.length
         if t == 0:
             return
-        L, _, NH, C, Dh = self.kv.shape
-        filled = self.kv.view(L, 2, NH // H, H, C, Dh)[:, :, :, :, :t]
-        filled[:, :, : rows.numel()].copy_(filled.index_select(2, rows))
+        filled = self.kv.narrow(4, 0, t)
+        filled.narrow(1, 0, rows.numel()).copy_(filled.index_select(1, rows))
 
     def select_sentences(self, sentences: Tensor) -> None:
         """Keep only ``sentences`` (indices into the current B); each owns ``beam`` rows."""
         H, K = self.heads, self.beam
         rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
-        L, _, NH, C, Dh = self.kv.shape
+        L, _, _, _, C, Dh = self.kv.shape
         t = self.length
         total = padded_sentences(sentences.numel()) if self.static else sentences.numel()
         kept = self.kv.new_zeros if self.static else self.kv.new_empty
-        kv = kept(L, 2, total * K * H, C, Dh)
+        kv = kept(L, total * K, H, 2, C, Dh)
         if t:  # copy the filled positions only: the capacity can be several times the length so far
-            filled = self.kv.view(L, 2, NH // H, H, C, Dh)[:, :, :, :, :t].index_select(2, rows)
-            kv.view(L, 2, total * K, H, C, Dh)[:, :, : rows.numel(), :, :t] = filled
-        self.kv = kv
+            kv.narrow(1, 0, rows.numel()).narrow(4, 0, t).copy_(self.kv.narrow(4, 0, t).index_select(1, rows))
+        self.kv, self.views = kv, _cache_views(kv)
 
         def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (total*H, ...)
             return _pad_rows(x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1), total * H)
@@ -371,7 +387,15 @@ class _Layer:
         qkv = layer.self_attn.qkv
         scale = torch.ones(3 * inner, dtype=qkv.weight.dtype, device=qkv.weight.device)
         scale[:inner] = factor  # fold 1/sqrt(d_k) into the queries
-        self.qkv = Dense(qkv.weight, qkv.bias, int8, scale, bf16=bf16)
+        # the product's rows ordered (head, q/k/v, Dh), not (q/k/v, head, Dh): each head's key and
+        # value are then next to each other, as in the cache, and go there in one copy
+        heads, head_dim = config.n_heads, config.d_k
+
+        def per_head(x: Tensor) -> Tensor:
+            return x.view(3, heads, head_dim, -1).transpose(0, 1).reshape(x.shape)
+
+        bias = None if qkv.bias is None else per_head(qkv.bias.detach()[:, None])[:, 0]
+        self.qkv = Dense(per_head(qkv.weight.detach()), bias, int8, per_head(scale[:, None])[:, 0], bf16=bf16)
         self.self_out = Dense(layer.self_attn.out.weight, layer.self_attn.out.bias, int8, bf16=bf16)
         self.cross_q = Dense(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=factor, bf16=bf16)
         self.cross_out = Dense(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8, bf16=bf16)
@@ -424,7 +448,7 @@ class FastDecoder:
             bias = model.output_bias.detach() if model.output_bias is not None else None
             self.output = Dense(model.output.weight, bias, int8, bf16=self.bf16)
             if int8:  # fp32 products compete with int8 only while the decoder stays in cache
-                denses = [self.output, *(d for layer in self.layers for d in layer.denses())]
+                denses = self.denses()
                 small = sum(d.weight.numel() * d.weight.element_size() for d in denses) <= INT8_FLOAT_MAX_BYTES
                 for d in denses:
                     d.float_candidates = small
@@ -437,6 +461,10 @@ class FastDecoder:
         self.alibi = model.alibi
         self.cross_projections = [layer.cross_attn for layer in model.decoder]
         self.compiled = None  # the captured step, after compile()
+
+    def denses(self) -> list[Dense]:
+        """Every product of a step, in the order the step calls them."""
+        return [*(d for layer in self.layers for d in layer.denses()), self.output]
 
     def start(self, src: Tensor, memory: Tensor, beam: int, capacity: int) -> StepCache:
         """A cache for ``B * beam`` hypotheses over ``src (B, S)`` and its encoder output ``memory``."""
@@ -461,7 +489,7 @@ class FastDecoder:
             bias = F.pad(bias, (0, wide - S), value=float("-inf"))
         else:
             total = B
-        shape = (len(self.layers), 2, total * beam * H, capacity, Dh)
+        shape = (len(self.layers), total * beam, H, 2, capacity, Dh)
         # the captured step reads every position (masked): unfilled ones must not hold NaN garbage
         kv = memory.new_zeros(shape) if static else memory.new_empty(shape)
         cross_k, cross_v = [_pad_rows(k, total * H) for k in cross_k], [_pad_rows(v, total * H) for v in cross_v]
@@ -473,8 +501,8 @@ class FastDecoder:
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
         t = cache.length
-        if t >= cache.kv.size(3) or t >= self.config.max_positions:
-            raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(3)} positions, "
+        if t >= cache.kv.size(4) or t >= self.config.max_positions:
+            raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
                              f"the model {self.config.max_positions}")
         if self.compiled is not None:
             position = torch.tensor(t, device=tokens.device)
@@ -483,12 +511,13 @@ class FastDecoder:
             # .contiguous() is not enough, a column of one row counts as contiguous at any stride.
             # Padded to the cache's batch class with token 0 (rows nobody reads).
             N = tokens.size(0)
-            padded = tokens.new_zeros(cache.kv.size(2) // self.heads)
+            padded = tokens.new_zeros(cache.kv.size(1))
             padded[:N] = tokens
             logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
         else:
             with self._precision():
-                logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)
+                logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
+                                       cache.views)
         cache.length = t + 1
         return logits
 
@@ -510,7 +539,7 @@ class FastDecoder:
             # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per kernel,
             # and the products get W^T contiguous (F.linear's view: 1.4-1.65x slower on the output
             # projections at four rows, benchmarks/dense_layouts.py)
-            for d in (self.output, *(d for layer in self.layers for d in layer.denses())):
+            for d in self.denses():
                 d._transposed()  # (plain then multiplies in rows; this snapshot's eager choices never run)
             compiled = torch.compile(self._forward, dynamic=False, options={"cpp_wrapper": True})
         self.compiled = self._compile_limit()(compiled)
@@ -525,13 +554,16 @@ class FastDecoder:
         return config.patch(**{name: max(getattr(config, name), 64)})
 
     def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_bias: Tensor) -> Tensor:
+                 cross_bias: Tensor, views: Optional[tuple] = None) -> Tensor:
         """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
-        tensor (static shapes for capture: attend over the whole capacity, later positions masked)."""
+        tensor (static shapes for capture: attend over the whole capacity, later positions masked).
+        ``views``: ``_cache_views(kv)``, made here when not given (the captured step)."""
         static = isinstance(t, Tensor)
         N, H, Dh = tokens.size(0), self.heads, self.head_dim
         K = cross_bias.size(1)
         B = N // K
+        slots, all_keys, all_values = views if views is not None else _cache_views(kv)
+        length = kv.size(4) if static else t + 1  # the attended positions
 
         dense = Dense.plain if static else Dense.__call__
 
@@ -540,38 +572,44 @@ class FastDecoder:
             x = torch.add(_row(self.positions, t).to(x.dtype), x, alpha=self.embed_scale)
         elif self.embed_scale != 1.0:
             x = x * self.embed_scale
-        if not static:
-            kv = kv[:, :, :, : t + 1]  # (layers, 2, N*H, t+1, Dh): the filled positions
-        keys = torch.arange(kv.size(3), device=x.device)  # positions of the attended keys
         key_bias = None  # (H, 1, keys): ALiBi and, for static shapes, the mask of unfilled positions
-        if self.alibi is not None:
-            key_bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
-        if static:
-            hidden = torch.zeros(kv.size(3), dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
-            key_bias = hidden if key_bias is None else key_bias + hidden
+        if self.alibi is not None or static:
+            keys = torch.arange(length, device=x.device)  # positions of the attended keys
+            if self.alibi is not None:
+                key_bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
+            if static:
+                hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
+                key_bias = hidden if key_bias is None else key_bias + hidden
+            # (N*H, 1, keys), added by the score product itself (and inductor's attention patterns,
+            # which match a separate add, fail on this mask: "Attempting to broadcast a dimension")
+            key_bias = key_bias.expand(N, H, 1, length).reshape(N * H, 1, length)
         for i, layer in enumerate(self.layers):
             # masked self-attention: the new query against positions 0..t
             h = layer.norms[0](x) if self.pre else x
-            qkv = dense(layer.qkv, h).reshape(N, 3, H, Dh)  # q is pre-scaled by 1/sqrt(d_k)
-            q = qkv[:, 0].reshape(N * H, 1, Dh)
+            qkv = dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
             if self.rotary is not None:
-                q, k = self._rotate(q, t), self._rotate(qkv[:, 1].reshape(N * H, 1, Dh), t)
-                _write(kv[i, 0], t, k[:, 0])
-                _write(kv[i, 1], t, qkv[:, 2].reshape(N * H, Dh))
+                q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), t)
+                k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), t)
+                _write(slots[i], t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)], dim=2))
             else:
-                _write(kv[i], t, qkv[:, 1:].transpose(0, 1).reshape(2, N * H, Dh))
-            scores = torch.bmm(q, kv[i, 0].transpose(1, 2))  # (N*H, 1, keys)
-            if key_bias is not None:
-                scores = (scores.view(N, H, 1, -1) + key_bias).view(N * H, 1, -1)
-            a = torch.bmm(scores.softmax(-1), kv[i, 1]).view(N, H * Dh)  # (N, H*Dh)
-            x = self._residual(x, dense(layer.self_out, a), layer.norms[0])
+                q = qkv.select(2, 0).view(N * H, 1, Dh)
+                _write(slots[i], t, qkv.narrow(2, 1, 2))  # (N, H, 2, Dh): this position's key and value
+            keys, values = all_keys[i], all_values[i]
+            if not static:
+                keys, values = keys.narrow(2, 0, length), values.narrow(1, 0, length)
+            scores = torch.bmm(q, keys) if key_bias is None else torch.baddbmm(key_bias, q, keys)  # (N*H, 1, keys)
+            a = torch.bmm(scores.softmax(-1), values).view(N, H * Dh)  # (N, H*Dh)
+            out = dense(layer.self_out, a)
+            x = x + out if self.pre else layer.norms[0](x + out)
             # encoder-decoder attention: the K beams of a sentence share its keys
             h = layer.norms[1](x) if self.pre else x
-            q = dense(layer.cross_q, h).reshape(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
+            q = dense(layer.cross_q, h)
+            q = q.view(N * H, 1, Dh) if K == 1 else q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
             scores = torch.baddbmm(cross_bias, q, cross_k[i])  # (B*H, K, S)
             a = torch.bmm(scores.softmax(-1), cross_v[i])  # (B*H, K, Dh)
-            a = a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
-            x = self._residual(x, dense(layer.cross_out, a), layer.norms[1])
+            a = a.view(N, H * Dh) if K == 1 else a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
+            out = dense(layer.cross_out, a)
+            x = x + out if self.pre else layer.norms[1](x + out)
             # feed-forward
             h = layer.norms[2](x) if self.pre else x
             if static or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or \
@@ -586,13 +624,10 @@ class FastDecoder:
                 if layer.w3 is not None:
                     f = f * layer.w3.columns(h_t)
                 out = layer.w2.columns(f).t()  # (N, D), a transposed view
-            x = self._residual(x, out, layer.norms[2])
+            x = x + out if self.pre else layer.norms[2](x + out)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return dense(self.output, x)  # (N, V)
-
-    def _residual(self, x: Tensor, out: Tensor, norm) -> Tensor:
-        return x + out if self.pre else norm(x + out)
 
     def _rotate(self, x: Tensor, t: int) -> Tensor:
         cos = _row(self.rotary.cos, t).to(x.dtype)  # (Dh/2,)
@@ -608,10 +643,11 @@ def _row(table: Tensor, t) -> Tensor:
 
 def _write(buffer: Tensor, t, value: Tensor) -> None:
     """``buffer[..., t, :] = value``: position ``t`` (an int or a 0-d tensor) of a ``(..., C, Dh)`` cache."""
-    if isinstance(t, Tensor):
-        buffer.index_copy_(buffer.dim() - 2, t.view(1), value.unsqueeze(-2))
+    if isinstance(t, Tensor):  # (the leading dimensions flattened: inductor fails on index_copy_ over 5)
+        C, Dh = buffer.shape[-2:]
+        buffer.view(-1, C, Dh).index_copy_(1, t.view(1), value.reshape(-1, 1, Dh))
     else:
-        buffer[..., t, :] = value
+        buffer.select(buffer.dim() - 2, t).copy_(value)
 
 
 def fast_decoder(model, precision: str = "fp32", compiled: bool = False) -> FastDecoder:
