@@ -58,6 +58,53 @@ def test_fast_step_logits_equal_the_models_decode(arch, batch, beam, device):
     assert cache.length == 12
 
 
+@pytest.mark.parametrize("arch", ARCHITECTURES, ids=_ids)
+def test_fast_encoder_equals_the_models_encode(arch, device):
+    """The search's encoder pass (``FastEncoder``) against ``Transformer.encode``: one sentence, a
+    few padded ones, more than 16 rows of products; and search uses it."""
+    from transduce.model.fast_encoder import FastEncoder
+
+    model = Transformer(tiny_config(**arch)).to(device).eval()
+    with torch.no_grad():  # biases start at zero and norms at one: make every parameter count
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(device) * 0.1)
+    fast = FastEncoder(model)
+    for batch in (1, 3, 20):
+        src, lengths = random_batch(batch, 7, 40, device=device)
+        assert batch == 1 or (lengths < 7).any()  # padded sources among them
+        with torch.no_grad():
+            torch.testing.assert_close(fast(src), model.encode(src), atol=2e-5, rtol=1e-4)
+    _forget_fast_decoders(model)
+    greedy_search(model, src, SearchOptions(1.0, 2))
+    assert ("encoder", "fp32") in model._fast_decoders.built
+
+
+def test_fast_encoder_int8_and_autocast():
+    """int8: the snapshot quantizes the encoder as ``quantize_encoder`` does, and an encoder that
+    ``quantize_encoder`` already converted keeps its own int8 layers; under autocast search encodes
+    with the model's own pass (autocast's precision per operation), not the snapshot."""
+    from transduce.model.fast import quantize_encoder
+    from transduce.model.fast_encoder import FastEncoder, encode
+
+    model = Transformer(tiny_config()).eval()
+    src, _ = random_batch(3, 7, 40)
+    with torch.no_grad():
+        exact = model.encode(src)
+        low = FastEncoder(model, "int8")(src)
+        error = (low - exact).abs().max() / exact.abs().max()
+        assert 1e-4 < error < 0.05, error  # int8 rounding (fp32 would differ by ~1e-7), and only that
+        quantized = copy.deepcopy(model)
+        quantize_encoder(quantized)
+        torch.testing.assert_close(FastEncoder(quantized)(src), quantized.encode(src), atol=2e-5, rtol=1e-4)
+        _forget_fast_decoders(model)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert torch.equal(encode(model, src), model.encode(src))
+        assert not hasattr(model, "_fast_decoders")
+        torch.testing.assert_close(encode(model, src), exact, atol=2e-5, rtol=1e-4)
+        assert ("encoder", "fp32") in model._fast_decoders.built
+
+
 def test_fast_step_refuses_a_position_past_its_capacity():
     model = Transformer(tiny_config()).eval()
     src, _ = random_batch(1, 4, 40)
@@ -103,6 +150,18 @@ def test_snapshot_follows_the_weights():
             p.mul_(-1.5)  # an in-place update, as an optimizer step
     second = fast_decoder(model)
     assert second is not first
+    assert [h.tokens for h in greedy_search(model, src, opts)] == \
+        [h.tokens for h in greedy_search(model, src, SearchOptions(1.0, 5, fast=False))]
+    assert fast_decoder(model) is second
+    # replaced, not updated: a new module, then new parameters loaded by assignment (the old
+    # parameter objects, which the snapshot was checked against, are untouched)
+    old = model.decoder[0].ffn.w1
+    model.decoder[0].ffn.w1 = nn.Linear(old.in_features, old.out_features)
+    third = fast_decoder(model)
+    assert third is not second
+    state = {k: v.clone() * 0.5 for k, v in model.state_dict().items()}
+    model.load_state_dict(state, assign=True)
+    assert fast_decoder(model) is not third
     assert [h.tokens for h in greedy_search(model, src, opts)] == \
         [h.tokens for h in greedy_search(model, src, SearchOptions(1.0, 5, fast=False))]
 
@@ -327,7 +386,7 @@ def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
     for precision in ("bf16", "int8", "fp32"):
         out = translate_ids(model, sources, DecodeConfig(beam=2, max_len_a=0, max_len_b=8), precision=precision)
         assert len(out) == 4 and all(out)
-    built = {key[0] for key in model._fast_decoders[1]}
+    built = {key[0] for key in model._fast_decoders.built}
     assert {"bf16", "int8", "fp32"} <= built and fast_decoder(model, "bf16").bf16
 
 

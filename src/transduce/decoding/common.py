@@ -71,6 +71,7 @@ class Stepper:
             return
         wanted = options.fast or options.precision == "int8" or options.compile
         from ..model.fast import fast_decoder, unsupported
+        from ..model.fast_encoder import encode
 
         reason = unsupported(model.config) if wanted else None
         if reason and (options.precision == "int8" or options.compile):
@@ -79,7 +80,7 @@ class Stepper:
         if self.lm:
             self.cache = model.start_decoding(src, beam=beam, capacity=src.size(1) + steps + 1)
         elif wanted and not reason:
-            memory = model.encode(src)  # (B, S, D)
+            memory = encode(model, src, options.precision)  # (B, S, D)
             self.fast = fast_decoder(model, options.precision, options.compile)
             self.cache = self.fast.start(src, memory, beam, capacity=steps)
         else:
