@@ -459,7 +459,13 @@ class FastDecoder:
                           embed.learned.weight.detach() if embed.kind == "learned" else None)
         self.rotary = model.rotary
         self.alibi = model.alibi
-        self.cross_projections = [layer.cross_attn for layer in model.decoder]
+        # every layer's encoder-decoder keys and values in one product, once per sentence (fp32 at
+        # every precision, as the model's own projections)
+        projections = [layer.cross_attn.kv for layer in model.decoder]
+        with torch.no_grad():
+            weight = torch.cat([m.weight.detach() for m in projections])  # (layers * 2 * H * Dh, D)
+            bias = None if projections[0].bias is None else torch.cat([m.bias.detach() for m in projections])
+        self.cross_kv = Dense(weight, bias)
         self.compiled = None  # the captured step, after compile()
 
     def denses(self) -> list[Dense]:
@@ -472,11 +478,10 @@ class FastDecoder:
         H, Dh = self.heads, self.head_dim
         with torch.no_grad(), self._precision():
             memory = memory.float() if self.bf16 else memory
-            cross_k, cross_v = [], []
-            for attn in self.cross_projections:
-                k, v = attn.project_memory(memory)  # (B, H, S, Dh)
-                cross_k.append(k.transpose(-2, -1).reshape(B * H, Dh, S))
-                cross_v.append(v.reshape(B * H, S, Dh))
+            L = len(self.layers)
+            kv = self.cross_kv(memory.reshape(B * S, -1)).view(B, S, L, 2, H, Dh)
+            cross_k = list(kv.select(3, 0).permute(2, 0, 3, 4, 1).reshape(L, B * H, Dh, S).unbind(0))
+            cross_v = list(kv.select(3, 1).permute(2, 0, 3, 1, 4).reshape(L, B * H, S, Dh).unbind(0))
         static = self.compiled is not None
         bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
         bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
