@@ -352,8 +352,9 @@ class StepCache:
         t = self.length
         if t == 0:
             return
-        filled = self.kv.narrow(4, 0, t)
-        filled.narrow(1, 0, rows.numel()).copy_(filled.index_select(1, rows))
+        for slot in self.views[0]:  # layer by layer: one index_select over the 6-d cache is ~2x slower
+            filled = slot.narrow(3, 0, t)  # (N, H, 2, t, Dh)
+            filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
 
     def select_sentences(self, sentences: Tensor) -> None:
         """Keep only ``sentences`` (indices into the current B); each owns ``beam`` rows."""
@@ -365,7 +366,8 @@ class StepCache:
         kept = self.kv.new_zeros if self.static else self.kv.new_empty
         kv = kept(L, total * K, H, 2, C, Dh)
         if t:  # copy the filled positions only: the capacity can be several times the length so far
-            kv.narrow(1, 0, rows.numel()).narrow(4, 0, t).copy_(self.kv.narrow(4, 0, t).index_select(1, rows))
+            for old, new in zip(self.views[0], kv.unbind(0)):  # (layer by layer, as reorder)
+                new.narrow(0, 0, rows.numel()).narrow(3, 0, t).copy_(old.narrow(3, 0, t).index_select(0, rows))
         self.kv, self.views = kv, _cache_views(kv)
 
         def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (total*H, ...)
