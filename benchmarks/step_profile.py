@@ -3,11 +3,14 @@ randomly initialised model at one sentence, greedy, grouped by operator, with th
 step spent in the weight products (``addmm``/``mm``/``bmm`` of the layouts, the int8 kernels).
 
     python benchmarks/step_profile.py [--shape small|base] [--precision fp32|int8|bf16] [--threads 2]
-                                      [--int8-float-max-mb MB] [--rows N] [--compile]
+                                      [--int8-float-max-mb MB] [--rows N] [--compile] [--split]
 
 ``--compile`` profiles the captured step (``FastDecoder.compile``; fp32) and also times the eager
 step in the same process, in interleaved rounds, to print their ratio. ``--rows`` decodes N
-sentences at once (one by default).
+sentences at once (one by default). ``--split`` (eager) also times, in interleaved rounds, the step
+with every weight product replaced by a replay of its result (what the rest of the step costs),
+and each product alone, called over and over (its weight then stays in the core's cache, which
+the step's weights outgrow): the products' cost inside the step against the sum of their own.
 
 The shapes are benchmarks/peers.py's (small: d_model 256, 3+3 layers, vocabulary 8,000). Prints
 ms per step and the operator table; writes benchmarks/results/step_profile.json.
@@ -42,11 +45,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rows", type=int, default=1, help="sentences decoded at once")
     parser.add_argument("--compile", action="store_true", help="the captured step, against the eager one")
+    parser.add_argument("--split", action="store_true",
+                        help="the step against the step without its products, and the products timed alone")
     parser.add_argument("--int8-float-max-mb", type=float, default=None,
                         help="override INT8_FLOAT_MAX_BYTES (int8: up to which decoder size fp32 products compete)")
     args = parser.parse_args()
     if args.compile and args.precision != "fp32":
         parser.error("--compile captures the fp32 step only (int8 and the CPU's bf16 step are eager)")
+    if args.split and (args.compile or args.precision == "bf16"):
+        parser.error("--split times the eager fp32 or int8 step")
     if args.int8_float_max_mb is not None:
         fast.INT8_FLOAT_MAX_BYTES = int(args.int8_float_max_mb * 2**20)
     torch.set_num_threads(args.threads)
@@ -88,6 +95,7 @@ def main() -> None:
                 eager_ms = min(eager_ms, ms_per_step(eager))
         if eager is not None:
             print(f"captured {ms:.3f} ms a step, eager {eager_ms:.3f}: {eager_ms / ms:.2f}x\n")
+        parts = split(decoder, run, ms_per_step, args.rows) if args.split else None
         with torch.profiler.profile() as prof:
             for _ in range(5):
                 run()
@@ -109,7 +117,49 @@ def main() -> None:
     save("step_profile", {"machine": machine(), "shape": args.shape, "precision": args.precision,
                           "compiled": args.compile, "sentences": args.rows, "threads": args.threads,
                           "ms_per_step": ms, "eager_ms_per_step": eager_ms if args.compile else None,
-                          "products_share": products, "rows": rows})
+                          "products_share": products, "split": parts, "rows": rows})
+
+
+def split(decoder, run, ms_per_step, rows: int) -> dict:
+    """The step with and without its weight products (each replaced by a replay of its first result
+    for that shape; the feed-forward's feature-major products too), timed in interleaved rounds,
+    and the sum of the products timed alone (each called 50 times in a row, best of 5)."""
+    replayed: dict = {}
+    call, columns = fast.Dense.__call__, fast.Dense.columns
+
+    def replay(method):
+        def product(self, x):
+            key = (id(self), method.__name__, tuple(x.shape))
+            if key not in replayed:
+                replayed[key] = method(self, x)
+            return replayed[key]
+        return product
+
+    full, rest = float("inf"), float("inf")
+    for _ in range(5):
+        full = min(full, ms_per_step(decoder))
+        fast.Dense.__call__, fast.Dense.columns = replay(call), replay(columns)
+        try:
+            run(decoder)  # (records the replays)
+            rest = min(rest, ms_per_step(decoder))
+        finally:
+            fast.Dense.__call__, fast.Dense.columns = call, columns
+    alone = 0.0
+    for d in decoder.denses():
+        x = torch.randn(rows, d.weight.size(1))
+        d(x)
+        best = float("inf")
+        for _ in range(5):
+            began = time.perf_counter()
+            for _ in range(50):
+                d(x)
+            best = min(best, (time.perf_counter() - began) / 50)
+        alone += best * 1e3
+    inside = full - rest
+    print(f"the step {full:.3f} ms; without its products {rest:.3f} ms; so the products take {inside:.3f} ms "
+          f"inside the step, against {alone:.3f} ms timed one by one ({inside / alone:.2f}x: their weights "
+          "read from farther than the core's cache)\n")
+    return {"step_ms": full, "without_products_ms": rest, "products_in_step_ms": inside, "products_alone_ms": alone}
 
 
 if __name__ == "__main__":

@@ -433,6 +433,22 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
     torch._dynamo.reset()
 
 
+def test_a_captured_search_encodes_with_the_models_own_pass(reverser, monkeypatch):
+    """``translate --compile on`` compiles ``model.encode`` as well as the step: a captured search must
+    encode through it, not through the ``FastEncoder`` snapshot (which an eager search uses). The
+    capture is replaced by the function itself (no compilation)."""
+    model, src = reverser
+    model = copy.deepcopy(model)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+    calls = []
+    own = model.encode
+    object.__setattr__(model, "encode", lambda src: calls.append(len(src)) or own(src))
+    captured = greedy_search(model, src[:3], SearchOptions(0, 6, compile=True))
+    assert calls == [3]
+    eager = greedy_search(model, src[:3], SearchOptions(0, 6))
+    assert calls == [3] and [h.tokens for h in captured] == [h.tokens for h in eager]
+
+
 def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monkeypatch):
     """As sentences finish, beam search shrinks the batch; the captured step keeps every tensor at
     the next power of two of the sentences left (zero rows nobody reads), so a search compiles once

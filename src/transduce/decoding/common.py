@@ -80,7 +80,8 @@ class Stepper:
         if self.lm:
             self.cache = model.start_decoding(src, beam=beam, capacity=src.size(1) + steps + 1)
         elif wanted and not reason:
-            memory = encode(model, src, options.precision)  # (B, S, D)
+            # (B, S, D); a captured search keeps the model's own pass, which Translator compiles too
+            memory = model.encode(src) if options.compile else encode(model, src, options.precision)
             self.fast = fast_decoder(model, options.precision, options.compile)
             self.cache = self.fast.start(src, memory, beam, capacity=steps)
         else:

@@ -14,8 +14,8 @@ builds, once per set of weights, a ``FastDecoder`` that:
   below; autocast would instead convert every weight again at every step (bf16 pays where the
   CPU multiplies it natively, AVX512-BF16 or AMX; elsewhere it is emulated, as under autocast);
 - keeps the self-attention keys and values of every layer in one preallocated tensor
-  ``(layers, N, H, 2, capacity, Dh)``: a step writes position ``t`` in place (one copy from the
-  self-attention product, whose rows are ordered per head as query, key, value), attends over the
+  ``(layers, 2, N, H, capacity, Dh)``: a step writes position ``t`` in place (one strided copy from
+  the self-attention product, whose rows are ordered per head as query, key, value), attends over the
   filled positions ``0..t`` only, and a beam reorder is one ``index_select`` of the filled part;
 - computes attention explicitly for the single query (two ``bmm`` and a softmax);
 - has a static-shape variant (``compile``) for ``torch.compile`` and CUDA graphs.
@@ -315,21 +315,26 @@ def _pad_rows(x: Tensor, rows: int) -> Tensor:
 
 
 def _cache_views(kv: Tensor) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
-    """Per layer, the views a step uses of ``kv (layers, N, H, 2, C, Dh)``: where it writes a
-    position (``(N, H, 2, C, Dh)``), the keys transposed for the score product ``(N * H, Dh, C)``
-    and the values ``(N * H, C, Dh)`` (the heads folded into the batch; still views: a row's heads
-    are evenly spaced). Made once per cache, not at every step."""
+    """Per layer, the views a step uses of ``kv (layers, 2, N, H, C, Dh)``: where it writes a
+    position (``(2, N, H, C, Dh)``), the keys transposed for the score product ``(N * H, Dh, C)``
+    and the values ``(N * H, C, Dh)``, each a contiguous block (the heads folded into the batch).
+    Made once per cache, not at every step."""
     slots = list(kv.unbind(0))
-    keys = [slot.select(2, 0).flatten(0, 1).transpose(1, 2) for slot in slots]
-    values = [slot.select(2, 1).flatten(0, 1) for slot in slots]
-    return slots, keys, values
+    keys, values = zip(*(_attended(slot) for slot in slots))
+    return slots, list(keys), list(values)
+
+
+def _attended(slot: Tensor) -> tuple[Tensor, Tensor]:
+    """A layer's cache ``(2, N, H, C, Dh)`` as the score product's keys ``(N * H, Dh, C)`` and the
+    values ``(N * H, C, Dh)``."""
+    return slot[0].flatten(0, 1).transpose(1, 2), slot[1].flatten(0, 1)
 
 
 class StepCache:
     """The state of ``N = B * beam`` hypotheses between steps.
 
     Attributes:
-        kv: ``(layers, N, H, 2, capacity, Dh)``, self-attention keys (0) and values (1);
+        kv: ``(layers, 2, N, H, capacity, Dh)``, self-attention keys (0) and values (1);
             positions ``0 .. length-1`` are filled. views: ``_cache_views(kv)``.
         cross_k: per layer ``(B * H, Dh, S)`` (transposed for the score product); cross_v:
             ``(B * H, S, Dh)``; cross_bias: ``(B * H, beam, S)``, 0 at real source positions and
@@ -352,8 +357,8 @@ class StepCache:
         t = self.length
         if t == 0:
             return
-        for slot in self.views[0]:  # layer by layer: one index_select over the 6-d cache is ~2x slower
-            filled = slot.narrow(3, 0, t)  # (N, H, 2, t, Dh)
+        for block in self.kv.flatten(0, 1).unbind(0):  # (N, H, C, Dh) each: keys or values of a layer
+            filled = block.narrow(2, 0, t)  # (one index_select over the 6-d cache measured ~1.7x slower)
             filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
 
     def select_sentences(self, sentences: Tensor) -> None:
@@ -364,10 +369,10 @@ class StepCache:
         t = self.length
         total = padded_sentences(sentences.numel()) if self.static else sentences.numel()
         kept = self.kv.new_zeros if self.static else self.kv.new_empty
-        kv = kept(L, total * K, H, 2, C, Dh)
+        kv = kept(L, 2, total * K, H, C, Dh)
         if t:  # copy the filled positions only: the capacity can be several times the length so far
-            for old, new in zip(self.views[0], kv.unbind(0)):  # (layer by layer, as reorder)
-                new.narrow(0, 0, rows.numel()).narrow(3, 0, t).copy_(old.narrow(3, 0, t).index_select(0, rows))
+            for old, new in zip(self.kv.flatten(0, 1).unbind(0), kv.flatten(0, 1).unbind(0)):  # (as reorder)
+                new.narrow(0, 0, rows.numel()).narrow(2, 0, t).copy_(old.narrow(2, 0, t).index_select(0, rows))
         self.kv, self.views = kv, _cache_views(kv)
 
         def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (total*H, ...)
@@ -389,8 +394,9 @@ class _Layer:
         qkv = layer.self_attn.qkv
         scale = torch.ones(3 * inner, dtype=qkv.weight.dtype, device=qkv.weight.device)
         scale[:inner] = factor  # fold 1/sqrt(d_k) into the queries
-        # the product's rows ordered (head, q/k/v, Dh), not (q/k/v, head, Dh): each head's key and
-        # value are then next to each other, as in the cache, and go there in one copy
+        # the product's rows ordered (head, q/k/v, Dh), not (q/k/v, head, Dh): the queries of all
+        # heads are then evenly spaced, a view (N * H, 1, Dh) rather than a copy, and the keys and
+        # values go into the cache in one strided copy
         heads, head_dim = config.n_heads, config.d_k
 
         def per_head(x: Tensor) -> Tensor:
@@ -496,7 +502,7 @@ class FastDecoder:
             bias = F.pad(bias, (0, wide - S), value=float("-inf"))
         else:
             total = B
-        shape = (len(self.layers), total * beam, H, 2, capacity, Dh)
+        shape = (len(self.layers), 2, total * beam, H, capacity, Dh)
         # the captured step reads every position (masked): unfilled ones must not hold NaN garbage
         kv = memory.new_zeros(shape) if static else memory.new_empty(shape)
         cross_k, cross_v = [_pad_rows(k, total * H) for k in cross_k], [_pad_rows(v, total * H) for v in cross_v]
@@ -518,7 +524,7 @@ class FastDecoder:
             # .contiguous() is not enough, a column of one row counts as contiguous at any stride.
             # Padded to the cache's batch class with token 0 (rows nobody reads).
             N = tokens.size(0)
-            padded = tokens.new_zeros(cache.kv.size(1))
+            padded = tokens.new_zeros(cache.kv.size(2))
             padded[:N] = tokens
             logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
         else:
@@ -564,12 +570,13 @@ class FastDecoder:
                  cross_bias: Tensor, views: Optional[tuple] = None) -> Tensor:
         """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
         tensor (static shapes for capture: attend over the whole capacity, later positions masked).
-        ``views``: ``_cache_views(kv)``, made here when not given (the captured step)."""
+        ``views``: ``_cache_views(kv)`` (eager); the captured step takes its views of ``kv`` after
+        writing it, as a graph that reads views made before the write runs ~1.5x slower."""
         static = isinstance(t, Tensor)
         N, H, Dh = tokens.size(0), self.heads, self.head_dim
         K = cross_bias.size(1)
         B = N // K
-        slots, all_keys, all_values = views if views is not None else _cache_views(kv)
+        slots, all_keys, all_values = views if views is not None else (list(kv.unbind(0)), None, None)
         length = kv.size(4) if static else t + 1  # the attended positions
 
         dense = Dense.plain if static else Dense.__call__
@@ -587,8 +594,9 @@ class FastDecoder:
             if static:
                 hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
                 key_bias = hidden if key_bias is None else key_bias + hidden
-            # (N*H, 1, keys), added by the score product itself (and inductor's attention patterns,
-            # which match a separate add, fail on this mask: "Attempting to broadcast a dimension")
+            # (N*H, 1, keys): added to the scores as they come out of bmm; the per-head form (scores
+            # viewed (N, H, 1, keys) + bias) makes inductor's attention pattern fail on this mask
+            # ("Attempting to broadcast a dimension"), and baddbmm made the captured step ~2x slower
             key_bias = key_bias.expand(N, H, 1, length).reshape(N * H, 1, length)
         for i, layer in enumerate(self.layers):
             # masked self-attention: the new query against positions 0..t
@@ -597,14 +605,15 @@ class FastDecoder:
             if self.rotary is not None:
                 q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), t)
                 k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), t)
-                _write(slots[i], t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)], dim=2))
+                _write(slots[i], t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)]))
             else:
                 q = qkv.select(2, 0).view(N * H, 1, Dh)
-                _write(slots[i], t, qkv.narrow(2, 1, 2))  # (N, H, 2, Dh): this position's key and value
-            keys, values = all_keys[i], all_values[i]
-            if not static:
-                keys, values = keys.narrow(2, 0, length), values.narrow(1, 0, length)
-            scores = torch.bmm(q, keys) if key_bias is None else torch.baddbmm(key_bias, q, keys)  # (N*H, 1, keys)
+                _write(slots[i], t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))  # (2, N, H, Dh): its key and value
+            if static:
+                keys, values = _attended(kv[i])
+            else:
+                keys, values = all_keys[i].narrow(2, 0, length), all_values[i].narrow(1, 0, length)
+            scores = torch.bmm(q, keys) if key_bias is None else torch.bmm(q, keys) + key_bias  # (N*H, 1, keys)
             a = torch.bmm(scores.softmax(-1), values).view(N, H * Dh)  # (N, H*Dh)
             out = dense(layer.self_out, a)
             x = x + out if self.pre else layer.norms[0](x + out)
