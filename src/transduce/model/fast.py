@@ -16,7 +16,7 @@ builds, once per set of weights, a ``FastDecoder`` that:
 - keeps the self-attention keys and values of every layer in one preallocated tensor
   ``(layers, 2, N, H, capacity, Dh)``: a step writes position ``t`` in place (one strided copy from
   the self-attention product, whose rows are ordered per head as query, key, value), attends over the
-  filled positions ``0..t`` only, and a beam reorder is one ``index_select`` of the filled part;
+  filled positions ``0..t`` only, and a beam reorder is an ``index_select`` of the filled part;
 - computes attention explicitly for the single query (two ``bmm`` and a softmax);
 - has a static-shape variant (``compile``) for ``torch.compile`` and CUDA graphs.
 
