@@ -570,8 +570,8 @@ class FastDecoder:
                  cross_bias: Tensor, views: Optional[tuple] = None) -> Tensor:
         """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
         tensor (static shapes for capture: attend over the whole capacity, later positions masked).
-        ``views``: ``_cache_views(kv)`` (eager); the captured step takes its views of ``kv`` after
-        writing it, as a graph that reads views made before the write runs ~1.5x slower."""
+        ``views``: ``_cache_views(kv)`` (eager, made once per cache); the captured step takes its
+        views of ``kv`` inside the graph, each layer's after writing it."""
         static = isinstance(t, Tensor)
         N, H, Dh = tokens.size(0), self.heads, self.head_dim
         K = cross_bias.size(1)
@@ -586,7 +586,7 @@ class FastDecoder:
             x = torch.add(_row(self.positions, t).to(x.dtype), x, alpha=self.embed_scale)
         elif self.embed_scale != 1.0:
             x = x * self.embed_scale
-        key_bias = None  # (H, 1, keys): ALiBi and, for static shapes, the mask of unfilled positions
+        key_bias = None  # ALiBi and, for static shapes, the mask of unfilled positions
         if self.alibi is not None or static:
             keys = torch.arange(length, device=x.device)  # positions of the attended keys
             if self.alibi is not None:
@@ -613,7 +613,9 @@ class FastDecoder:
                 keys, values = _attended(kv[i])
             else:
                 keys, values = all_keys[i].narrow(2, 0, length), all_values[i].narrow(1, 0, length)
-            scores = torch.bmm(q, keys) if key_bias is None else torch.bmm(q, keys) + key_bias  # (N*H, 1, keys)
+            scores = torch.bmm(q, keys)  # (N*H, 1, keys)
+            if key_bias is not None:
+                scores = scores + key_bias
             a = torch.bmm(scores.softmax(-1), values).view(N, H * Dh)  # (N, H*Dh)
             out = dense(layer.self_out, a)
             x = x + out if self.pre else layer.norms[0](x + out)
