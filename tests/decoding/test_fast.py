@@ -75,9 +75,9 @@ def test_fast_encoder_equals_the_models_encode(arch, device):
         assert batch == 1 or (lengths < 7).any()  # padded sources among them
         with torch.no_grad():
             torch.testing.assert_close(fast(src), model.encode(src), atol=2e-5, rtol=1e-4)
-    _forget_fast_decoders(model)
+    _forget_fast_snapshots(model)
     greedy_search(model, src, SearchOptions(1.0, 2))
-    assert ("encoder", "fp32") in model._fast_decoders.built
+    assert ("encoder", "fp32") in model._fast_snapshots.built
 
 
 def test_fast_encoder_int8_and_autocast():
@@ -97,12 +97,12 @@ def test_fast_encoder_int8_and_autocast():
         quantized = copy.deepcopy(model)
         quantize_encoder(quantized)
         torch.testing.assert_close(FastEncoder(quantized)(src), quantized.encode(src), atol=2e-5, rtol=1e-4)
-        _forget_fast_decoders(model)
+        _forget_fast_snapshots(model)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert torch.equal(encode(model, src), model.encode(src))
-        assert not hasattr(model, "_fast_decoders")
+        assert not hasattr(model, "_fast_snapshots")
         torch.testing.assert_close(encode(model, src), exact, atol=2e-5, rtol=1e-4)
-        assert ("encoder", "fp32") in model._fast_decoders.built
+        assert ("encoder", "fp32") in model._fast_snapshots.built
 
 
 def test_fast_step_refuses_a_position_past_its_capacity():
@@ -193,10 +193,10 @@ def reverser():
     pytest.fail("the reverser did not learn its task within the step budget")
 
 
-def _forget_fast_decoders(model) -> None:
-    """Drop the fast decoders ``fast_decoder`` cached on the (module-scoped) model by other tests."""
-    if hasattr(model, "_fast_decoders"):
-        object.__delattr__(model, "_fast_decoders")
+def _forget_fast_snapshots(model) -> None:
+    """Drop the fast snapshots (decoders, encoders) cached on the (module-scoped) model by other tests."""
+    if hasattr(model, "_fast_snapshots"):
+        object.__delattr__(model, "_fast_snapshots")
 
 
 def _int8_everywhere(monkeypatch, kernel: str | None = None) -> None:
@@ -218,7 +218,7 @@ def test_int8_agrees_with_fp32_on_a_trained_model(reverser, monkeypatch, kernel)
         pytest.skip(f"this PyTorch build has no {kernel} engine")
     _int8_everywhere(monkeypatch, kernel)
     model, src = reverser
-    _forget_fast_decoders(model)
+    _forget_fast_snapshots(model)
     fp32 = SearchOptions(0, 8)
     int8 = SearchOptions(0, 8, precision="int8")
     for search in (lambda o: [h.tokens for h in greedy_search(model, src, o)],
@@ -382,11 +382,11 @@ def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
 
     model, src = reverser
     sources = [[int(t) for t in row if t > 2] for row in src[:4]]
-    _forget_fast_decoders(model)
+    _forget_fast_snapshots(model)
     for precision in ("bf16", "int8", "fp32"):
         out = translate_ids(model, sources, DecodeConfig(beam=2, max_len_a=0, max_len_b=8), precision=precision)
         assert len(out) == 4 and all(out)
-    built = {key[0] for key in model._fast_decoders.built}
+    built = {key[0] for key in model._fast_snapshots.built}
     assert {"bf16", "int8", "fp32"} <= built and fast_decoder(model, "bf16").bf16
 
 
@@ -420,7 +420,7 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
     counter = CompileCounter()
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend=counter, dynamic=False))
-    _forget_fast_decoders(model)
+    _forget_fast_snapshots(model)
     torch._dynamo.reset()
     options = SearchOptions(0, 8, min_len=7, compile=True)
     greedy_search(model, src[:3], options)  # 8 steps
@@ -471,7 +471,7 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
         return step
 
     monkeypatch.setattr(torch, "compile", recorder)
-    _forget_fast_decoders(model)
+    _forget_fast_snapshots(model)
     beam = 3
     compiled = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2, compile=True), nbest=2)
     eager = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2), nbest=2)
@@ -569,6 +569,6 @@ def test_compiling_the_step_leaves_dynamos_limits_alone(reverser, monkeypatch):
         return step
 
     monkeypatch.setattr(torch, "compile", recorder)
-    _forget_fast_decoders(model)
+    _forget_fast_snapshots(model)
     assert greedy_search(model, src[:2], SearchOptions(0, 4, compile=True))
     assert seen and min(seen) >= 64 and getattr(config, name) == before

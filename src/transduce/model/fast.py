@@ -688,7 +688,7 @@ def snapshot(model, key: tuple, make: Callable[[], object]):
     snapshots are stale, so validation during training always decodes with the current weights;
     a replaced parameter or module is seen too.
     """
-    cached = getattr(model, "_fast_decoders", None)
+    cached = getattr(model, "_fast_snapshots", None)
     if cached is not None and cached.registrations == _registrations[0]:
         parameters = cached.parameters  # the same objects: only their contents can have changed
     else:  # a module, parameter or buffer was registered somewhere since: walk the model again
@@ -696,7 +696,7 @@ def snapshot(model, key: tuple, make: Callable[[], object]):
     version = _weights_version(parameters)
     if cached is None or cached.version != version:
         cached = _Snapshots(version)
-        object.__setattr__(model, "_fast_decoders", cached)  # not a submodule, never saved
+        object.__setattr__(model, "_fast_snapshots", cached)  # not a submodule, never saved
     cached.parameters, cached.registrations = parameters, _registrations[0]
     if key not in cached.built:
         cached.built[key] = make()

@@ -1,8 +1,8 @@
 """The encoder's pass for search: ``Transformer.encode``'s arithmetic with the decode step's products.
 
-A search encodes its sentences once, then steps the decoder; at one sentence the encoding costs
-about as much as one or two decode steps, most of it in module calls around small products (the
-benchmarks' ``small`` model on the project's Xeon: 1.1-1.3 ms through the modules, 0.75 ms here).
+A search encodes its sentences once, then steps the decoder; at one sentence the model's own
+``encode`` costs about as much as one or two decode steps, most of it in module calls around small
+products (timings in the README's "Fast translation" and session 10's note).
 ``FastEncoder`` is a snapshot of the encoder, like ``FastDecoder`` of the decoder: the products are
 ``Dense`` (each in the operand layout measured fastest for its number of rows), the norms called
 directly, attention computed explicitly for the whole batch of heads (one score product with the
@@ -16,8 +16,6 @@ autocast semantics. The outputs equal ``Transformer.encode``'s up to float round
 """
 
 from __future__ import annotations
-
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -44,7 +42,8 @@ class _EncoderLayer:
 
 class FastEncoder:
     """``FastEncoder(model)(src)`` gives ``model.encode(src)`` for ``src (B, S)``: ``(B, S, D)``.
-    Build it with ``fast_encoder(model)``, which rebuilds it when the weights change."""
+    Search calls ``encode(model, src)``, which keeps one per model and rebuilds it when the weights
+    change (``snapshot``)."""
 
     def __init__(self, model, precision: str = "fp32") -> None:
         if model.training:
@@ -101,7 +100,8 @@ def encode(model, src: Tensor, precision: str = "fp32") -> Tensor:
     return model.encode(src)
 
 
-def _autocast(device_type: str) -> Optional[bool]:
+def _autocast(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (assumed on where this PyTorch cannot say)."""
     try:
         return torch.is_autocast_enabled(device_type)
     except TypeError:  # PyTorch before 2.4: no device argument
