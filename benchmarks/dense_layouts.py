@@ -1,10 +1,10 @@
 """The decode step's products on this machine: microseconds per call of each float layout a
-``Dense`` chooses between (``rows``, ``columns``, ``blocks``), of ``F.linear`` on the model's own
-layout (``linear``: what ``Dense.plain`` gives a GPU; on the CPU the captured step uses ``rows``), of
+``TunedLinear`` chooses between (``rows``, ``columns``, ``blocks``), of ``F.linear`` on the model's own
+layout (``linear``: what ``TunedLinear.plain`` gives a GPU; on the CPU the captured step uses ``rows``), of
 its bf16 copy, and of the int8
 kernels an ``Int8Linear`` chooses between (fbgemm, oneDNN), for the decoder shapes of the small
-and base presets at 1, 4, 16 and 32 rows. This is what ``Dense`` and ``Int8Linear`` measure for
-themselves the first time they see a row count (``model/fast.py``), and what ``BF16_MIN_MACS`` was
+and base presets at 1, 4, 16 and 32 rows. This is what ``TunedLinear`` and ``Int8Linear`` measure for
+themselves the first time they see a row count (``inference/tuned_linear.py``), and what ``BF16_MIN_MACS`` was
 set from.
 
     python benchmarks/dense_layouts.py [--threads 2] [--calls 200]
@@ -23,7 +23,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, measure, save, table  # noqa: E402
 
-from transduce.model.fast import Dense, Int8Linear  # noqa: E402
+from transduce.inference.int8 import Int8Linear  # noqa: E402
+from transduce.inference.tuned_linear import TunedLinear  # noqa: E402
 
 SHAPES = [(8000, 256), (768, 256), (256, 256), (1024, 256), (256, 1024), (32000, 512), (512, 512), (2048, 512),
           (512, 2048)]
@@ -40,7 +41,7 @@ def main() -> None:
     rows_out, raw = [], {}
     for out, inp in SHAPES:
         weight, bias = torch.randn(out, inp), torch.randn(out)
-        dense = Dense(weight, bias, bf16=True)
+        dense = TunedLinear(weight, bias, bf16=True)
         int8 = Int8Linear(weight, bias)
         for rows in args.rows:
             x = torch.randn(rows, inp)

@@ -244,7 +244,7 @@ def _transduce_system(system: str, model_dir: str):
     import torch
 
     from transduce import load
-    from transduce.model.fast import quantize_encoder
+    from transduce.inference import quantize_encoder
 
     model = load(model_dir, device="cpu").model
     if system == "transduce_int8":

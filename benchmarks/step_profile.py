@@ -1,4 +1,4 @@
-"""Where a decode step's time goes: PyTorch's profiler over the fast step (``model/fast.py``) of a
+"""Where a decode step's time goes: PyTorch's profiler over the fast step (``inference/decoder.py``) of a
 randomly initialised model at one sentence, greedy, grouped by operator, with the share of the
 step spent in the weight products (``addmm``/``mm``/``bmm`` of the layouts, the int8 kernels).
 
@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, save  # noqa: E402
 
 from transduce import ModelConfig, Transformer  # noqa: E402
-import transduce.model.fast as fast  # noqa: E402
+import transduce.inference.decoder as fast  # noqa: E402
+from transduce.inference.tuned_linear import TunedLinear  # noqa: E402
 
 SHAPES = {"small": dict(d_model=256, encoder_layers=3, decoder_layers=3, n_heads=4, d_ff=1024),
           "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, n_heads=8, d_ff=2048)}
@@ -125,7 +126,7 @@ def split(decoder, run, ms_per_step, rows: int) -> dict:
     for that shape; the feed-forward's feature-major products too), timed in interleaved rounds,
     and the sum of the products timed alone (each called 50 times in a row, best of 5)."""
     replayed: dict = {}
-    call, columns = fast.Dense.__call__, fast.Dense.columns
+    call, columns = TunedLinear.__call__, TunedLinear.columns
 
     def replay(method):
         def product(self, x):
@@ -138,12 +139,12 @@ def split(decoder, run, ms_per_step, rows: int) -> dict:
     full, rest = float("inf"), float("inf")
     for _ in range(5):
         full = min(full, ms_per_step(decoder))
-        fast.Dense.__call__, fast.Dense.columns = replay(call), replay(columns)
+        TunedLinear.__call__, TunedLinear.columns = replay(call), replay(columns)
         try:
             run(decoder)  # (records the replays)
             rest = min(rest, ms_per_step(decoder))
         finally:
-            fast.Dense.__call__, fast.Dense.columns = call, columns
+            TunedLinear.__call__, TunedLinear.columns = call, columns
     alone = 0.0
     for d in decoder.denses():
         x = torch.randn(rows, d.weight.size(1))

@@ -82,3 +82,36 @@ def random_batch(batch: int, length: int, vocab: int, pad_id: int = 0, min_len: 
     for b, n in enumerate(lengths.tolist()):
         ids[b, n:] = pad_id
     return ids.to(device), lengths.to(device)
+
+
+@pytest.fixture(scope="session")
+def reverser():
+    """A tiny model trained (full batch, bounded by steps) until it reverses 90% of its training
+    sequences: confident outputs, as a trained model's. Returns the model and 60 of its sources."""
+    from torch import nn
+
+    from transduce import Transformer
+    from transduce.data.dataset import pad_sequences
+    from transduce.decoding import SearchOptions, greedy_search
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = Transformer(tiny_config(vocab_size=20, d_model=32, d_ff=64))
+    seqs = [torch.randint(4, 20, (int(torch.randint(3, 7, (1,), generator=g)),), generator=g).tolist()
+            for _ in range(200)]
+    src = pad_sequences(seqs, 0, suffix=2)
+    tgt_in = pad_sequences([s[::-1] for s in seqs], 0, prefix=1)
+    tgt_out = pad_sequences([s[::-1] for s in seqs], 0, suffix=2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(1, 401):
+        model.train()
+        loss = nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 50 == 0:
+            model.eval()
+            outputs = [h.tokens for h in greedy_search(model, src[:60], SearchOptions(0, 8))]
+            if sum(o == t[::-1] for o, t in zip(outputs, seqs)) >= 54:
+                return model, src[:60]
+    pytest.fail("the reverser did not learn its task within the step budget")

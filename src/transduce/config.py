@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import json
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,6 +21,7 @@ NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none")
 TYINGS = ("none", "decoder", "all")
+ATTENTION_SCALES = ("sqrt_dk", "none")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 # Each preset is a set of overrides on the paper's defaults (which are the `base` row).
@@ -199,7 +200,7 @@ class ModelConfig(_ConfigMixin):
         mask_id: the <mask> token of a masked language model (encoder-only); None otherwise.
     """
 
-    architecture: str = "encoder-decoder"
+    architecture: str = field(default="encoder-decoder", metadata={"choices": ARCHITECTURES})
     encoder_layers: int = 6
     decoder_layers: int = 6
     d_model: int = 512
@@ -207,18 +208,18 @@ class ModelConfig(_ConfigMixin):
     head_dim: Optional[int] = None
     n_kv_heads: Optional[int] = None
     attention_window: int = 0
-    attention_scale: str = "sqrt_dk"
+    attention_scale: str = field(default="sqrt_dk", metadata={"choices": ATTENTION_SCALES})
     d_ff: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
-    activation: str = "relu"
-    norm_position: str = "post"
-    norm_type: str = "layernorm"
+    activation: str = field(default="relu", metadata={"choices": ACTIVATIONS})
+    norm_position: str = field(default="post", metadata={"choices": NORM_POSITIONS})
+    norm_type: str = field(default="layernorm", metadata={"choices": NORM_TYPES})
     norm_eps: float = 1e-5
-    positional: str = "sinusoidal"
+    positional: str = field(default="sinusoidal", metadata={"choices": POSITIONALS})
     scale_embedding: bool = True
-    tying: str = "all"
+    tying: str = field(default="all", metadata={"choices": TYINGS})
     vocab_size: int = 37000
     tgt_vocab_size: Optional[int] = None
     pad_id: int = 0
@@ -233,13 +234,9 @@ class ModelConfig(_ConfigMixin):
     mask_id: Optional[int] = None
 
     def __post_init__(self) -> None:
-        _choice("architecture", self.architecture, ARCHITECTURES)
-        _choice("activation", self.activation, ACTIVATIONS)
-        _choice("norm_position", self.norm_position, NORM_POSITIONS)
-        _choice("norm_type", self.norm_type, NORM_TYPES)
-        _choice("positional", self.positional, POSITIONALS)
-        _choice("tying", self.tying, TYINGS)
-        _choice("attention_scale", self.attention_scale, ("sqrt_dk", "none"))
+        for f in fields(self):
+            if "choices" in f.metadata:
+                _choice(f.name, getattr(self, f.name), f.metadata["choices"])
         if self.head_dim is not None and self.head_dim < 1:
             raise ValueError(f"head_dim must be at least 1 (or None: d_model / n_heads), got {self.head_dim}")
         for name in ("d_model", "n_heads", "d_ff", "vocab_size", "max_positions"):

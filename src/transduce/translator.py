@@ -140,7 +140,7 @@ class Translator:
             raise TransduceError(f"{path} is a {kind} language model, which does not translate; use `{USE[kind]}` "
                                  "with it")
         if precision == "int8":
-            from .model.fast import quantize_encoder
+            from .inference import quantize_encoder
 
             try:
                 quantize_encoder(model)

@@ -9,6 +9,8 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
+from ..inference import encode, fast_decoder, unsupported
+
 
 @dataclass
 class Hypothesis:
@@ -29,7 +31,7 @@ class SearchOptions:
     min_len: eos is forbidden before this many output tokens (eos excluded).
     prefix: per sentence, target ids the output must start with (forced decoding of a prefix).
     use_cache: False recomputes the whole prefix at each step (for tests).
-    fast: decode with the ``FastDecoder`` step (``model/fast.py``); False uses the model's own
+    fast: decode with the ``FastDecoder`` step (``inference/decoder.py``); False uses the model's own
         ``decode`` with its growing cache (the reference the fast step is tested against).
     precision: "int8" quantizes the fast step's weights (CPU); "bf16" gives it bf16 copies of the
         weights on the CPU (``Dense``); otherwise fp32, bf16 and fp16 come from the autocast
@@ -70,9 +72,6 @@ class Stepper:
         if not options.use_cache:
             return
         wanted = options.fast or options.precision == "int8" or options.compile
-        from ..model.fast import fast_decoder, unsupported
-        from ..model.fast_encoder import encode
-
         reason = unsupported(model.config) if wanted else None
         if reason and (options.precision == "int8" or options.compile):
             warnings.warn(f"the fast decode step does not support {reason}: decoding without "

@@ -2,9 +2,9 @@
 
 A search encodes its sentences once, then steps the decoder; at one sentence the model's own
 ``encode`` costs about as much as one or two decode steps, most of it in module calls around small
-products (timings in the README's "Fast translation" and session 10's note).
+products (``docs/inference.md``).
 ``FastEncoder`` is a snapshot of the encoder, like ``FastDecoder`` of the decoder: the products are
-``Dense`` (each in the operand layout measured fastest for its number of rows), the norms called
+``TunedLinear`` (each in the operand layout measured fastest for its number of rows), the norms called
 directly, attention computed explicitly for the whole batch of heads (one score product with the
 padding as an additive bias, a softmax, one product with the values), and no dropout.
 
@@ -12,7 +12,7 @@ It serves eager fp32 and int8 (an encoder whose ``nn.Linear`` layers ``quantize_
 keeps its ``Int8Linear`` layers; with ``precision="int8"`` the snapshot quantizes the others the same
 way). Under autocast the model's own ``encode`` runs instead, so that bf16 and fp16 keep their
 autocast semantics. The outputs equal ``Transformer.encode``'s up to float rounding
-(``tests/decoding/test_fast.py``).
+(``tests/inference/test_encoder.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .fast import Dense, Int8Linear, _norm, snapshot, unsupported
+from .int8 import Int8Linear
+from .norm import norm_function
+from .snapshots import snapshot
+from .support import unsupported
+from .tuned_linear import TunedLinear
 
 
 class _EncoderLayer:
@@ -30,14 +34,14 @@ class _EncoderLayer:
         def product(linear):  # an Int8Linear stays as it is (quantize_encoder made it)
             if not isinstance(linear, nn.Linear):
                 return linear
-            return Int8Linear(linear.weight, linear.bias) if int8 else Dense(linear.weight, linear.bias)
+            return Int8Linear(linear.weight, linear.bias) if int8 else TunedLinear(linear.weight, linear.bias)
 
         attention, ffn = layer.self_attn, layer.ffn
         self.qkv, self.out = product(attention.qkv), product(attention.out)
         self.w1, self.w2 = product(ffn.w1), product(ffn.w2)
         self.w3 = product(ffn.w3) if ffn.w3 is not None else None
         self.act = ffn.act
-        self.norms = [_norm(layer.self_attn_block.norm), _norm(layer.ffn_block.norm)]
+        self.norms = [norm_function(layer.self_attn_block.norm), norm_function(layer.ffn_block.norm)]
 
 
 class FastEncoder:
@@ -49,13 +53,16 @@ class FastEncoder:
         if model.training:
             raise ValueError("FastEncoder is for inference: call model.eval() first")
         c = model.config
+        reason = unsupported(c)
+        if reason:
+            raise ValueError(f"the fast encoder pass does not support {reason}; encode with Transformer.encode")
         self.pad_id, self.heads, self.head_dim = c.pad_id, c.n_heads, c.d_k
         self.factor = c.d_k**-0.5 if c.attention_scale == "sqrt_dk" else 1.0
         self.pre = c.norm_position == "pre"
         self.embed, self.rotary, self.alibi = model.src_embed, model.rotary, model.alibi
         with torch.no_grad():
             self.layers = [_EncoderLayer(layer, precision == "int8") for layer in model.encoder]
-        self.final_norm = _norm(model.encoder_norm) if model.encoder_norm is not None else None
+        self.final_norm = norm_function(model.encoder_norm) if model.encoder_norm is not None else None
 
     @torch.no_grad()
     def __call__(self, src: Tensor) -> Tensor:

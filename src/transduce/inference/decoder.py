@@ -1,0 +1,338 @@
+"""The decoder's step for search: the same arithmetic as ``Transformer.decode``, laid out for speed.
+
+Decoding one token per hypothesis is a chain of matrix-*vector* products: at batch 1 a step reads
+every decoder weight once and does little else. This module leaves the model untouched and
+builds, once per set of weights, a ``FastDecoder`` that:
+
+- multiplies each weight in the operand layout measured fastest on this machine for the number
+  of rows (``TunedLinear``), with 1/sqrt(d_k) folded into the query weights;
+- or, with ``precision="int8"``, holds the weights as int8 with one scale per output row and
+  multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on the
+  fly, int32 accumulation); ``quantize_encoder`` gives the encoder the same ``Int8Linear``;
+- or, with ``precision="bf16"`` on the CPU, keeps a bf16 copy of each weight, made once, and uses
+  it for products large enough to pay for bf16's fixed cost per call (``BF16_MIN_MACS``), fp32
+  below; autocast would instead convert every weight again at every step (bf16 pays where the
+  CPU multiplies it natively, AVX512-BF16 or AMX; elsewhere it is emulated, as under autocast);
+- keeps the self-attention keys and values of every layer in one preallocated tensor
+  ``(layers, 2, N, H, capacity, Dh)``: a step writes position ``t`` in place (one strided copy from
+  the self-attention product, whose rows are ordered per head as query, key, value), attends over the
+  filled positions ``0..t`` only, and a beam reorder is an ``index_select`` of the filled part;
+- computes attention explicitly for the single query (two ``bmm`` and a softmax);
+- has a static-shape variant (``compile``) for ``torch.compile`` and CUDA graphs.
+
+What it decodes is an allow-list over every ``ModelConfig`` field (``support.py``); the outputs
+equal ``Transformer.decode``'s up to float rounding for every supported choice, and every other
+choice is refused by name (``tests/inference/test_support.py``); a refused model decodes with
+``Transformer.decode``.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .cache import StepCache, attended, pad_rows, padded_sentences, power_of_two, static_address
+from .norm import norm_function
+from .snapshots import snapshot
+from .support import unsupported
+from .tuned_linear import TunedLinear
+
+# int8 decoding measures fp32 against int8 per product only while the decoder's fp32 weights are
+# at most this size: a product's timing reads its weight from cache, which holds for a small
+# decoder through a whole step but not for a large one, whose weights stream from memory, where
+# int8's are 4x smaller (``python benchmarks/step_profile.py --precision int8 --shape small|base
+# --int8-float-max-mb 0|1000`` compares the two rules)
+INT8_FLOAT_MAX_BYTES = 32 * 2**20
+
+
+class _Layer:
+    """One decoder layer's weights, as the step uses them."""
+
+    def __init__(self, layer, config, int8: bool, bf16: bool = False) -> None:
+        inner = config.n_heads * config.d_k
+        factor = config.d_k**-0.5 if config.attention_scale == "sqrt_dk" else 1.0
+        qkv = layer.self_attn.qkv
+        scale = torch.ones(3 * inner, dtype=qkv.weight.dtype, device=qkv.weight.device)
+        scale[:inner] = factor  # fold 1/sqrt(d_k) into the queries
+        # the product's rows ordered (head, q/k/v, Dh), not (q/k/v, head, Dh): the queries of all
+        # heads are then evenly spaced, a view (N * H, 1, Dh) rather than a copy, and the keys and
+        # values go into the cache in one strided copy
+        heads, head_dim = config.n_heads, config.d_k
+
+        def per_head(x: Tensor) -> Tensor:
+            return x.view(3, heads, head_dim, -1).transpose(0, 1).reshape(x.shape)
+
+        bias = None if qkv.bias is None else per_head(qkv.bias.detach()[:, None])[:, 0]
+        self.qkv = TunedLinear(per_head(qkv.weight.detach()), bias, int8, per_head(scale[:, None])[:, 0], bf16=bf16)
+        self.self_out = TunedLinear(layer.self_attn.out.weight, layer.self_attn.out.bias, int8, bf16=bf16)
+        self.cross_q = TunedLinear(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=factor, bf16=bf16)
+        self.cross_out = TunedLinear(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8, bf16=bf16)
+        ffn = layer.ffn
+        self.w1 = TunedLinear(ffn.w1.weight, ffn.w1.bias, int8, bf16=bf16)
+        self.w2 = TunedLinear(ffn.w2.weight, ffn.w2.bias, int8, bf16=bf16)
+        self.w3 = TunedLinear(ffn.w3.weight, ffn.w3.bias, int8, bf16=bf16) if ffn.w3 is not None else None
+        self.act = ffn.act
+        self.norms = [norm_function(block.norm) for block in (layer.self_attn_block, layer.cross_attn_block, layer.ffn_block)]
+
+    def denses(self) -> list[TunedLinear]:
+        return [d for d in (self.qkv, self.self_out, self.cross_q, self.cross_out, self.w1, self.w2, self.w3)
+                if d is not None]
+
+
+
+class FastDecoder:
+    """A snapshot of a ``Transformer``'s decoder for search; see the module docstring.
+
+    ``cache = fast.start(src, memory, beam, capacity)``, then ``logits = fast.step(tokens, cache)``
+    with ``tokens (N,)`` one new token per hypothesis. The snapshot does not follow later changes of
+    the model's weights: ``fast_decoder(model)`` rebuilds it when they change.
+    """
+
+    def __init__(self, model, precision: str = "fp32") -> None:
+        if model.training:
+            raise ValueError("FastDecoder is for inference: call model.eval() first")
+        c = model.config
+        reason = unsupported(c)
+        if reason:
+            raise ValueError(f"the fast decode step does not support {reason}; decode with Transformer.decode")
+        self.config = c
+        self.precision = precision
+        int8 = precision == "int8"
+        device = model.output.weight.device
+        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (see Dense)
+        self.bf16 = precision == "bf16" and device.type == "cpu"
+        self.heads, self.head_dim = c.n_heads, c.d_k
+        self.pre = c.norm_position == "pre"
+        with torch.no_grad():
+            self.layers = [_Layer(layer, c, int8, self.bf16) for layer in model.decoder]
+            self.final_norm = norm_function(model.decoder_norm) if model.decoder_norm is not None else None
+            bias = model.output_bias.detach() if model.output_bias is not None else None
+            self.output = TunedLinear(model.output.weight, bias, int8, bf16=self.bf16)
+            if int8:  # fp32 products compete with int8 only while the decoder stays in cache
+                denses = self.denses()
+                small = sum(d.weight.numel() * d.weight.element_size() for d in denses) <= INT8_FLOAT_MAX_BYTES
+                for d in denses:
+                    d.float_candidates = small
+        embed = model.tgt_embed
+        self.embed_weight = embed.tokens.weight.detach()
+        self.embed_scale = embed.scale
+        self.positions = (embed.table if embed.kind in ("sinusoidal", "sinusoidal_concat") else
+                          embed.learned.weight.detach() if embed.kind == "learned" else None)
+        self.rotary = model.rotary
+        self.alibi = model.alibi
+        # every layer's encoder-decoder keys and values in one product, once per sentence (fp32 at
+        # every precision, as the model's own projections)
+        projections = [layer.cross_attn.kv for layer in model.decoder]
+        with torch.no_grad():
+            weight = torch.cat([m.weight.detach() for m in projections])  # (layers * 2 * H * Dh, D)
+            bias = None if projections[0].bias is None else torch.cat([m.bias.detach() for m in projections])
+        self.cross_kv = TunedLinear(weight, bias)
+        self.compiled = None  # the captured step, after compile()
+
+    def denses(self) -> list[TunedLinear]:
+        """Every product of a step, in the order the step calls them."""
+        return [*(d for layer in self.layers for d in layer.denses()), self.output]
+
+    def start(self, src: Tensor, memory: Tensor, beam: int, capacity: int) -> StepCache:
+        """A cache for ``B * beam`` hypotheses over ``src (B, S)`` and its encoder output ``memory``."""
+        B, S = src.shape
+        H, Dh = self.heads, self.head_dim
+        with torch.no_grad(), self._precision():
+            memory = memory.float() if self.bf16 else memory
+            L = len(self.layers)
+            kv = self.cross_kv(memory.reshape(B * S, -1)).view(B, S, L, 2, H, Dh)
+            cross_k = list(kv.select(3, 0).permute(2, 0, 3, 4, 1).reshape(L, B * H, Dh, S).unbind(0))
+            cross_v = list(kv.select(3, 1).permute(2, 0, 3, 1, 4).reshape(L, B * H, S, Dh).unbind(0))
+        static = self.compiled is not None
+        bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
+        bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
+        if static:  # shape classes, so that a stream of batches compiles a few times, not once per batch:
+            # sentences, source length and capacity rounded up to powers of two; the added source
+            # positions are masked like padding
+            total, capacity, wide = padded_sentences(B), power_of_two(capacity, 16), power_of_two(S, 8)
+            cross_k = [F.pad(k, (0, wide - S)) for k in cross_k]
+            cross_v = [F.pad(v, (0, 0, 0, wide - S)) for v in cross_v]
+            bias = F.pad(bias, (0, wide - S), value=float("-inf"))
+        else:
+            total = B
+        shape = (len(self.layers), 2, total * beam, H, capacity, Dh)
+        # the captured step reads every position (masked): unfilled ones must not hold NaN garbage
+        kv = memory.new_zeros(shape) if static else memory.new_empty(shape)
+        cross_k, cross_v = [pad_rows(k, total * H) for k in cross_k], [pad_rows(v, total * H) for v in cross_v]
+        bias = pad_rows(bias.reshape(B * H, beam, -1), total * H)
+        if static:
+            static_address(kv, bias, *cross_k, *cross_v)
+        return StepCache(kv, cross_k, cross_v, bias, H, beam, static=static)
+
+    def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
+        """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
+        t = cache.length
+        if t >= cache.kv.size(4) or t >= self.config.max_positions:
+            raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
+                             f"the model {self.config.max_positions}")
+        if self.compiled is not None:
+            position = torch.tensor(t, device=tokens.device)
+            # a fresh tensor: search passes a column of its growing token matrix, whose stride
+            # changes every step, and a new stride would recompile the step (until dynamo gives up);
+            # .contiguous() is not enough, a column of one row counts as contiguous at any stride.
+            # Padded to the cache's batch class with token 0 (rows nobody reads).
+            N = tokens.size(0)
+            padded = tokens.new_zeros(cache.kv.size(2))
+            padded[:N] = tokens
+            logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
+        else:
+            with self._precision():
+                logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
+                                       cache.views)
+        cache.length = t + 1
+        return logits
+
+    def _precision(self):
+        """bf16 on the CPU: autocast off (the step chooses bf16 or fp32 per product); else as the caller set it."""
+        return torch.autocast("cpu", enabled=False) if self.bf16 else nullcontext()
+
+    def compile(self) -> None:
+        """Capture the step with ``torch.compile`` (CUDA graphs on a GPU): the position becomes a tensor,
+        attention covers the cache's whole capacity under a mask, so every step has the same shapes
+        and one compilation serves the whole search (a new batch size compiles once more)."""
+        if self.bf16:
+            raise ValueError("the CPU's bf16 step is not compiled (its choice of bf16 or fp32 per product is eager)")
+        if self.precision == "int8":
+            raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
+        if self.embed_weight.device.type == "cuda":
+            compiled = torch.compile(self._forward, mode="reduce-overhead", dynamic=False)
+        else:
+            # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per kernel,
+            # and the products get W^T contiguous (faster than F.linear's transposed view at a few
+            # rows: benchmarks/dense_layouts.py)
+            for d in self.denses():
+                d._transposed()  # (plain then multiplies in rows; this snapshot's eager choices never run)
+            compiled = torch.compile(self._forward, dynamic=False, options={"cpp_wrapper": True})
+        self.compiled = self._compile_limit()(compiled)
+
+    @staticmethod
+    def _compile_limit():
+        """One compilation per shape class (sentences x source length x capacity, see ``start``):
+        more classes than dynamo's default limit of 8 would fall back to eager steps, silently. The
+        limit is raised around the step's calls only, not for the rest of the caller's process."""
+        config = torch._dynamo.config
+        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+        return config.patch(**{name: max(getattr(config, name), 64)})
+
+    def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
+                 cross_bias: Tensor, views: Optional[tuple] = None) -> Tensor:
+        """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
+        tensor (static shapes for capture: attend over the whole capacity, later positions masked).
+        ``views``: ``cache_views(kv)`` (eager, made once per cache); the captured step takes its
+        views of ``kv`` inside the graph, each layer's after writing it."""
+        static = isinstance(t, Tensor)
+        N, H, Dh = tokens.size(0), self.heads, self.head_dim
+        K = cross_bias.size(1)
+        B = N // K
+        slots, all_keys, all_values = views if views is not None else (list(kv.unbind(0)), None, None)
+        length = kv.size(4) if static else t + 1  # the attended positions
+
+        dense = TunedLinear.plain if static else TunedLinear.__call__
+
+        x = F.embedding(tokens, self.embed_weight)  # (N, D)
+        if self.positions is not None:
+            x = torch.add(_row(self.positions, t).to(x.dtype), x, alpha=self.embed_scale)
+        elif self.embed_scale != 1.0:
+            x = x * self.embed_scale
+        key_bias = None  # ALiBi and, for static shapes, the mask of unfilled positions
+        if self.alibi is not None or static:
+            keys = torch.arange(length, device=x.device)  # positions of the attended keys
+            if self.alibi is not None:
+                key_bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
+            if static:
+                hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
+                key_bias = hidden if key_bias is None else key_bias + hidden
+            # (N*H, 1, keys): added to the scores as they come out of bmm; the per-head form (scores
+            # viewed (N, H, 1, keys) + bias) makes inductor's attention pattern fail on this mask
+            # ("Attempting to broadcast a dimension"), and baddbmm made the captured step slower
+            # (benchmarks/step_profile.py --compile --rows 128)
+            key_bias = key_bias.expand(N, H, 1, length).reshape(N * H, 1, length)
+        for i, layer in enumerate(self.layers):
+            # masked self-attention: the new query against positions 0..t
+            h = layer.norms[0](x) if self.pre else x
+            qkv = dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
+            if self.rotary is not None:
+                q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), t)
+                k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), t)
+                _write(slots[i], t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)]))
+            else:
+                q = qkv.select(2, 0).view(N * H, 1, Dh)
+                _write(slots[i], t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))  # (2, N, H, Dh): its key and value
+            if static:
+                keys, values = attended(kv[i])
+            else:
+                keys, values = all_keys[i].narrow(2, 0, length), all_values[i].narrow(1, 0, length)
+            scores = torch.bmm(q, keys)  # (N*H, 1, keys)
+            if key_bias is not None:
+                scores = scores + key_bias
+            a = torch.bmm(scores.softmax(-1), values).view(N, H * Dh)  # (N, H*Dh)
+            out = dense(layer.self_out, a)
+            x = x + out if self.pre else layer.norms[0](x + out)
+            # encoder-decoder attention: the K beams of a sentence share its keys
+            h = layer.norms[1](x) if self.pre else x
+            q = dense(layer.cross_q, h)
+            q = q.view(N * H, 1, Dh) if K == 1 else q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
+            scores = torch.baddbmm(cross_bias, q, cross_k[i])  # (B*H, K, S)
+            a = torch.bmm(scores.softmax(-1), cross_v[i])  # (B*H, K, Dh)
+            a = a.view(N, H * Dh) if K == 1 else a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
+            out = dense(layer.cross_out, a)
+            x = x + out if self.pre else layer.norms[1](x + out)
+            # feed-forward
+            h = layer.norms[2](x) if self.pre else x
+            if static or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or \
+                    layer.w1.layout(h) != "columns":
+                f = layer.act(dense(layer.w1, h))
+                if layer.w3 is not None:
+                    f = f * dense(layer.w3, h)
+                out = dense(layer.w2, f)
+            else:  # feature-major: the wide hidden layer is never transposed
+                h_t = h.t()
+                f = layer.act(layer.w1.columns(h_t))  # (F, N)
+                if layer.w3 is not None:
+                    f = f * layer.w3.columns(h_t)
+                out = layer.w2.columns(f).t()  # (N, D), a transposed view
+            x = x + out if self.pre else layer.norms[2](x + out)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return dense(self.output, x)  # (N, V)
+
+    def _rotate(self, x: Tensor, t: int) -> Tensor:
+        cos = _row(self.rotary.cos, t).to(x.dtype)  # (Dh/2,)
+        sin = _row(self.rotary.sin, t).to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def _row(table: Tensor, t) -> Tensor:
+    """``table[t]`` for an int or a 0-d tensor position (indexing with a tensor would read it on the host)."""
+    return table[t] if not isinstance(t, Tensor) else table.index_select(0, t.view(1))[0]
+
+
+def _write(buffer: Tensor, t, value: Tensor) -> None:
+    """``buffer[..., t, :] = value``: position ``t`` (an int or a 0-d tensor) of a ``(..., C, Dh)`` cache."""
+    if isinstance(t, Tensor):  # (the leading dimensions flattened: inductor fails on index_copy_ over 5)
+        C, Dh = buffer.shape[-2:]
+        buffer.view(-1, C, Dh).index_copy_(1, t.view(1), value.reshape(-1, 1, Dh))
+    else:
+        buffer.select(buffer.dim() - 2, t).copy_(value)
+
+
+def fast_decoder(model, precision: str = "fp32", compiled: bool = False) -> FastDecoder:
+    """The model's ``FastDecoder`` for ``precision`` (compiled or not), rebuilt only when the weights
+    changed since it was built (``snapshot``)."""
+    def make() -> FastDecoder:
+        decoder = FastDecoder(model, precision)
+        if compiled:
+            decoder.compile()
+        return decoder
+
+    return snapshot(model, (precision, compiled), make)
