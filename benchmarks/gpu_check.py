@@ -23,7 +23,8 @@ from train_throughput import matmul_flops_per_target_token  # noqa: E402
 
 from transduce import ModelConfig, Transformer  # noqa: E402
 from transduce.data.dataset import Batch  # noqa: E402
-from transduce.decoding import SearchOptions, beam_search, greedy_search  # noqa: E402
+from transduce.config import DecodeConfig  # noqa: E402
+from transduce.decoding import beam_search, greedy_search  # noqa: E402
 from transduce.training import label_smoothed_nll  # noqa: E402
 
 
@@ -91,9 +92,8 @@ def translate_throughput(device, beam: int, batch_size: int, preset: str) -> dic
     torch.manual_seed(0)
     model = Transformer(ModelConfig.preset(preset, vocab_size=8000)).to(device).eval()
     src = random_batch(batch_size, 20, 8000, device).src
-    opts = SearchOptions(max_len_a=0, max_len_b=30)  # random weights: fixed-length outputs
-    search = (lambda: greedy_search(model, src, opts)) if beam == 1 else \
-        (lambda: beam_search(model, src, beam=beam, options=opts))
+    decode = DecodeConfig(beam=beam, max_len_a=0, max_len_b=30)  # random weights: fixed-length outputs
+    search = (lambda: greedy_search(model, src, decode)) if beam == 1 else (lambda: beam_search(model, src, decode))
     search()
     torch.cuda.synchronize(device)
     start, reps = time.perf_counter(), 5

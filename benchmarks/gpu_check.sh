@@ -31,7 +31,7 @@ GPUS=$(python3 -c "import torch; print(torch.cuda.device_count())")
 # The files holding the device-parametrized tests (the others may import the optional extras,
 # fastapi or ctranslate2, which a GPU machine's image need not have); every failure is listed.
 # TESTS_K=EXPR runs only the tests it selects (pytest -k), to recheck a few within a short lease.
-step "tests on CUDA" timeout 240 python3 -m pytest -q -rfE tests/decoding tests/unit/model tests/unit/training \
+step "tests on CUDA" timeout 240 python3 -m pytest -q -rfE tests/decoding tests/inference tests/model tests/training \
   tests/integration/test_training.py tests/integration/test_training_paths.py --device cuda -p no:cacheprovider \
   ${TESTS_K:+-k "$TESTS_K"}
 work=$(mktemp -d)

@@ -185,22 +185,20 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
     outputs: list = []
     if system.startswith("transduce"):
         from transduce.data import pad_sequences
-        from transduce.decoding import SearchOptions, beam_search, greedy_search
+        from transduce.config import DecodeConfig
+        from transduce.decoding import SearchOptions, search
 
         model, precision, compiled, context = _transduce_system(system, model_dir)
         # `length` decoder steps: length - 1 tokens with eos forbidden, then the forced eos
-        options = SearchOptions(max_len_a=0, max_len_b=length, min_len=length - 1, precision=precision,
-                                compile=compiled)
+        decode = DecodeConfig(beam=beam, max_len_a=0, max_len_b=length, min_len=length - 1)
+        options = SearchOptions(precision=precision, compile=compiled)
 
         def run_all():
             outputs.clear()
             with torch.inference_mode(), context():
                 for chunk in chunks:
                     src = pad_sequences(chunk, pad, suffix=eos)
-                    if beam == 1:
-                        outputs.extend(len(h.tokens) + 1 for h in greedy_search(model, src, options))
-                    else:
-                        outputs.extend(len(h[0].tokens) + 1 for h in beam_search(model, src, beam, options=options))
+                    outputs.extend(len(h[0].tokens) + 1 for h in search(model, src, decode, options))
             return len(src_ids)
     elif system == "hf":
         import transformers
@@ -277,19 +275,21 @@ def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int
     hyps: list = [None] * len(ids)
     if system.startswith("transduce"):
         from transduce.data import pad_sequences
+        from transduce.config import DecodeConfig
         from transduce.decoding import SearchOptions, beam_search
 
         name, _, stop = system.partition("+")
         model, precision, compiled, context = _transduce_system(name, model_dir)
         c = model.config
-        options = SearchOptions(max_len_a=0, max_len_b=100, precision=precision, compile=compiled)
+        decode = DecodeConfig(beam=4, alpha=0.6, length_penalty="power", stop=stop or "bound", max_len_a=0,
+                              max_len_b=100)
+        options = SearchOptions(precision=precision, compile=compiled)
 
         def run_all():
             with torch.inference_mode(), context():
                 for chunk in chunks:
                     src = pad_sequences([ids[i] for i in chunk], c.pad_id, suffix=c.eos_id)
-                    for i, h in zip(chunk, beam_search(model, src, 4, 0.6, options, length_penalty_kind="power",
-                                                       stop=stop or "bound")):
+                    for i, h in zip(chunk, beam_search(model, src, decode, options)):
                         hyps[i] = h[0].tokens
             return len(ids)
     elif system == "hf":

@@ -91,8 +91,9 @@ def reverser():
     from torch import nn
 
     from transduce import Transformer
+    from transduce.config import DecodeConfig
     from transduce.data.dataset import pad_sequences
-    from transduce.decoding import SearchOptions, greedy_search
+    from transduce.decoding import greedy_search
 
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
@@ -111,7 +112,7 @@ def reverser():
         optimizer.step()
         if step % 50 == 0:
             model.eval()
-            outputs = [h.tokens for h in greedy_search(model, src[:60], SearchOptions(0, 8))]
+            outputs = [h.tokens for h in greedy_search(model, src[:60], DecodeConfig(max_len_a=0, max_len_b=8))]
             if sum(o == t[::-1] for o, t in zip(outputs, seqs)) >= 54:
                 return model, src[:60]
     pytest.fail("the reverser did not learn its task within the step budget")

@@ -1,8 +1,7 @@
 """transduce: a faithful, fast and practical Transformer for sequence transduction."""
 
 from .config import DecodeConfig, ModelConfig, TrainConfig
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def __getattr__(name: str):

@@ -120,12 +120,13 @@ def evaluate_by_length(run: str | Path, data_dir: str | Path, limit: int, device
     eos): sentences, perplexity of the unsmoothed NLL (teacher-forced) and greedy BLEU."""
     import torch
 
-    from .checkpoint import list_checkpoints, load_model_from, tokenizer_from_info
+    from .checkpoint import list_checkpoints, load_model_from
+    from .data.tokenizer import tokenizer_from_info
     from .config import DecodeConfig
     from .data import ParallelDataset, TokenBatchSampler, collate
     from .evaluate import score
     from .training.loss import label_smoothed_nll
-    from .translator import translate_ids
+    from .decoding import translate_ids
 
     folder = list_checkpoints(run)[-1]
     model, info = load_model_from(folder, device)

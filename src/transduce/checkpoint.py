@@ -24,7 +24,7 @@ from typing import Any, Optional
 import torch
 from safetensors.torch import load_file, save_file, save_model
 
-from . import __version__
+from .version import __version__
 from .config import ModelConfig
 from .errors import TransduceError
 from .files import load_torch, member, output_dir, read_json
@@ -90,18 +90,6 @@ def tokenizer_paths(folder: str | Path, info: dict) -> dict[str, Path]:
         if not path.is_file():
             raise CheckpointError(f"{path} is missing: {folder} is incomplete")
     return paths
-
-
-def tokenizer_from_info(folder: str | Path, info: dict):
-    """The tokenizer a checkpoint folder names in its model.json."""
-    from .data.tokenizer import Tokenizer
-
-    paths = tokenizer_paths(folder, info)
-    try:
-        return Tokenizer(paths["src"], paths["tgt"], paths.get("vocab"), paths.get("tgt_vocab"),
-                         unk_id=info["model"].get("unk_id", 3))
-    except (OSError, RuntimeError, ValueError) as error:
-        raise CheckpointError(f"{folder}: a tokenizer file is damaged ({error})") from None
 
 
 def is_checkpoint(path: str | Path) -> bool:

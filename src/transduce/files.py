@@ -101,7 +101,7 @@ def read_marker(folder: Path) -> Optional[str]:
 
 
 def write_marker(folder: Path, kind: str) -> None:
-    from . import __version__
+    from .version import __version__
 
     (folder / MARKER).write_text(json.dumps({"kind": kind, "transduce_version": __version__}) + "\n",
                                  encoding="utf-8")

@@ -3,14 +3,16 @@ in masks (encoder-only, BERT). ``Translator`` is the encoder-decoder's counterpa
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 
-from .checkpoint import load_model_from, resolve, tokenizer_from_info
+from .checkpoint import load_model_from, resolve
+from .data.tokenizer import tokenizer_from_info
 from .config import DecodeConfig
-from .decoding import SearchOptions, beam_search, sample
+from .decoding import SearchOptions, search
 from .errors import TransduceError
 from .runtime import autocast, pick_device, resolve_precision
 
@@ -53,15 +55,11 @@ class LanguageModel:
         ids = self.prompt_ids(prompt, max_new_tokens)
         src = torch.tensor([ids], dtype=torch.long, device=self.device).view(1, len(ids))
         streamed = _Streamer(self.tokenizer, ids, on_text, {c.pad_id, c.eos_id}) if on_text is not None else None
-        options = SearchOptions(max_len_a=0.0, max_len_b=max_new_tokens + 1, min_len=decode.min_len,  # + eos
-                                on_step=streamed.step if streamed else None)
+        decode = replace(decode, max_len_a=0.0, max_len_b=max_new_tokens + 1, nbest=1)  # + eos
+        options = SearchOptions(on_step=streamed.step if streamed else None)
         generator = torch.Generator(device=self.device).manual_seed(decode.seed) if decode.sampling else None
         with torch.inference_mode(), autocast(self.device, self.precision):
-            if decode.beam > 1 and not decode.sampling:
-                hyp = beam_search(self.model, src, decode.beam, decode.alpha, options, 1, decode.length_penalty)[0][0]
-            else:
-                hyp = sample(self.model, src, options, greedy=not decode.sampling, temperature=decode.temperature,
-                             top_k=decode.top_k, top_p=decode.top_p, generator=generator)[0]
+            hyp = search(self.model, src, decode, options, generator)[0][0]
         text = continuation(self.tokenizer, ids, hyp.tokens)
         if streamed is not None:
             streamed.finish(text)

@@ -139,3 +139,24 @@ def set_threads(threads: int | None) -> int:
     chosen = threads or idle_cores()
     torch.set_num_threads(chosen)
     return chosen
+
+
+def compile_choice(compile: str | bool, device: torch.device, precision: str = "fp32") -> bool:
+    """Whether to capture the decode step: ``on``/``off``, or ``auto``, which is eager everywhere.
+
+    Measured so far, the captured step has not paid, on the CPUs (``benchmarks/peers.py inference``)
+    nor on a GPU (``benchmarks/gpu_translate.py``): ``docs/inference.md``. ``on`` stays: the same
+    outputs, for those who measure it faster on their machine.
+    """
+    if compile not in (True, False, "auto", "on", "off"):
+        raise TransduceError(f"--compile {compile!r}: choose auto, on or off")
+    if compile == "auto":
+        return False
+    chosen = compile in (True, "on")
+    if chosen and precision == "int8":
+        raise TransduceError("--compile on does not combine with --precision int8 (the quantized kernels are "
+                             "opaque to torch.compile); use one or the other")
+    if chosen and precision == "bf16" and device.type == "cpu":
+        raise TransduceError("--compile on does not combine with --precision bf16 on the CPU (its step chooses "
+                             "bf16 or fp32 per product, eagerly); use one or the other")
+    return chosen

@@ -1,4 +1,4 @@
-"""Translating text: batching by a token budget, search, detokenization, input order kept.
+"""Translating text: the tokenizer around the search driver, input order kept.
 
 ``transduce.load(path).translate(["A man is sleeping."], beam=4)`` is the notebook entry point.
 """
@@ -11,95 +11,14 @@ from typing import Optional, Sequence
 
 import torch
 
-from .checkpoint import load_model_from, resolve, tokenizer_from_info
+from .checkpoint import load_model_from, resolve
 from .config import DecodeConfig
-from .data.dataset import pad_sequences
-from .data.tokenizer import Tokenizer
-from .decoding import Hypothesis, SearchOptions, beam_search, greedy_search, sample
+from .data.tokenizer import Tokenizer, tokenizer_from_info
+from .decoding import translate_ids
 from .errors import TransduceError
-from .runtime import autocast, pick_device
+from .runtime import compile_choice, pick_device
 
-__all__ = ["DecodeConfig", "Translator", "autocast", "pick_device", "tokenizer_from_info", "translate_ids"]
-
-
-def compile_choice(compile: str | bool, device: torch.device, precision: str = "fp32") -> bool:
-    """Whether to capture the decode step: ``on``/``off``, or ``auto``, which is eager everywhere.
-
-    Measured so far, the captured step never paid: on the project's 2-core CPUs it ran at 0.5-0.9x
-    the eager step (``benchmarks/peers.py inference``), whose time is already in BLAS; on an H200
-    (``benchmarks/gpu_translate.py``, 300 lines, beam 4) its steady state ran at 0.5x the eager
-    step, after a minute of compilation (README "Fast translation"). ``on`` stays: the same
-    outputs, for those who measure it faster on their machine.
-    """
-    if compile not in (True, False, "auto", "on", "off"):
-        raise TransduceError(f"--compile {compile!r}: choose auto, on or off")
-    if compile == "auto":
-        return False
-    chosen = compile in (True, "on")
-    if chosen and precision == "int8":
-        raise TransduceError("--compile on does not combine with --precision int8 (the quantized kernels are "
-                             "opaque to torch.compile); use one or the other")
-    if chosen and precision == "bf16" and device.type == "cpu":
-        raise TransduceError("--compile on does not combine with --precision bf16 on the CPU (its step chooses "
-                             "bf16 or fp32 per product, eagerly); use one or the other")
-    return chosen
-
-
-def budget_batches(lengths: Sequence[int], decode: DecodeConfig) -> list[list[int]]:
-    """Positions of ``lengths`` (source lengths without eos, in the order given) cut into search
-    batches: sentences x (longest + eos) <= ``decode.max_tokens``, at most ``decode.max_sentences``
-    a batch; a sentence over the budget on its own gets a batch of its own."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    width = 0
-    for n, length in enumerate(lengths):
-        wider = max(width, length + 1)
-        if current and ((len(current) + 1) * wider > decode.max_tokens or len(current) >= decode.max_sentences):
-            batches.append(current)
-            current, wider = [], length + 1
-        current.append(n)
-        width = wider
-    if current:
-        batches.append(current)
-    return batches
-
-
-def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig, prefixes=None,
-                  precision: str = "fp32", progress: bool = False, compile: str | bool = False
-                  ) -> list[list[Hypothesis]]:
-    """Search for every source (token ids without eos); results in input order, n-best lists.
-
-    ``precision`` is fp32, bf16 or fp16 (autocast) or int8 (quantized decoder step, CPU);
-    ``compile`` is True/False or "auto"/"on"/"off" (``compile_choice``).
-    """
-    from tqdm.auto import tqdm
-
-    config = model.config
-    device = next(model.parameters()).device
-    compiled = compile_choice(compile, device, precision)
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
-    results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
-    generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
-    batches = [[order[n] for n in batch] for batch in budget_batches([len(sources[i]) for i in order], decode)]
-    with tqdm(total=len(sources), desc="translating", unit=" sent", disable=not progress or None, leave=False) as bar:
-        for batch in batches:
-            src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)
-            options = SearchOptions(decode.max_len_a, decode.max_len_b, decode.min_len,
-                                    [prefixes[i] for i in batch] if prefixes else None,
-                                    precision=precision if precision in ("int8", "bf16") else "fp32", compile=compiled)
-            with torch.inference_mode(), autocast(device, "fp32" if precision == "int8" else precision):
-                if decode.sampling:
-                    out = [[h] for h in sample(model, src, options, temperature=decode.temperature, top_k=decode.top_k,
-                                               top_p=decode.top_p, generator=generator)]
-                elif decode.beam == 1 and decode.nbest == 1:
-                    out = [[h] for h in greedy_search(model, src, options)]
-                else:
-                    out = beam_search(model, src, decode.beam, decode.alpha, options, decode.nbest,
-                                      decode.length_penalty, decode.stop)
-            for i, hyps in zip(batch, out):
-                results[i] = hyps
-            bar.update(len(batch))
-    return results  # type: ignore[return-value]
+__all__ = ["Translator"]
 
 
 class Translator:
@@ -197,15 +116,15 @@ class Translator:
                                      "it (--max-len-a x source length + --max-len-b, capped by the model's "
                                      f"max_positions {self.model.config.max_positions}); lower --min-len")
 
-    def translate(self, lines: Sequence[str], beam: int = 4, nbest: int = 1, progress: bool = False,
-                  prefixes: Optional[Sequence[str]] = None, decode: Optional[DecodeConfig] = None,
-                  first_line: int = 1, **options) -> list:
+    def translate(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, progress: bool = False,
+                  prefixes: Optional[Sequence[str]] = None, first_line: int = 1, **options) -> list:
         """Translate ``lines``; returns strings (or, with ``nbest > 1``, lists of (string, score)).
 
-        ``decode`` gives every search option at once (then ``beam``, ``nbest`` and ``options`` are
-        not used); ``first_line`` is the number of ``lines[0]`` in the user's input, for messages.
+        ``decode`` gives every search option at once; otherwise ``options`` are ``DecodeConfig``
+        fields (``beam=4``, ``nbest=2``, ...) over its defaults. ``first_line`` is the number of
+        ``lines[0]`` in the user's input, for messages.
         """
-        decode = decode or DecodeConfig(beam=beam, nbest=nbest, **options)
+        decode = decode or DecodeConfig(**options)
         nbest = decode.nbest
         lines = list(lines)
         results = ["" if nbest == 1 else [] for _ in lines]

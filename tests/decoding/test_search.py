@@ -1,5 +1,6 @@
 import itertools
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -7,8 +8,18 @@ import torch
 from torch import nn
 
 from transduce import Transformer
-from transduce.decoding import (SearchOptions, beam_search, filter_logits, greedy_search, length_penalty,
-                                merge_finished, sample, score_targets, top_candidates)
+from transduce.config import DecodeConfig
+from transduce.decoding import (
+    SearchOptions,
+    beam_search,
+    filter_logits,
+    greedy_search,
+    length_penalty,
+    merge_finished,
+    sample,
+    score_targets,
+    top_candidates,
+)
 
 from ..conftest import random_batch, tiny_config
 
@@ -49,15 +60,15 @@ def test_scripted_beams_match_the_hand_computation():
     # Greedy takes A (.6) then eos (.4): p = .24, worse than beam's B eos (.36).
     model = ScriptedModel()
     src = torch.tensor([[A, EOS]])
-    opts = SearchOptions(max_len_a=0, max_len_b=3, use_cache=False)
-    [hyps] = beam_search(model, src, beam=2, alpha=0.0, options=opts, nbest=2)
+    opts, uncached = DecodeConfig(max_len_a=0, max_len_b=3), SearchOptions(use_cache=False)
+    [hyps] = beam_search(model, src, replace(opts, beam=2, alpha=0.0, nbest=2), uncached)
     assert [h.tokens for h in hyps] == [[B], [A]]
     assert [round(math.exp(h.logprob), 6) for h in hyps] == [0.36, 0.24]
-    [greedy] = greedy_search(model, src, opts)
+    [greedy] = greedy_search(model, src, opts, uncached)
     assert greedy.tokens == [A] and math.exp(greedy.logprob) == pytest.approx(0.24)
     # With the paper's alpha 0.6 both finished hypotheses have |Y| = 2, so the order is the same,
     # and the score is logprob / ((5 + 2) / 6) ** 0.6.
-    [hyps] = beam_search(model, src, beam=2, alpha=0.6, options=opts, nbest=2)
+    [hyps] = beam_search(model, src, replace(opts, beam=2, alpha=0.6, nbest=2), uncached)
     assert hyps[0].score == pytest.approx(math.log(0.36) / (7 / 6) ** 0.6, rel=1e-6)
 
 
@@ -118,7 +129,7 @@ def ambiguous_model():
     tgt_out = pad_sequences([p[1] for p in pairs], PAD, suffix=EOS)
     test_src = pad_sequences([[4], [5, 7], [7, 6], [6]], PAD, suffix=EOS)  # sentences of different lengths
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    opts = SearchOptions(max_len_a=0, max_len_b=MAX_OUT)
+    opts = DecodeConfig(max_len_a=0, max_len_b=MAX_OUT)
     for step in range(1, 301):  # bounded by steps; the search below decides when the model is ready
         model.train()
         loss = nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
@@ -130,7 +141,7 @@ def ambiguous_model():
         model.eval()
         best = [r[0][1] for r in enumerate_best(model, test_src, 0.6, "gnmt")]
         greedy = [h.tokens for h in greedy_search(model, test_src, opts)]
-        narrow = [h[0].tokens for h in beam_search(model, test_src, beam=2, alpha=0.6, options=opts)]
+        narrow = [h[0].tokens for h in beam_search(model, test_src, replace(opts, beam=2, alpha=0.6))]
         if all(0 < len(y) < MAX_OUT - 1 for y in best) and len({len(y) for y in best}) > 1 and \
                 greedy != best and narrow != best:
             return model, test_src
@@ -140,12 +151,11 @@ def ambiguous_model():
 @pytest.mark.parametrize("alpha, kind", [(0.6, "gnmt"), (1.0, "gnmt"), (1.0, "power"), (0.0, "gnmt")])
 def test_wide_beam_equals_exhaustive_enumeration(ambiguous_model, alpha, kind):
     model, src = ambiguous_model
-    opts = SearchOptions(max_len_a=0, max_len_b=MAX_OUT)
+    opts = DecodeConfig(max_len_a=0, max_len_b=MAX_OUT)
     ranked = enumerate_best(model, src, alpha, kind)
-    wide = beam_search(model, src, beam=len(WORDS) ** (MAX_OUT - 1), alpha=alpha, options=opts, nbest=3,
-                       length_penalty_kind=kind)
+    wide = beam_search(model, src, replace(opts, beam=len(WORDS) ** (MAX_OUT - 1), alpha=alpha, nbest=3, length_penalty=kind))
     greedy = greedy_search(model, src, opts)
-    narrow = beam_search(model, src, beam=2, alpha=alpha, options=opts, length_penalty_kind=kind)
+    narrow = beam_search(model, src, replace(opts, beam=2, alpha=alpha, length_penalty=kind))
     for b in range(src.size(0)):
         expected = ranked[b][:3]
         assert [h.tokens for h in wide[b]] == [y for _, y in expected]  # the 3 best, in order, distinct
@@ -188,12 +198,12 @@ def test_length_penalty_flips_the_ranking_by_hand():
 
     model = TwoSentences()
     src = torch.tensor([[A, EOS], [B, EOS]])
-    opts = SearchOptions(max_len_a=0, max_len_b=4, use_cache=False)
-    plain = beam_search(model, src, beam=2, alpha=0.0, options=opts, nbest=2)
+    opts, uncached = DecodeConfig(max_len_a=0, max_len_b=4), SearchOptions(use_cache=False)
+    plain = beam_search(model, src, replace(opts, beam=2, alpha=0.0, nbest=2), uncached)
     assert [h.tokens for h in plain[0]] == [[A], [B, B]]
     assert [h.score for h in plain[0]] == pytest.approx([-1.0217, -1.0788], abs=1e-4)
     assert plain[1][0].tokens == [B] and plain[1][0].score == pytest.approx(-0.5798, abs=1e-4)
-    flipped = beam_search(model, src, beam=2, alpha=1.0, options=opts, nbest=2)
+    flipped = beam_search(model, src, replace(opts, beam=2, alpha=1.0, nbest=2), uncached)
     assert [h.tokens for h in flipped[0]] == [[B, B], [A]]
     assert [h.score for h in flipped[0]] == pytest.approx([-0.8091, -0.8757], abs=1e-4)
     assert [h.logprob for h in flipped[0]] == pytest.approx([math.log(0.34), math.log(0.36)], abs=1e-6)
@@ -205,11 +215,11 @@ def test_length_penalty_flips_the_ranking_by_hand():
 def test_beam_one_equals_greedy_and_scores_equal_forced_decoding(device):
     model = Transformer(tiny_config()).to(device).eval()
     src, _ = random_batch(5, 7, 40, device=device)
-    opts = SearchOptions(max_len_a=1.0, max_len_b=5)
+    opts = DecodeConfig(max_len_a=1.0, max_len_b=5)
     greedy = greedy_search(model, src, opts)
-    beam1 = beam_search(model, src, beam=1, options=opts, stop="k_finished")
+    beam1 = beam_search(model, src, replace(opts, beam=1, stop="k_finished"))
     assert [g.tokens for g in greedy] == [b[0].tokens for b in beam1]
-    beam4 = beam_search(model, src, beam=4, options=opts)
+    beam4 = beam_search(model, src, replace(opts, beam=4))
     forced = score_targets(model, src, [h[0].tokens for h in beam4])
     torch.testing.assert_close(forced.cpu(), torch.tensor([h[0].logprob for h in beam4]), atol=1e-4, rtol=0)
 
@@ -218,13 +228,13 @@ def test_beam_one_equals_greedy_and_scores_equal_forced_decoding(device):
 def test_cached_equals_uncached_and_batch_equals_alone(positional, device):
     model = Transformer(tiny_config(positional=positional)).to(device).eval()
     src, _ = random_batch(4, 8, 40, device=device)
-    opts = SearchOptions(max_len_a=1.0, max_len_b=4)
-    cached = beam_search(model, src, beam=3, options=opts, nbest=3)
-    uncached = beam_search(model, src, beam=3, options=SearchOptions(1.0, 4, use_cache=False), nbest=3)
+    opts = DecodeConfig(max_len_a=1.0, max_len_b=4)
+    cached = beam_search(model, src, replace(opts, beam=3, nbest=3))
+    uncached = beam_search(model, src, replace(opts, beam=3, nbest=3), SearchOptions(use_cache=False))
     assert [[h.tokens for h in hs] for hs in cached] == [[h.tokens for h in hs] for hs in uncached]
     for b in range(4):
         alone = src[b : b + 1, : int(src[b].ne(0).sum())]  # no padding at all
-        assert [h.tokens for h in beam_search(model, alone, beam=3, options=opts, nbest=3)[0]] == \
+        assert [h.tokens for h in beam_search(model, alone, replace(opts, beam=3, nbest=3))[0]] == \
             [h.tokens for h in cached[b]]
         assert greedy_search(model, alone, opts)[0].tokens == greedy_search(model, src, opts)[b].tokens
 
@@ -233,8 +243,8 @@ def test_constraints_prefix_min_and_max_length(device):
     model = Transformer(tiny_config()).to(device).eval()
     src, _ = random_batch(3, 6, 40, device=device)
     prefix = [[7, 8], [], [9]]
-    opts = SearchOptions(max_len_a=0, max_len_b=6, min_len=4, prefix=prefix)
-    for hyps in (greedy_search(model, src, opts), [h[0] for h in beam_search(model, src, 4, options=opts)]):
+    opts, forced = DecodeConfig(max_len_a=0, max_len_b=6, min_len=4), SearchOptions(prefix=prefix)
+    for hyps in (greedy_search(model, src, opts, forced), [h[0] for h in beam_search(model, src, replace(opts, beam=4), forced)]):
         for h, p in zip(hyps, prefix):
             assert h.tokens[: len(p)] == p
             assert 4 <= len(h.tokens) <= 5  # eos counts towards the 6
@@ -250,10 +260,10 @@ def test_search_never_outputs_pad_or_the_start_token(device):
         model.output_bias[list(banned)] = 50.0
     src, _ = random_batch(3, 6, 40, device=device)
     for fast in (True, False):
-        opts = SearchOptions(max_len_a=0, max_len_b=6, fast=fast)
-        outputs = [*greedy_search(model, src, opts), *[h for hs in beam_search(model, src, 3, options=opts, nbest=3)
+        opts, engine = DecodeConfig(max_len_a=0, max_len_b=6), SearchOptions(fast=fast)
+        outputs = [*greedy_search(model, src, opts, engine), *[h for hs in beam_search(model, src, replace(opts, beam=3, nbest=3), engine)
                                                         for h in hs],
-                   *sample(model, src, opts, generator=torch.Generator(device).manual_seed(0))]
+                   *sample(model, src, opts, engine, generator=torch.Generator(device).manual_seed(0))]
         assert len(outputs) == 15 and all(h.tokens for h in outputs)  # (eos was never the choice)
         assert not banned & {t for h in outputs for t in h.tokens}
 
@@ -261,11 +271,11 @@ def test_search_never_outputs_pad_or_the_start_token(device):
 def test_sampling_is_seeded_and_top_k_one_is_greedy(device):
     model = Transformer(tiny_config()).to(device).eval()
     src, _ = random_batch(4, 6, 40, device=device)
-    opts = SearchOptions(max_len_a=0, max_len_b=8)
-    a = sample(model, src, opts, temperature=1.0, generator=torch.Generator(device).manual_seed(5))
-    b = sample(model, src, opts, temperature=1.0, generator=torch.Generator(device).manual_seed(5))
+    opts = DecodeConfig(max_len_a=0, max_len_b=8)
+    a = sample(model, src, replace(opts, temperature=1.0), generator=torch.Generator(device).manual_seed(5))
+    b = sample(model, src, replace(opts, temperature=1.0), generator=torch.Generator(device).manual_seed(5))
     assert [h.tokens for h in a] == [h.tokens for h in b]
-    top1 = sample(model, src, opts, top_k=1, generator=torch.Generator(device).manual_seed(9))
+    top1 = sample(model, src, replace(opts, top_k=1), generator=torch.Generator(device).manual_seed(9))
     assert [h.tokens for h in top1] == [h.tokens for h in greedy_search(model, src, opts)]
 
 
@@ -297,13 +307,13 @@ def test_k_finished_stops_early_and_bound_is_never_worse(ambiguous_model):
     """fairseq's rule stops at K finished hypotheses; the exact bound keeps searching while a live
     beam can still win, so its best score is never lower, and it equals enumeration."""
     model, src = ambiguous_model
-    opts = SearchOptions(max_len_a=0, max_len_b=MAX_OUT)
+    opts = DecodeConfig(max_len_a=0, max_len_b=MAX_OUT)
     gains = []
     for beam in (2, 3, 4):
-        bound = beam_search(model, src, beam=beam, alpha=1.0, options=opts, stop="bound")
-        k_finished = beam_search(model, src, beam=beam, alpha=1.0, options=opts, stop="k_finished")
+        bound = beam_search(model, src, replace(opts, beam=beam, alpha=1.0, stop="bound"))
+        k_finished = beam_search(model, src, replace(opts, beam=beam, alpha=1.0, stop="k_finished"))
         gains += [b[0].score - k[0].score for b, k in zip(bound, k_finished)]
     assert min(gains) >= -1e-6 and max(gains) > 0.1  # never worse, and here strictly better somewhere
     ranked = enumerate_best(model, src, 1.0, "gnmt")
-    wide = beam_search(model, src, beam=len(WORDS) ** (MAX_OUT - 1), alpha=1.0, options=opts, stop="k_finished")
+    wide = beam_search(model, src, replace(opts, beam=len(WORDS) ** (MAX_OUT - 1), alpha=1.0, stop="k_finished"))
     assert [h[0].tokens for h in wide] == [r[0][1] for r in ranked]  # K finished out of all prefixes: exact too

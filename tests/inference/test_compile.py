@@ -1,13 +1,15 @@
 """The captured (``torch.compile``) step: the same outputs as the eager step, compiled once per shape class."""
 
 import copy
+from dataclasses import replace
 
 import pytest
 import torch
 
+from transduce.config import DecodeConfig
 from transduce.decoding import SearchOptions, beam_search, greedy_search
 from transduce.inference import forget
-from transduce.translator import compile_choice
+from transduce.runtime import compile_choice
 
 
 def test_compiled_step_equals_the_eager_step(reverser, device):
@@ -15,11 +17,12 @@ def test_compiled_step_equals_the_eager_step(reverser, device):
     mask; CUDA graphs on a GPU) gives the eager outputs, greedy and beam."""
     model, src = reverser
     model = copy.deepcopy(model).to(device)
-    eager, compiled = SearchOptions(0, 8), SearchOptions(0, 8, compile=True)
+    limits, eager, compiled = DecodeConfig(max_len_a=0, max_len_b=8), SearchOptions(), SearchOptions(compile=True)
     rows = src[:5].to(device)
-    assert [h.tokens for h in greedy_search(model, rows, compiled)] == [h.tokens for h in greedy_search(model, rows, eager)]
-    a = beam_search(model, rows, 3, options=compiled, nbest=2)
-    b = beam_search(model, rows, 3, options=eager, nbest=2)
+    assert [h.tokens for h in greedy_search(model, rows, limits, compiled)] == \
+        [h.tokens for h in greedy_search(model, rows, limits, eager)]
+    a = beam_search(model, rows, replace(limits, beam=3, nbest=2), compiled)
+    b = beam_search(model, rows, replace(limits, beam=3, nbest=2), eager)
     assert [[h.tokens for h in hs] for hs in a] == [[h.tokens for h in hs] for hs in b]
 
 
@@ -52,13 +55,13 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend=counter, dynamic=False))
     forget(model)
     torch._dynamo.reset()
-    options = SearchOptions(0, 8, min_len=7, compile=True)
-    greedy_search(model, src[:3], options)  # 8 steps
+    limits, options = DecodeConfig(max_len_a=0, max_len_b=8, min_len=7), SearchOptions(compile=True)
+    greedy_search(model, src[:3], limits, options)  # 8 steps
     assert counter.frame_count == 1
-    beam_search(model, src[:3], 2, options=options)  # a new batch shape (3 x 2 rows): one more
+    beam_search(model, src[:3], replace(limits, beam=2), options)  # a new batch shape (3 x 2 rows): one more
     assert counter.frame_count == 2
     # one sentence: its column of tokens is contiguous whatever its stride, which grows every step
-    greedy_search(model, src[:1], options)
+    greedy_search(model, src[:1], limits, options)
     assert counter.frame_count == 3
     torch._dynamo.reset()
 
@@ -73,9 +76,9 @@ def test_a_captured_search_encodes_with_the_models_own_pass(reverser, monkeypatc
     calls = []
     own = model.encode
     object.__setattr__(model, "encode", lambda src: calls.append(len(src)) or own(src))
-    captured = greedy_search(model, src[:3], SearchOptions(0, 6, compile=True))
+    captured = greedy_search(model, src[:3], DecodeConfig(max_len_a=0, max_len_b=6), SearchOptions(compile=True))
     assert calls == [3]
-    eager = greedy_search(model, src[:3], SearchOptions(0, 6))
+    eager = greedy_search(model, src[:3], DecodeConfig(max_len_a=0, max_len_b=6))
     assert calls == [3] and [h.tokens for h in captured] == [h.tokens for h in eager]
 
 
@@ -103,8 +106,8 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
     monkeypatch.setattr(torch, "compile", recorder)
     forget(model)
     beam = 3
-    compiled = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2, compile=True), nbest=2)
-    eager = beam_search(model, src[rows], beam, options=SearchOptions(1.0, 2), nbest=2)
+    compiled = beam_search(model, src[rows], DecodeConfig(beam=beam, nbest=2, max_len_a=1.0, max_len_b=2), SearchOptions(compile=True))
+    eager = beam_search(model, src[rows], DecodeConfig(beam=beam, nbest=2, max_len_a=1.0, max_len_b=2))
     assert [[h.tokens for h in hs] for hs in compiled] == [[h.tokens for h in hs] for hs in eager]
     classes = {n // beam for n in seen}
     assert len(classes) >= 2 and classes <= {8, 4, 2, 1}, classes  # it shrank, and only by classes
@@ -132,5 +135,5 @@ def test_compiling_the_step_leaves_dynamos_limits_alone(reverser, monkeypatch):
 
     monkeypatch.setattr(torch, "compile", recorder)
     forget(model)
-    assert greedy_search(model, src[:2], SearchOptions(0, 4, compile=True))
+    assert greedy_search(model, src[:2], DecodeConfig(max_len_a=0, max_len_b=4), SearchOptions(compile=True))
     assert seen and min(seen) >= 64 and getattr(config, name) == before

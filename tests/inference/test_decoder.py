@@ -2,10 +2,13 @@
 option, the same search outputs, bf16 weights."""
 
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from transduce import Transformer
+from transduce.config import DecodeConfig
 from transduce.decoding import SearchOptions, beam_search, greedy_search, sample
 from transduce.inference import FastDecoder, fast_decoder, forget
 
@@ -62,17 +65,18 @@ def test_searches_give_the_same_outputs_fast_or_not(arch, device):
     sampling: the same tokens with the fast step as with the model's own decode."""
     model = Transformer(tiny_config(**arch)).to(device).eval()
     src, _ = random_batch(6, 9, 40, device=device)
-    fast, slow = SearchOptions(1.0, 6), SearchOptions(1.0, 6, fast=False)
-    assert [h.tokens for h in greedy_search(model, src, fast)] == [h.tokens for h in greedy_search(model, src, slow)]
+    limits, fast, slow = DecodeConfig(max_len_a=1.0, max_len_b=6), SearchOptions(), SearchOptions(fast=False)
+    assert [h.tokens for h in greedy_search(model, src, limits, fast)] == \
+        [h.tokens for h in greedy_search(model, src, limits, slow)]
     for beam in (2, 4):
-        a = beam_search(model, src, beam, options=fast, nbest=2)
-        b = beam_search(model, src, beam, options=slow, nbest=2)
+        a = beam_search(model, src, replace(limits, beam=beam, nbest=2), fast)
+        b = beam_search(model, src, replace(limits, beam=beam, nbest=2), slow)
         assert [[h.tokens for h in hs] for hs in a] == [[h.tokens for h in hs] for hs in b]
         for x, y in zip(a, b):
             assert [h.score for h in x] == pytest.approx([h.score for h in y], abs=1e-4)
     g1, g2 = (torch.Generator(device=device).manual_seed(5) for _ in range(2))
-    assert [h.tokens for h in sample(model, src, fast, generator=g1)] == \
-        [h.tokens for h in sample(model, src, slow, generator=g2)]
+    assert [h.tokens for h in sample(model, src, limits, fast, generator=g1)] == \
+        [h.tokens for h in sample(model, src, limits, slow, generator=g2)]
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES[::2], ids=_ids)
@@ -82,9 +86,9 @@ def test_bf16_autocast_decodes_like_the_module_path(arch):
     model = Transformer(tiny_config(**arch)).eval()
     src, _ = random_batch(20, 6, 40)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        fast = greedy_search(model, src, SearchOptions(1.0, 5))
-        slow = greedy_search(model, src, SearchOptions(1.0, 5, fast=False))
-        assert beam_search(model, src[:2], 3, options=SearchOptions(1.0, 5))[0]
+        fast = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=5))
+        slow = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=5), SearchOptions(fast=False))
+        assert beam_search(model, src[:2], DecodeConfig(beam=3, max_len_a=1.0, max_len_b=5))[0]
     assert sum(a.tokens == b.tokens for a, b in zip(fast, slow)) >= 18
 
 
@@ -98,11 +102,12 @@ def test_bf16_weights_agree_with_fp32_on_a_trained_model(reverser, monkeypatch):
     model, src = reverser
     decoder = FastDecoder(model, "bf16")
     assert decoder.bf16 and decoder.output.uses_bf16(1) and all(layer.w2.uses_bf16(1) for layer in decoder.layers)
-    for search in (lambda o: [h.tokens for h in greedy_search(model, src, o)],
-                   lambda o: [h[0].tokens for h in beam_search(model, src, 4, options=o)]):
+    limits = DecodeConfig(max_len_a=0, max_len_b=8)
+    for search in (lambda o: [h.tokens for h in greedy_search(model, src, limits, o)],
+                   lambda o: [h[0].tokens for h in beam_search(model, src, replace(limits, beam=4), o)]):
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):  # as translate_ids runs it
-            low = search(SearchOptions(0, 8, precision="bf16"))
-        exact = search(SearchOptions(0, 8))
+            low = search(SearchOptions(precision="bf16"))
+        exact = search(SearchOptions())
         assert sum(x == y for x, y in zip(exact, low)) >= 0.9 * len(exact)
     with torch.no_grad():  # the logits stay within a few percent of their range
         memory = model.encode(src)
@@ -122,9 +127,9 @@ def test_bf16_weights_run_on_every_architecture(arch, monkeypatch):
     src, _ = random_batch(3, 6, 40)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         for beam in (1, 3):
-            out = beam_search(model, src, beam, options=SearchOptions(1.0, 4, precision="bf16"))
+            out = beam_search(model, src, DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=4), SearchOptions(precision="bf16"))
             assert len(out) == 3 and all(hs for hs in out)
-        greedy = greedy_search(model, src, SearchOptions(1.0, 4, precision="bf16"))
+        greedy = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(precision="bf16"))
     assert fast_decoder(model, "bf16").bf16 and len(greedy) == 3
 
 
@@ -132,7 +137,7 @@ def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
     """``--precision bf16`` reaches the step as its own precision (bf16 weights), not only as the
     autocast around the search; int8 likewise, fp32 stays exact."""
     from transduce.config import DecodeConfig
-    from transduce.translator import translate_ids
+    from transduce.decoding import translate_ids
 
     model, src = reverser
     sources = [[int(t) for t in row if t > 2] for row in src[:4]]
@@ -159,10 +164,10 @@ def test_greedy_drops_finished_sentences_and_keeps_their_outputs(reverser, monke
         return original(self, tokens, cache)
 
     monkeypatch.setattr(FastDecoder, "step", recording)
-    shrinking = greedy_search(model, src[rows], SearchOptions(1.0, 4))
+    shrinking = greedy_search(model, src[rows], DecodeConfig(max_len_a=1.0, max_len_b=4))
     shrunk = list(sizes)
     sizes.clear()
-    full = greedy_search(model, src[rows], SearchOptions(1.0, 4, on_step=lambda tokens: None))
+    full = greedy_search(model, src[rows], DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(on_step=lambda tokens: None))
     assert set(sizes) == {len(rows)} and shrunk[0] == len(rows) and shrunk[-1] < len(rows)
     assert [h.tokens for h in shrinking] == [h.tokens for h in full]
     assert [h.logprob for h in shrinking] == pytest.approx([h.logprob for h in full], abs=1e-4)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from transduce import Transformer
-from transduce.decoding import SearchOptions, greedy_search
+from transduce.config import DecodeConfig
+from transduce.decoding import greedy_search
 from transduce.inference import forget
 
 from ..conftest import random_batch, tiny_config
@@ -31,7 +32,7 @@ def test_fast_encoder_equals_the_models_encode(arch, device):
         with torch.no_grad():
             torch.testing.assert_close(fast(src), model.encode(src), atol=2e-5, rtol=1e-4)
     forget(model)
-    greedy_search(model, src, SearchOptions(1.0, 2))
+    greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=2))
     assert ("encoder", "fp32") in model._fast_snapshots.built
 
 

@@ -1,10 +1,13 @@
 """int8 weights: products within int8's rounding, trained outputs kept, measured against fp32."""
 
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from transduce import Transformer
+from transduce.config import DecodeConfig
 from transduce.decoding import SearchOptions, beam_search, greedy_search
 from transduce.inference import fast_decoder, forget
 
@@ -22,10 +25,9 @@ def test_int8_agrees_with_fp32_on_a_trained_model(reverser, monkeypatch, kernel)
     _int8_everywhere(monkeypatch, kernel)
     model, src = reverser
     forget(model)
-    fp32 = SearchOptions(0, 8)
-    int8 = SearchOptions(0, 8, precision="int8")
-    for search in (lambda o: [h.tokens for h in greedy_search(model, src, o)],
-                   lambda o: [h[0].tokens for h in beam_search(model, src, 4, options=o)]):
+    limits, fp32, int8 = DecodeConfig(max_len_a=0, max_len_b=8), SearchOptions(), SearchOptions(precision="int8")
+    for search in (lambda o: [h.tokens for h in greedy_search(model, src, limits, o)],
+                   lambda o: [h[0].tokens for h in beam_search(model, src, replace(limits, beam=4), o)]):
         a, b = search(fp32), search(int8)
         assert sum(x == y for x, y in zip(a, b)) >= 0.9 * len(a)
     quantized = fast_decoder(model, "int8")
@@ -47,7 +49,7 @@ def test_int8_runs_on_every_architecture(arch, monkeypatch):
     model = Transformer(tiny_config(**arch)).eval()
     src, _ = random_batch(3, 6, 40)
     for beam in (1, 3):
-        out = beam_search(model, src, beam, options=SearchOptions(1.0, 4, precision="int8"))
+        out = beam_search(model, src, DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=4), SearchOptions(precision="int8"))
         assert len(out) == 3 and all(hs for hs in out)
 
 

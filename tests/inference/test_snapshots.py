@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from transduce import Transformer
+from transduce.config import DecodeConfig
 from transduce.decoding import SearchOptions, beam_search, greedy_search
 from transduce.inference import fast_decoder
 
@@ -17,14 +18,14 @@ def test_snapshot_follows_the_weights():
     first = fast_decoder(model)
     assert fast_decoder(model) is first
     src, _ = random_batch(2, 5, 40)
-    opts = SearchOptions(1.0, 5)
+    opts = DecodeConfig(max_len_a=1.0, max_len_b=5)
     with torch.no_grad():
         for p in model.decoder.parameters():
             p.mul_(-1.5)  # an in-place update, as an optimizer step
     second = fast_decoder(model)
     assert second is not first
     assert [h.tokens for h in greedy_search(model, src, opts)] == \
-        [h.tokens for h in greedy_search(model, src, SearchOptions(1.0, 5, fast=False))]
+        [h.tokens for h in greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=5), SearchOptions(fast=False))]
     assert fast_decoder(model) is second
     # replaced, not updated: a new module, then new parameters loaded by assignment (the old
     # parameter objects, which the snapshot was checked against, are untouched); under inference
@@ -46,7 +47,7 @@ def test_snapshot_follows_the_weights():
     model.load_state_dict(state, assign=True)
     assert fast_decoder(model) is not third
     assert [h.tokens for h in greedy_search(model, src, opts)] == \
-        [h.tokens for h in greedy_search(model, src, SearchOptions(1.0, 5, fast=False))]
+        [h.tokens for h in greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=5), SearchOptions(fast=False))]
 
 
 def test_a_model_made_under_inference_mode_decodes():
@@ -54,5 +55,5 @@ def test_a_model_made_under_inference_mode_decodes():
     with torch.inference_mode():
         model = Transformer(tiny_config()).eval()
         src, _ = random_batch(3, 6, 40)
-        assert len(greedy_search(model, src, SearchOptions(1.0, 4))) == 3
-        assert len(beam_search(model, src, 2, options=SearchOptions(1.0, 4))) == 3
+        assert len(greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4))) == 3
+        assert len(beam_search(model, src, DecodeConfig(beam=2, max_len_a=1.0, max_len_b=4))) == 3

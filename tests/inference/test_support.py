@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from transduce import ModelConfig, Transformer
+from transduce.config import DecodeConfig
 from transduce.decoding import SearchOptions, greedy_search
 from transduce.inference import FastDecoder, FastEncoder, unsupported
 from transduce.inference.support import SUPPORTED
@@ -98,8 +99,8 @@ def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
                 make(model)
         if config.architecture == "encoder-decoder":  # search falls back to the model's own pass
             src, _ = random_batch(2, 5, vocab, pad_id=config.pad_id, device=device)
-            fast = greedy_search(model, src, SearchOptions(1.0, 4))
-            slow = greedy_search(model, src, SearchOptions(1.0, 4, fast=False))
+            fast = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4))
+            slow = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(fast=False))
             assert [h.tokens for h in fast] == [h.tokens for h in slow]
         return
     batch, beam = 2, 2

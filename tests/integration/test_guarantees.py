@@ -150,12 +150,12 @@ def test_resume_falls_back_from_a_damaged_newest_checkpoint(data, tmp_path):
 
 
 def test_a_second_writer_is_refused_with_the_first_ones_pid(data, tmp_path):
-    from transduce.training.trainer import RunLock
+    from transduce.training.run_folder import RunLock
 
     run = tmp_path / "run"
     cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "2", *TINY)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from transduce.training.trainer import RunLock; lock = RunLock(Path(sys.argv[1])); "
+                               "from transduce.training.run_folder import RunLock; lock = RunLock(Path(sys.argv[1])); "
                                "print('locked', flush=True); time.sleep(600)", str(run)],
                               stdout=subprocess.PIPE, text=True)
     try:

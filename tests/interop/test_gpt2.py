@@ -2,12 +2,14 @@
 gives the same logits after import-hf, and greedy generation equals its generate()."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 import transformers
 
 from transduce.checkpoint import load_model_from
+from transduce.config import DecodeConfig
 from transduce.decoding import SearchOptions, beam_search, greedy_search
 from transduce.errors import TransduceError
 from transduce.interop.huggingface import import_hf
@@ -49,17 +51,15 @@ def test_greedy_generation_equals_hf_generate(tmp_path):
         theirs = hf.generate(context, max_new_tokens=15, do_sample=False, eos_token_id=60, pad_token_id=60,
                              attention_mask=torch.ones_like(context))[0, context.size(1):].tolist()
         theirs = theirs[: theirs.index(60)] if 60 in theirs else theirs
-        options = SearchOptions(max_len_a=0.0, max_len_b=16)  # 15 tokens and the end
+        options = DecodeConfig(max_len_a=0.0, max_len_b=16)  # 15 tokens and the end
         ours = greedy_search(model, torch.tensor([prompt]), options)[0].tokens
         assert ours == theirs and len(ours) > 3
-        without_cache = greedy_search(model, torch.tensor([prompt]), SearchOptions(max_len_a=0.0, max_len_b=16,
-                                                                                   use_cache=False))[0].tokens
+        without_cache = greedy_search(model, torch.tensor([prompt]), DecodeConfig(max_len_a=0.0, max_len_b=16), SearchOptions(use_cache=False))[0].tokens
         assert without_cache == ours
         # beam search over a prompt: the cache (prompt read once, rows reordered) equals full passes
         two = torch.tensor([prompt, prompt[::-1]])
-        cached = beam_search(model, two, beam=3, options=options, nbest=3)
-        plain = beam_search(model, two, beam=3, options=SearchOptions(max_len_a=0.0, max_len_b=16, use_cache=False),
-                            nbest=3)
+        cached = beam_search(model, two, replace(options, beam=3, nbest=3))
+        plain = beam_search(model, two, DecodeConfig(beam=3, nbest=3, max_len_a=0.0, max_len_b=16), SearchOptions(use_cache=False))
         assert [[h.tokens for h in hyps] for hyps in cached] == [[h.tokens for h in hyps] for hyps in plain]
         for a, b in zip(cached, plain):
             assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)

@@ -9,7 +9,8 @@ import torch
 
 from transduce import ModelConfig, Transformer, load
 from transduce.checkpoint import write_checkpoint
-from transduce.decoding import SearchOptions, beam_search, greedy_search
+from transduce.config import DecodeConfig
+from transduce.decoding import beam_search, greedy_search
 from transduce.errors import TransduceError
 from transduce.interop.ctranslate2 import export_ctranslate2
 from transduce.interop.huggingface import export_hf, import_hf
@@ -162,8 +163,7 @@ def test_beam_four_equals_hf_generate_in_tokens_and_scores(trained):
             theirs = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=4,
                                  max_new_tokens=max_new, length_penalty=1.0, early_stopping="never", do_sample=False,
                                  output_scores=True, return_dict_in_generate=True)
-        ours = beam_search(translator.model, src, beam=4, alpha=1.0, length_penalty_kind="power",
-                           options=SearchOptions(max_len_a=0, max_len_b=max_new))
+        ours = beam_search(translator.model, src, DecodeConfig(beam=4, alpha=1.0, length_penalty="power", max_len_a=0, max_len_b=max_new))
         lengths = set()
         for row, score, hyps in zip(theirs.sequences.tolist(), theirs.sequences_scores.tolist(), ours):
             row = row[1:]  # drop the decoder start
@@ -243,7 +243,7 @@ def test_ctranslate2_greedy_equals_transduce_greedy(trained, tmp_path):
     sp = ours_translator.tokenizer.src
     results = translator.translate_batch([sp.id_to_piece(x) + ["</s>"] for x in ids], beam_size=1,
                                          max_decoding_length=12, return_scores=True)
-    ours = greedy_search(ours_translator.model, src, SearchOptions(max_len_a=0, max_len_b=13))  # 12 tokens + eos
+    ours = greedy_search(ours_translator.model, src, DecodeConfig(max_len_a=0, max_len_b=13))  # 12 tokens + eos
     assert len({t for h in ours for t in h.tokens}) > 3
     for result, hyp in zip(results, ours):
         assert [sp.piece_to_id(p) for p in result.hypotheses[0]] == hyp.tokens

@@ -280,3 +280,15 @@ def test_the_batch_window_stays_open_while_sentences_keep_coming(translator):
         job.future.result(timeout=60)
     batcher.close()
     assert [r.sentences for r in batcher.history] == [5]
+
+
+def test_docs_page_works_offline(translator):
+    """/docs describes every route from the OpenAPI schema without loading anything from elsewhere
+    (FastAPI's Swagger UI comes from a CDN and is blank offline); the schema is at /openapi.json."""
+    with client_for(translator) as client:
+        page = client.get("/docs")
+        schema = client.get("/openapi.json").json()
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    for path in schema["paths"]:
+        assert path in page.text
+    assert "/openapi.json" in page.text and "<script" not in page.text and "cdn" not in page.text.lower()

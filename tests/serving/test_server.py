@@ -68,11 +68,9 @@ def test_slow_and_vanishing_clients_do_not_block_others(served_run, start_server
     gone = socket.create_connection((host, int(port)))
     gone.sendall(head + body)
     gone.close()  # a client that went away before its answer
-    started = time.monotonic()
-    for _ in range(3):
+    for _ in range(3):  # each answered while the slow client holds its connection (a blocked server times out)
         status, answer = call(server.url + "/v1/translate", {"text": ["a dog runs", "the cat sat"]}, timeout=30)
         assert status == 200 and len(answer["translations"]) == 2
-    assert time.monotonic() - started < 30
     slow.sendall(body[5:])  # the slow client finishes and gets its answer too
     reply = slow.recv(65536).decode()
     slow.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 
-from .common import add_sampling_options
+from .common import SAMPLING_OPTIONS, add_decode_options
 
 
 def add_parser(sub) -> None:
@@ -16,10 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("model", help="a run directory or checkpoint folder of a decoder-only model")
     p.add_argument("--prompt", default="", help="the text to continue (empty: from the start of a line)")
     p.add_argument("--max-new-tokens", type=int, default=100, help="at most this many new tokens")
-    p.add_argument("--beam", type=int, default=1, help="1: greedy (or sampling); more: beam search")
-    p.add_argument("--alpha", type=float, default=0.6, help="beam search: length penalty exponent")
-    add_sampling_options(p)
-    p.add_argument("--min-len", type=int, default=0, help="no end of line before this many new tokens")
+    add_decode_options(p, ("beam", "alpha", "min_len", *SAMPLING_OPTIONS), defaults={"beam": 1})
     p.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16", "auto"], default="fp32")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: the idle cores)")
@@ -27,19 +24,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..config import DecodeConfig
     from ..errors import TransduceError
     from ..lm import LanguageModel
-    from .common import set_threads
+    from .common import decode_config, set_threads
 
     if args.max_new_tokens < 1:
         raise TransduceError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
-    try:
-        decode = DecodeConfig(beam=1 if args.sampling else args.beam, alpha=args.alpha, sampling=args.sampling,
-                              temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                              min_len=args.min_len)
-    except ValueError as error:
-        raise TransduceError(f"--{str(error).split(' ')[0].split('=')[0].replace('_', '-')}: {error}") from None
+    decode = decode_config(args)
     if args.min_len >= args.max_new_tokens:
         raise TransduceError(f"--min-len {args.min_len} leaves no room for the end within --max-new-tokens "
                              f"{args.max_new_tokens}")

@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-from .. import __version__
+from ..version import __version__
 from ..errors import TransduceError
 
 COMMANDS = {
@@ -25,14 +25,26 @@ DESCRIPTION = ("Train encoder-decoder Transformers (Vaswani et al. 2017) on your
                "fill in masks. Start with `transduce demo`; `transduce COMMAND --help` describes a command.")
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows an option's default once, where it says something: not when the help already gives it,
+    not for a switch (off unless given), not for an option without a default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or action.default in (None, False, "", argparse.SUPPRESS)
+                or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))):
+            return text
+        return text + " (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="transduce", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"transduce {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     add = sub.add_parser
-    # every command shows its options' defaults in --help
-    sub.add_parser = lambda *a, **k: add(*a, formatter_class=argparse.ArgumentDefaultsHelpFormatter, **k)
+    # every command shows its options' defaults in --help, once
+    sub.add_parser = lambda *a, **k: add(*a, formatter_class=HelpFormatter, **k)
     for name, module in COMMANDS.items():
         importlib.import_module(f".{module}", __package__).add_parser(sub)
     return parser

@@ -108,7 +108,7 @@ def run(args) -> int:
     from ..checkpoint import resolve
     from ..serving.app import create_app
     from ..serving.server import GracefulServer
-    from ..translator import compile_choice
+    from ..runtime import compile_choice
 
     settings = _settings(args)
     resolve(args.model)  # a missing or damaged run is a message before the port is taken

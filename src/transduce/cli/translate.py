@@ -30,7 +30,6 @@ def add_parser(sub) -> None:
     p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
     p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
     p.add_argument("--prefix", help="force every translation to start with this text")
-    p.add_argument("--strict", action="store_true", help="refuse lines longer than the model's maximum")
     p.add_argument("--window", type=int, default=1000,
                    help="translate at most this many lines at a time (sorted by length within the window)")
     add_decode_options(p)

@@ -1,6 +1,9 @@
-"""Token-budget batches of sentences of similar length (§5.1), deterministic, shardable, resumable."""
+"""Token-budget batches: of sentence pairs for training (§5.1; deterministic, shardable, resumable)
+and of sources for search."""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
@@ -92,4 +95,23 @@ def _make_divisible(batches: list[np.ndarray], world_size: int) -> list[np.ndarr
         i = max(splittable, key=lambda j: len(batches[j]))
         half = len(batches[i]) // 2
         batches[i : i + 1] = [batches[i][:half], batches[i][half:]]
+    return batches
+
+
+def budget_batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:
+    """Positions of ``lengths`` (source lengths without eos, in the order given) cut into search
+    batches: sentences x (longest + eos) <= ``max_tokens``, at most ``max_sentences``
+    a batch; a sentence over the budget on its own gets a batch of its own."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    width = 0
+    for n, length in enumerate(lengths):
+        wider = max(width, length + 1)
+        if current and ((len(current) + 1) * wider > max_tokens or len(current) >= max_sentences):
+            batches.append(current)
+            current, wider = [], length + 1
+        current.append(n)
+        width = wider
+    if current:
+        batches.append(current)
     return batches

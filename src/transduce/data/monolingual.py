@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .. import __version__
+from ..version import __version__
 from ..errors import DataError, TransduceError
 from ..files import check_output_dir, output_dir, read_json
 from .corpus import fingerprint, read_lines

@@ -23,7 +23,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..errors import DataError, TransduceError
 from ..files import check_output_dir, output_dir, read_json
 from .corpus import find_file, fingerprint, read_pairs, write_lines

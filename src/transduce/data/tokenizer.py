@@ -104,3 +104,15 @@ def _read_vocab(path: str | Path) -> dict[str, int]:
     import json
 
     return {piece: int(i) for piece, i in json.loads(Path(path).read_text(encoding="utf-8")).items()}
+
+
+def tokenizer_from_info(folder: str | Path, info: dict) -> Tokenizer:
+    """The tokenizer a checkpoint folder names in its model.json (files confined to the folder)."""
+    from ..checkpoint import CheckpointError, tokenizer_paths
+
+    paths = tokenizer_paths(folder, info)
+    try:
+        return Tokenizer(paths["src"], paths["tgt"], paths.get("vocab"), paths.get("tgt_vocab"),
+                         unk_id=info["model"].get("unk_id", 3))
+    except (OSError, RuntimeError, ValueError) as error:
+        raise CheckpointError(f"{folder}: a tokenizer file is damaged ({error})") from None

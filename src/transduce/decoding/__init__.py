@@ -1,11 +1,13 @@
 """Search strategies, each working on any ``transduce.Transformer`` through ``encode`` and the
-incremental ``decode`` step: greedy, beam search, sampling; and forced-decoding scores."""
+incremental ``decode`` step: greedy, beam search, sampling; forced-decoding scores; and the driver
+that batches sources for them (``translate_ids``)."""
 
 from .beam import beam_search, length_penalty, merge_finished, top_candidates
 from .common import Hypothesis, SearchOptions
+from .driver import search, translate_ids
 from .greedy import greedy_search
 from .sampling import filter_logits, sample
 from .scoring import score_targets
 
-__all__ = ["beam_search", "greedy_search", "sample", "score_targets", "Hypothesis", "SearchOptions",
-           "length_penalty", "merge_finished", "top_candidates", "filter_logits"]
+__all__ = ["beam_search", "greedy_search", "sample", "search", "score_targets", "translate_ids", "Hypothesis",
+           "SearchOptions", "length_penalty", "merge_finished", "top_candidates", "filter_logits"]

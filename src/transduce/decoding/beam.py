@@ -21,6 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..config import DecodeConfig
 from .common import Hypothesis, SearchOptions, Stepper, banned_tokens, constrain, max_lengths, prefix_tensor
 
 NEG_INF = float("-inf")
@@ -64,18 +65,17 @@ def merge_finished(fin_scores: Tensor, fin_tokens: Tensor, fin_logprob: Tensor, 
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: SearchOptions | None = None,
-                nbest: int = 1, length_penalty_kind: str = "gnmt", stop: str = "bound") -> list[list[Hypothesis]]:
-    """Decode ``src (B, S)``; returns, per sentence in order, its ``nbest`` best hypotheses."""
-    if not 1 <= nbest <= beam:
-        raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam}")
-    if stop not in ("bound", "k_finished"):
-        raise ValueError(f"stop={stop!r}: choose 'bound' or 'k_finished'")
+def beam_search(model, src: Tensor, decode: Optional[DecodeConfig] = None,
+                options: Optional[SearchOptions] = None) -> list[list[Hypothesis]]:
+    """Decode ``src (B, S)`` with ``decode``'s beam, length penalty, stopping rule and limits;
+    returns, per sentence in order, its ``decode.nbest`` best hypotheses."""
+    decode = decode or DecodeConfig()
     options = options or SearchOptions()
+    alpha, length_penalty_kind, stop, nbest = decode.alpha, decode.length_penalty, decode.stop, decode.nbest
     config = model.config
-    B, K = src.size(0), beam
+    B, K = src.size(0), decode.beam
     device = src.device
-    max_len = max_lengths(model, src, options)  # (B,)
+    max_len = max_lengths(model, src, decode)  # (B,)
     L = int(max_len.max())
     stepper = Stepper(model, src, K, options, L)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
@@ -96,7 +96,7 @@ def beam_search(model, src: Tensor, beam: int = 4, alpha: float = 0.6, options: 
     for step in range(L):
         n = alive.numel()
         logprobs = stepper.logprobs(tokens)  # (n*K, V)
-        logprobs = constrain(logprobs, step, config, limits, options.min_len, forced, per_row=K, banned=banned,
+        logprobs = constrain(logprobs, step, config, limits, decode.min_len, forced, per_row=K, banned=banned,
                              last_step=last_step)
         values, beams, words = top_candidates(scores, logprobs.view(n, K, -1), 2 * K)  # (n, 2K)
         rows = (torch.arange(n, device=device)[:, None] * K + beams)  # (n, 2K) rows of tokens

@@ -9,6 +9,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
+from ..config import DecodeConfig
 from ..inference import encode, fast_decoder, unsupported
 
 
@@ -24,25 +25,20 @@ class Hypothesis:
 
 @dataclass
 class SearchOptions:
-    """Limits and constraints shared by greedy, beam and sampling.
+    """How a search runs, beside what it searches for (``DecodeConfig``): per-call inputs and the
+    engine's settings, none of which changes the outputs beyond float rounding except ``prefix``.
 
-    max_len_a, max_len_b: at most ``a * source_length + b`` output tokens, eos included
-        (the paper: input length + 50). The source length counts real tokens with eos.
-    min_len: eos is forbidden before this many output tokens (eos excluded).
     prefix: per sentence, target ids the output must start with (forced decoding of a prefix).
     use_cache: False recomputes the whole prefix at each step (for tests).
     fast: decode with the ``FastDecoder`` step (``inference/decoder.py``); False uses the model's own
         ``decode`` with its growing cache (the reference the fast step is tested against).
     precision: "int8" quantizes the fast step's weights (CPU); "bf16" gives it bf16 copies of the
-        weights on the CPU (``Dense``); otherwise fp32, bf16 and fp16 come from the autocast
+        weights on the CPU (``TunedLinear``); otherwise fp32, bf16 and fp16 come from the autocast
         context around the search.
     compile: capture the fast step with ``torch.compile`` (``FastDecoder.compile``).
     on_step: greedy and sampling call it with each step's new tokens ``(B,)`` (streaming output).
     """
 
-    max_len_a: float = 1.0
-    max_len_b: int = 50
-    min_len: int = 0
     prefix: Optional[Sequence[Sequence[int]]] = None
     use_cache: bool = True
     fast: bool = True
@@ -120,12 +116,13 @@ class Stepper:
             self.cache.select_sentences(sentences)
 
 
-def max_lengths(model, src: Tensor, options: SearchOptions) -> Tensor:
-    """Per sentence, the most output tokens allowed (eos included), capped by the model's positions
-    (for a decoder-only model, those its start token and prompt leave)."""
+def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:
+    """Per sentence, the most output tokens allowed (eos included): ``decode.max_len_a`` x the source
+    length (real tokens with eos) + ``decode.max_len_b`` (the paper: input length + 50), capped by
+    the model's positions (for a decoder-only model, those its start token and prompt leave)."""
     c = model.config
     src_len = src.ne(c.pad_id).sum(1).cpu()  # (B,); float64 on the CPU (MPS has none)
-    limit = (options.max_len_a * src_len.double() + options.max_len_b).floor().long()
+    limit = (decode.max_len_a * src_len.double() + decode.max_len_b).floor().long()
     room = c.max_positions - (src.size(1) if c.architecture == "decoder-only" else 0)  # last input: start+prompt+L-1
     return limit.clamp(min=1, max=max(room, 1)).to(src.device)
 

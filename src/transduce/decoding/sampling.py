@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..config import DecodeConfig
 from .common import Hypothesis, SearchOptions, Stepper, banned_tokens, constrain, max_lengths, prefix_tensor
 
 
@@ -25,15 +26,21 @@ def filter_logits(logprobs: Tensor, temperature: float = 1.0, top_k: int = 0, to
     return scores
 
 
-@torch.no_grad()
-def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: bool = False,
-           temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+def sample(model, src: Tensor, decode: Optional[DecodeConfig] = None, options: Optional[SearchOptions] = None,
            generator: Optional[torch.Generator] = None) -> list[Hypothesis]:
-    """Draw one output per sentence of ``src (B, S)`` (or take the argmax when ``greedy``)."""
+    """Draw one output per sentence of ``src (B, S)`` with ``decode``'s temperature, top-k and top-p."""
+    return walk(model, src, decode or DecodeConfig(sampling=True, beam=1), options, greedy=False, generator=generator)
+
+
+@torch.no_grad()
+def walk(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptions] = None, greedy: bool = False,
+         generator: Optional[torch.Generator] = None) -> list[Hypothesis]:
+    """One hypothesis per sentence of ``src (B, S)``, token by token: drawn, or the most likely one
+    when ``greedy`` (sampling at temperature 0)."""
     options = options or SearchOptions()
     config = model.config
     B = src.size(0)
-    max_len = max_lengths(model, src, options)  # (B,)
+    max_len = max_lengths(model, src, decode)  # (B,)
     steps, last_step = int(max_len.max()), int(max_len.min()) - 1
     stepper = Stepper(model, src, 1, options, steps)
     banned = banned_tokens(config, src.device)
@@ -48,12 +55,12 @@ def sample(model, src: Tensor, options: SearchOptions | None = None, *, greedy: 
     finished: list = [None] * B  # (tokens, logprob) per original sentence
     limits, forced = max_len, prefix  # of the rows still searched
     for step in range(steps):
-        lp = constrain(stepper.logprobs(tokens), step, config, limits, options.min_len, forced, banned=banned,
+        lp = constrain(stepper.logprobs(tokens), step, config, limits, decode.min_len, forced, banned=banned,
                        last_step=last_step)  # (n, V)
         if greedy:  # max, not argmax: the same first maximal index, and faster on the CPU
             chosen, nxt = lp.max(-1)
         else:
-            probs = filter_logits(lp, temperature, top_k, top_p).softmax(-1)
+            probs = filter_logits(lp, decode.temperature, decode.top_k, decode.top_p).softmax(-1)
             nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
             chosen = lp.gather(1, nxt[:, None]).squeeze(1)
         if not shrink:  # (when shrinking, every row here is still decoding)

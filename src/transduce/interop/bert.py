@@ -9,11 +9,11 @@ value projections are concatenated into transduce's fused QKV.
 
 BERT's WordPiece tokenizer is not SentencePiece, so an imported model works on token ids
 (``Transformer``, called as ``model(tokens)``) rather than through ``transduce fill-mask``.
+``interop.huggingface`` imports it with these tables.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 
@@ -44,43 +44,31 @@ def config_from_bert(hf: dict, source: str) -> ModelConfig:
         **specials)
 
 
+# BERT's names -> ours: the whole model's, and each layer's (``bert.encoder.layer.{i}.``); the query,
+# key and value projections are fused into one, and segment 0's vector joins the position table
+TOP = {"bert.embeddings.word_embeddings": "src_embed.tokens", "bert.embeddings.LayerNorm": "src_embed.norm",
+       "cls.predictions.transform.dense": "output_transform.dense",
+       "cls.predictions.transform.LayerNorm": "output_transform.norm"}
+LAYER = {"attention.output.dense": "self_attn.out", "attention.output.LayerNorm": "self_attn_block.norm",
+         "intermediate.dense": "ffn.w1", "output.dense": "ffn.w2", "output.LayerNorm": "ffn_block.norm"}
+FUSED = {"self_attn.qkv": ("attention.self.query", "attention.self.key", "attention.self.value")}
+
+
 def bert_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
-    """Rename (and fuse) BERT's weights into transduce's names."""
+    """Rename (and fuse) BERT's weights into transduce's names (``TOP``, ``LAYER``, ``FUSED``)."""
     get = state.__getitem__
-    e = "bert.embeddings"
-    segment = get(f"{e}.token_type_embeddings.weight")[0]  # every token is in segment 0
-    out = {"src_embed.tokens.weight": get(f"{e}.word_embeddings.weight"),
-           "src_embed.learned.weight": get(f"{e}.position_embeddings.weight") + segment,
+    segment = get("bert.embeddings.token_type_embeddings.weight")[0]  # every token is in segment 0
+    out = {"src_embed.learned.weight": get("bert.embeddings.position_embeddings.weight") + segment,
            "output_bias": get("cls.predictions.bias")}
-    pairs = {f"{e}.LayerNorm": "src_embed.norm", "cls.predictions.transform.dense": "output_transform.dense",
-             "cls.predictions.transform.LayerNorm": "output_transform.norm"}
+    for theirs, ours in TOP.items():
+        out[f"{ours}.weight"] = get(f"{theirs}.weight")
+        if ours != "src_embed.tokens":
+            out[f"{ours}.bias"] = get(f"{theirs}.bias")
     for i in range(config.encoder_layers):
-        hf, us = f"bert.encoder.layer.{i}", f"encoder.{i}"
+        theirs, ours = f"bert.encoder.layer.{i}", f"encoder.{i}"
         for kind in ("weight", "bias"):
-            out[f"{us}.self_attn.qkv.{kind}"] = torch.cat([get(f"{hf}.attention.self.{p}.{kind}")
-                                                           for p in ("query", "key", "value")])
-        pairs.update({f"{hf}.attention.output.dense": f"{us}.self_attn.out",
-                      f"{hf}.attention.output.LayerNorm": f"{us}.self_attn_block.norm",
-                      f"{hf}.intermediate.dense": f"{us}.ffn.w1", f"{hf}.output.dense": f"{us}.ffn.w2",
-                      f"{hf}.output.LayerNorm": f"{us}.ffn_block.norm"})
-    for theirs, ours in pairs.items():
-        for kind in ("weight", "bias"):
-            out[f"{ours}.{kind}"] = get(f"{theirs}.{kind}")
+            for name, parts in FUSED.items():
+                out[f"{ours}.{name}.{kind}"] = torch.cat([get(f"{theirs}.{part}.{kind}") for part in parts])
+            for their, our in LAYER.items():
+                out[f"{ours}.{our}.{kind}"] = get(f"{theirs}.{their}.{kind}")
     return out
-
-
-def import_bert(folder: Path, hf: dict, out: Path) -> Path:
-    """Write a BertForMaskedLM folder's model as a new run directory ``out``; returns its checkpoint folder."""
-    from .huggingface import _read_hf_weights, write_imported
-
-    config_path = folder / "config.json"
-    try:
-        config = config_from_bert(hf, str(config_path))
-    except KeyError as error:
-        raise TransduceError(f"{config_path}: the key {error.args[0]!r} is missing") from None
-    try:
-        weights = bert_to_transduce(_read_hf_weights(folder), config)
-    except KeyError as error:
-        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a BertForMaskedLM folder, and "
-                             "config.json the one of these weights?") from None
-    return write_imported(folder, config, weights, out, tied=("output.weight",))

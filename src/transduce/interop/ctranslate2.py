@@ -19,6 +19,8 @@ from pathlib import Path
 from ..checkpoint import load_model_from, resolve, tokenizer_paths
 from ..errors import TransduceError
 from ..files import output_dir
+from ..data.tokenizer import tokenizer_from_info
+from .marian import layer_names
 
 
 def _spec(model, info: dict, folder: Path):
@@ -26,7 +28,6 @@ def _spec(model, info: dict, folder: Path):
     from ctranslate2.specs.transformer_spec import TransformerSpec
 
     from ..model.positions import sinusoidal_table
-    from ..checkpoint import tokenizer_from_info
 
     c = model.config
     if c.norm_type != "layernorm" or c.activation == "swiglu" or c.positional not in ("sinusoidal", "sinusoidal_concat"):
@@ -45,9 +46,10 @@ def _spec(model, info: dict, folder: Path):
     table = sinusoidal_table(c.max_positions, c.d_model, layout).numpy()
     scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
 
-    def linear(target, name, rows=None):
-        target.weight = state[f"{name}.weight"] if rows is None else state[f"{name}.weight"][rows]
-        target.bias = state[f"{name}.bias"] if rows is None else state[f"{name}.bias"][rows]
+    def attribute(layer, path: str):  # "self_attention.linear.0" -> layer.self_attention.linear[0]
+        for part in path.split("."):
+            layer = layer[int(part)] if part.isdigit() else getattr(layer, part)
+        return layer
 
     def norm(target, name):
         target.gamma, target.beta = state[f"{name}.weight"], state[f"{name}.bias"]
@@ -60,24 +62,14 @@ def _spec(model, info: dict, folder: Path):
     if c.norm_position == "pre":
         norm(spec.encoder.layer_norm, "encoder_norm")
         norm(spec.decoder.layer_norm, "decoder_norm")
-    for i, layer in enumerate(spec.encoder.layer):
-        linear(layer.self_attention.linear[0], f"encoder.{i}.self_attn.qkv")
-        linear(layer.self_attention.linear[1], f"encoder.{i}.self_attn.out")
-        norm(layer.self_attention.layer_norm, f"encoder.{i}.self_attn_block.norm")
-        linear(layer.ffn.linear_0, f"encoder.{i}.ffn.w1")
-        linear(layer.ffn.linear_1, f"encoder.{i}.ffn.w2")
-        norm(layer.ffn.layer_norm, f"encoder.{i}.ffn_block.norm")
-    for i, layer in enumerate(spec.decoder.layer):
-        linear(layer.self_attention.linear[0], f"decoder.{i}.self_attn.qkv")
-        linear(layer.self_attention.linear[1], f"decoder.{i}.self_attn.out")
-        norm(layer.self_attention.layer_norm, f"decoder.{i}.self_attn_block.norm")
-        linear(layer.attention.linear[0], f"decoder.{i}.cross_attn.q")
-        linear(layer.attention.linear[1], f"decoder.{i}.cross_attn.kv")
-        linear(layer.attention.linear[2], f"decoder.{i}.cross_attn.out")
-        norm(layer.attention.layer_norm, f"decoder.{i}.cross_attn_block.norm")
-        linear(layer.ffn.linear_0, f"decoder.{i}.ffn.w1")
-        linear(layer.ffn.linear_1, f"decoder.{i}.ffn.w2")
-        norm(layer.ffn.layer_norm, f"decoder.{i}.ffn_block.norm")
+    for stack, layers in (("encoder", spec.encoder.layer), ("decoder", spec.decoder.layer)):
+        for i, layer in enumerate(layers):
+            for name in layer_names(stack):  # the Marian table's names, ours and the spec's
+                target, ours = attribute(layer, name.ct2), f"{stack}.{i}.{name.ours}"
+                if name.kind == "norm":
+                    norm(target, ours)
+                else:
+                    target.weight, target.bias = state[f"{ours}.weight"], state[f"{ours}.bias"]
     spec.decoder.projection.weight = state["output.weight"]
     if "output_bias" in state:
         spec.decoder.projection.bias = state["output_bias"]

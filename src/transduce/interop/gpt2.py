@@ -8,11 +8,11 @@ into ``nn.Linear``'s (out, in), and its fused ``c_attn`` is already transduce's 
 
 GPT-2's byte-level BPE tokenizer is not SentencePiece, so an imported model works on token ids
 (``Transformer`` and the search functions) rather than through ``transduce generate``.
+``interop.huggingface`` imports it with these tables.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 
@@ -42,37 +42,23 @@ def config_from_gpt2(hf: dict, source: str) -> ModelConfig:
         bos_id=hf.get("bos_token_id", eos), eos_id=eos, unk_id=eos)
 
 
+# GPT-2's names -> ours: the whole model's, and each block's (``h.{i}.``; a ``Conv1D`` stores its
+# weight as (in, out), transposed on the way in)
+TOP = {"wte.weight": "tgt_embed.tokens.weight", "wpe.weight": "tgt_embed.learned.weight",
+       "ln_f.weight": "decoder_norm.weight", "ln_f.bias": "decoder_norm.bias"}
+LAYER = {"attn.c_attn": "self_attn.qkv", "attn.c_proj": "self_attn.out", "mlp.c_fc": "ffn.w1",
+         "mlp.c_proj": "ffn.w2", "ln_1": "self_attn_block.norm", "ln_2": "ffn_block.norm"}
+CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+
+
 def gpt2_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
-    """Rename (and transpose) GPT-2's weights into transduce's names."""
+    """Rename (and transpose) GPT-2's weights into transduce's names (``TOP``, ``LAYER``)."""
     state = {k.removeprefix("transformer."): v for k, v in state.items()}
-    out = {"tgt_embed.tokens.weight": state["wte.weight"], "tgt_embed.learned.weight": state["wpe.weight"],
-           "decoder_norm.weight": state["ln_f.weight"], "decoder_norm.bias": state["ln_f.bias"]}
+    out = {ours: state[theirs] for theirs, ours in TOP.items()}
     out["output.weight"] = state.get("lm_head.weight", out["tgt_embed.tokens.weight"])
-    conv = {"attn.c_attn": "self_attn.qkv", "attn.c_proj": "self_attn.out", "mlp.c_fc": "ffn.w1",
-            "mlp.c_proj": "ffn.w2"}
-    norms = {"ln_1": "self_attn_block.norm", "ln_2": "ffn_block.norm"}
     for i in range(config.decoder_layers):
-        for theirs, ours in conv.items():
-            out[f"decoder.{i}.{ours}.weight"] = state[f"h.{i}.{theirs}.weight"].t().contiguous()
-            out[f"decoder.{i}.{ours}.bias"] = state[f"h.{i}.{theirs}.bias"]
-        for theirs, ours in norms.items():
+        for theirs, ours in LAYER.items():
             for kind in ("weight", "bias"):
-                out[f"decoder.{i}.{ours}.{kind}"] = state[f"h.{i}.{theirs}.{kind}"]
+                t = state[f"h.{i}.{theirs}.{kind}"]
+                out[f"decoder.{i}.{ours}.{kind}"] = t.t().contiguous() if kind == "weight" and theirs in CONV1D else t
     return out
-
-
-def import_gpt2(folder: Path, hf: dict, out: Path) -> Path:
-    """Write a GPT2LMHeadModel folder's model as a new run directory ``out``; returns its checkpoint folder."""
-    from .huggingface import _read_hf_weights, write_imported
-
-    config_path = folder / "config.json"
-    try:
-        config = config_from_gpt2(hf, str(config_path))
-    except KeyError as error:
-        raise TransduceError(f"{config_path}: the key {error.args[0]!r} is missing") from None
-    try:
-        weights = gpt2_to_transduce(_read_hf_weights(folder), config)
-    except KeyError as error:
-        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a GPT2LMHeadModel folder, and "
-                             "config.json the one of these weights?") from None
-    return write_imported(folder, config, weights, out)

@@ -14,22 +14,15 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, S)
 
 
-def causal_mask(queries: int, keys: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
-    """Query i (at absolute position ``offset + i``) may attend keys 0 .. offset + i.
-
-    Example: with 3 cached tokens (offset 3) and 2 new queries, query 0 sees keys 0..3 and
-    query 1 sees keys 0..4 of the 5 keys. Returns ``(1, 1, T, S)``.
-    """
-    return local_mask(queries, keys, 0, True, offset, 0, device)
-
-
 def local_mask(queries: int, keys: int, window: int, causal: bool, offset: int = 0, key_offset: int = 0,
                device: torch.device | None = None) -> Tensor:
     """Sliding-window (and/or causal) visibility: queries at absolute positions ``offset ..``, keys
     at ``key_offset ..`` (a windowed cache has dropped the keys before ``key_offset``).
 
     Causal: key position j is visible from query position i when i - window < j <= i (window 0: no
-    lower bound). Not causal (the encoder): when |i - j| < window. Returns ``(1, 1, T, S)``.
+    lower bound; the paper's decoder mask). Not causal (the encoder): when |i - j| < window.
+    Example: with 3 cached tokens (offset 3) and 2 new causal queries, query 0 sees keys 0..3 and
+    query 1 sees keys 0..4 of the 5 keys. Returns ``(1, 1, T, S)``.
     """
     q = torch.arange(queries, device=device)[:, None] + offset  # (T, 1)
     k = torch.arange(keys, device=device)[None, :] + key_offset  # (1, S)

@@ -10,200 +10,46 @@ is stopping; the message names the limit and its value.
 from __future__ import annotations
 
 import asyncio
-import json
+import html
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib import resources
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import DecodeConfig, _at_least
-from ..translator import Translator
+from ..config import DecodeConfig
 from .batcher import Batcher, QueueFull
+from .gate import API_PATHS, Gate, Gatekeeper
 from .metrics import Metrics
+from .schemas import DIGITS, ApiError, ServeSettings, TranslateRequest, TranslateResponse, parse_request
 
-API_PATHS = ("/", "/health", "/metrics", "/v1/model", "/v1/translate", "/docs", "/openapi.json")
-DIGITS = 4  # attention weights and scores in responses
+if TYPE_CHECKING:  # (a Translator is handed in; serving does not build one)
+    from ..translator import Translator
 
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """The server's defaults and limits (``transduce serve --help`` names each flag).
-
-    decode: the search settings a request does not give (beam, alpha and nbest can be given per
-        request; the batch budget ``max_tokens``/``max_sentences`` is the batcher's).
-    max_wait_ms: a batch waits for more sentences while they keep coming, each within this of the
-        last (at most ``batcher.LINGER`` times this in all).
-    batching: False serves one request per search (the baseline for ``benchmarks/serve_load.py``).
-    max_request_sentences, max_chars, max_body_bytes, queue_limit, max_beam: request limits;
-    queue_limit counts waiting sentences.
-    drain_timeout: seconds a stopping server lets in-flight requests finish.
-    """
-
-    decode: DecodeConfig = DecodeConfig()
-    max_wait_ms: float = 10.0
-    batching: bool = True
-    max_request_sentences: int = 64
-    max_chars: int = 2000
-    max_body_bytes: int = 1_000_000
-    queue_limit: int = 1024
-    max_beam: int = 16
-    drain_timeout: float = 30.0
-
-    def __post_init__(self) -> None:
-        _at_least(self, 1, "max_request_sentences", "max_chars", "max_body_bytes", "queue_limit", "max_beam")
-        if not 0 <= self.max_wait_ms <= 10_000:
-            raise ValueError(f"max_wait_ms must be between 0 and 10000, got {self.max_wait_ms}")
-        if self.drain_timeout < 0:
-            raise ValueError(f"drain_timeout must be at least 0, got {self.drain_timeout}")
-        if self.decode.sampling:
-            raise ValueError("sampling is not served: a sampled batch mixes requests' random draws; use beam search")
-        if self.decode.beam > self.max_beam:
-            raise ValueError(f"the default beam {self.decode.beam} is more than max_beam {self.max_beam}")
-
-
-class TranslateRequest(BaseModel):
-    """The body of ``POST /v1/translate``."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    text: list[str] = Field(description="Sentences to translate, one per item; an empty string stays empty.")
-    beam: Optional[int] = Field(None, description="Beam size (1: greedy). Default: the server's --beam.")
-    alpha: Optional[float] = Field(None, description="Length penalty exponent. Default: the server's --alpha.")
-    nbest: int = Field(1, description="Hypotheses per sentence (<= beam); above 1 the response has `hypotheses`.")
-    attention: bool = Field(False, description="Add each sentence's pieces and cross-attention (last layer, "
-                                                "mean of the heads) as `attention`.")
-    attention_layers: bool = Field(False, description="With `attention`: every layer's cross-attention too.")
-
-
-class Hypothesis(BaseModel):
-    text: str
-    score: float = Field(description="The search's ranking score (length-normalized log-probability).")
-
-
-class AttentionItem(BaseModel):
-    source: list[str] = Field(description="Source pieces, then </s>: the columns.")
-    target: list[str] = Field(description="Target pieces, then </s>: the rows; row i is the attention while "
-                                          "producing piece i.")
-    weights: list[list[float]] = Field(description="Cross-attention of the last layer, mean of the heads, "
-                                                   "rows sum to 1.")
-    layers: Optional[list[list[list[float]]]] = Field(None, description="Every layer's, with attention_layers.")
-
-
-class TranslateResponse(BaseModel):
-    translations: list[str]
-    hypotheses: Optional[list[list[Hypothesis]]] = Field(None, description="With nbest > 1: per sentence, best first.")
-    attention: Optional[list[Optional[AttentionItem]]] = Field(None, description="With attention: per sentence "
-                                                                                 "(null for an empty one).")
-    model: str
-    timing_ms: dict[str, float | list[int]] = Field(description="total, queue (waiting for a batch), search (the "
-                                                                "batches' time) and batch_sentences (their sizes).")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, headers: Optional[dict] = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers
-
-
-class Gate:
-    """Requests in flight, and whether the server is stopping (new translations get 503)."""
-
-    def __init__(self) -> None:
-        self.in_flight = 0
-        self.draining = False
-        self.ready = False
-
-
-class Gatekeeper:
-    """ASGI middleware: the body size limit, the stopping server's 503, in-flight counting and
-    the request metrics. The body is read here (bounded) and handed on."""
-
-    def __init__(self, app, gate: Gate, metrics: Metrics, max_body_bytes: int):
-        self.app, self.gate, self.metrics, self.max_body = app, gate, metrics, max_body_bytes
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        start = time.monotonic()
-        path = scope["path"] if scope["path"] in API_PATHS else "other"
-        status = 499  # (nginx's "client closed request") unless a response starts
-
-        async def send_status(message):
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        counted = path == "/v1/translate"
-        try:
-            if scope["method"] in ("POST", "PUT", "PATCH"):
-                body = await self._read_body(scope, receive)
-                if body is None:
-                    return await _plain_error(send_status, 413, self._too_large())
-                receive = _replay(body, receive)
-            if counted and self.gate.draining:
-                return await _plain_error(send_status, 503, "the server is stopping; it takes no new requests")
-            if counted:
-                self.gate.in_flight += 1
-            try:
-                await self.app(scope, receive, send_status)
-            finally:
-                if counted:
-                    self.gate.in_flight -= 1
-        finally:
-            self.metrics.request(path, status, time.monotonic() - start)
-
-    def _too_large(self) -> str:
-        return f"the request body is larger than this server's limit of {self.max_body:,} bytes (--max-body-bytes)"
-
-    async def _read_body(self, scope, receive) -> Optional[bytes]:
-        """The whole body, or None when it is over the limit (by its header or by counting)."""
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
-                return None
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return b""  # the client went away; the app sees an empty body and nothing is sent
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-
-
-def _replay(body: bytes, receive):
-    """A ``receive`` that hands the app the body read already, then the connection's own messages
-    (a disconnect)."""
-    sent = False
-
-    async def replay():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-    return replay
-
-
-async def _plain_error(send, status: int, message: str) -> None:
-    body = json.dumps({"detail": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+__all__ = ["API_PATHS", "ServeSettings", "create_app"]
 
 
 def read_page() -> str:
     return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+
+
+def api_page(openapi: dict) -> str:
+    """The API's routes as a self-contained page (no assets from elsewhere), from the OpenAPI schema."""
+    rows = []
+    for path, methods in openapi.get("paths", {}).items():
+        for method, route in methods.items():
+            rows.append(f"<tr><td><code>{html.escape(method.upper())} {html.escape(path)}</code></td>"
+                        f"<td>{html.escape(route.get('summary', ''))}</td></tr>")
+    info = openapi.get("info", {})
+    return (f"<!doctype html><meta charset=utf-8><title>{html.escape(info.get('title', 'API'))} API</title>"
+            "<style>body{font-family:sans-serif;max-width:48em;margin:2em auto}td{padding:.3em .8em}</style>"
+            f"<h1>{html.escape(info.get('title', 'API'))} {html.escape(info.get('version', ''))}</h1>"
+            f"<p>{html.escape(info.get('description', ''))}</p><table>{''.join(rows)}</table>"
+            '<p>The full schema (request and response fields): <a href="/openapi.json">/openapi.json</a>.</p>')
 
 
 def model_name(translator: Translator) -> str:
@@ -214,49 +60,13 @@ def model_name(translator: Translator) -> str:
         f"{folder.parent.name}/{folder.name}"
 
 
-def describe(error: ValidationError) -> str:
-    """Pydantic's errors as one line a person reads: ``text[2]: Input should be a valid string``."""
-    known = ", ".join(TranslateRequest.model_fields)
-    parts = []
-    for item in error.errors()[:5]:
-        where = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p))
-                        for n, p in enumerate(item["loc"])) or "body"
-        if item["type"] == "extra_forbidden":
-            parts.append(f"{where}: unknown field (the fields are {known})")
-        elif item["type"] == "missing":
-            parts.append(f"{where}: missing (send {{\"text\": [\"a sentence\", ...]}})")
-        else:
-            parts.append(f"{where}: {item['msg']}")
-    return "; ".join(parts)
-
-
-def parse_request(body: bytes) -> TranslateRequest:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ApiError(400, f"the body is not valid UTF-8 (byte {error.start}); send JSON in UTF-8") from None
-    if not text.strip():
-        raise ApiError(400, 'the body is empty; send JSON such as {"text": ["A man is sleeping."]}')
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ApiError(400, f"the body is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") \
-            from None
-    if not isinstance(payload, dict):
-        raise ApiError(422, f'the body must be a JSON object such as {{"text": ["..."]}}, not a {type(payload).__name__}')
-    try:
-        return TranslateRequest.model_validate(payload)
-    except ValidationError as error:
-        raise ApiError(422, describe(error)) from None
-
-
 def create_app(translator: Translator, settings: ServeSettings = ServeSettings(), compiled: bool = False):
     """The app; its lifespan starts and stops the batcher's worker."""
     from contextlib import asynccontextmanager
 
     import torch
 
-    from .. import __version__
+    from ..version import __version__
     from ..model import Transformer
 
     gate = Gate()
@@ -286,7 +96,9 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
             gate.ready = False
             await asyncio.get_running_loop().run_in_executor(None, batcher.close)
 
-    app = FastAPI(title="transduce", version=__version__, lifespan=lifespan,
+    # FastAPI's /docs loads Swagger UI from a CDN, blank on a machine without the network: the
+    # routes are described by a page of its own instead, and the schema is at /openapi.json
+    app = FastAPI(title="transduce", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Translation with a Transformer trained by transduce. The page is at `/`.")
     app.add_middleware(Gatekeeper, gate=gate, metrics=metrics, max_body_bytes=settings.max_body_bytes)
     app.state.gate, app.state.batcher, app.state.metrics, app.state.settings = gate, batcher, metrics, settings
@@ -306,6 +118,10 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index():
         return HTMLResponse(page)
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    async def api_docs():
+        return HTMLResponse(api_page(app.openapi()))
 
     @app.get("/health", summary="Ready (200) once the model is loaded; 503 while stopping")
     async def health():

@@ -25,15 +25,18 @@ import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
 from ..config import DecodeConfig
-from ..decoding import Hypothesis
-from ..translator import Translator, budget_batches, translate_ids
+from ..data.batching import budget_batches
+from ..decoding import Hypothesis, translate_ids
 from ..visualize import forced_attention
+
+if TYPE_CHECKING:  # (a Translator is handed in; serving does not build one)
+    from ..translator import Translator
 
 
 LINGER = 5  # a batch waits for company at most this many times max_wait
@@ -179,7 +182,9 @@ class Batcher:
                         return None
                     continue
                 # the longest run of them (oldest first) that fits one batch under translate_ids' rule
-                first = budget_batches([len(job.sources[i]) for job, i in candidates], candidates[0][0].decode)[0]
+                decode = candidates[0][0].decode
+                first = budget_batches([len(job.sources[i]) for job, i in candidates], decode.max_tokens,
+                                       decode.max_sentences)[0]
                 batch = [candidates[n] for n in first]
                 full = len(batch) < len(candidates) or len(batch) >= batch[0][0].decode.max_sentences
                 # the window opens at the oldest sentence's arrival, or at the end of the last search if

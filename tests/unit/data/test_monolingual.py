@@ -10,7 +10,7 @@ from transduce import ModelConfig
 from transduce.data import BlockSampler, Tokenizer, TokenStream, collate_next_token, prepare_monolingual
 from transduce.data.monolingual import MASK_ID, mask_tokens
 from transduce.errors import DataError
-from transduce.training.trainer import TrainingError, check_model_against_data
+from transduce.training.data_setup import TrainingError, check_model_against_data
 
 from ...helpers import prepare_reverse_task
 

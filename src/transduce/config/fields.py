@@ -1,0 +1,115 @@
+"""What the config dataclasses share: JSON round trips, checked overrides, and errors that name the
+field and suggest the nearest name."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from dataclasses import field, fields
+from typing import Any, Optional
+
+
+def choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        hint = difflib.get_close_matches(str(value), allowed, n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ValueError(f"{name}={value!r} is not supported{extra}; choose one of {', '.join(allowed)}")
+
+
+def unknown_key_error(key: str, known: list[str], what: str) -> ValueError:
+    hint = difflib.get_close_matches(key, known, n=1)
+    extra = f"; did you mean {hint[0]!r}?" if hint else ""
+    return ValueError(f"unknown {what} option {key!r}{extra} (known: {', '.join(sorted(known))})")
+
+
+class ConfigMixin:
+    """JSON round trips and checked overrides shared by the config dataclasses."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[arg-type]
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        for key in data:
+            if key not in known:
+                raise unknown_key_error(key, known, cls.__name__)
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls.from_dict(json.loads(text))
+
+    def with_overrides(self, overrides: dict[str, Any]):
+        """Return a copy with ``overrides`` applied; string values are parsed to the field's type."""
+        known = {f.name: f for f in fields(self)}  # type: ignore[arg-type]
+        changes = {}
+        for key, value in overrides.items():
+            if key not in known:
+                raise unknown_key_error(key, list(known), type(self).__name__)
+            kind = field_type(type(self), key)
+            changes[key] = parse_value(key, value, kind) if isinstance(value, str) else check_type(key, value, kind)
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def field_type(cls: type, name: str) -> Any:
+    return typing.get_type_hints(cls)[name]
+
+
+def check_type(key: str, value: Any, kind: Any) -> Any:
+    """``value`` (from TOML or JSON) if it has the field's type; an int is accepted for a float."""
+    args = typing.get_args(kind)
+    if args and type(None) in args:  # Optional[X]
+        if value is None:
+            return None
+        kind = next(a for a in args if a is not type(None))
+    ok = (isinstance(value, bool) if kind is bool else
+          isinstance(value, int) and not isinstance(value, bool) if kind is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else
+          isinstance(value, str) if kind is str else True)
+    if not ok:
+        name = getattr(kind, "__name__", str(kind))
+        raise ValueError(f"{key} = {value!r}: expected a value of type {name}, got {type(value).__name__}")
+    return float(value) if kind is float else value
+
+
+def parse_value(key: str, text: str, kind: Any) -> Any:
+    """Parse ``text`` (from ``--set key=value``) into the type ``kind`` of a config field."""
+    args = typing.get_args(kind)
+    if args and type(None) in args:  # Optional[X]
+        if text.lower() in ("none", "null", ""):
+            return None
+        kind = next(a for a in args if a is not type(None))
+    try:
+        if kind is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        raise ValueError(f"{key}={text!r}: expected a value of type {kind.__name__}") from None
+    return text
+
+
+def option(default: Any, help: str, choices: Optional[tuple] = None) -> Any:
+    """A field declared once for the Python API, the command line and the server: its default,
+    its help (the command-line flags are generated from it) and its choices."""
+    metadata = {"help": help} if choices is None else {"help": help, "choices": choices}
+    return field(default=default, metadata=metadata)
+
+
+def at_least(config: Any, low: float, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value < low:
+            raise ValueError(f"{name} must be at least {low}, got {value}")

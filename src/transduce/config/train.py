@@ -1,0 +1,122 @@
+"""``TrainConfig``: the training recipe of §5 and a run's bookkeeping; routing of ``--set`` overrides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .fields import ConfigMixin, at_least, choice, unknown_key_error
+from .model import ModelConfig
+
+# sacreBLEU's tokenizers (sacrebleu.metrics.bleu._TOKENIZERS; a test keeps the two in step).
+BLEU_TOKENIZERS = ("none", "zh", "13a", "intl", "char", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200",
+                   "spBLEU-1K")
+
+
+@dataclass(frozen=True)
+class TrainConfig(ConfigMixin):
+    """The training recipe (§5) and the run's bookkeeping.
+
+    Fields:
+        max_tokens: token budget of one batch on one device, padded positions counted (per side).
+        update_freq: batches accumulated into one optimizer update.
+        max_steps, max_epochs, max_time: stop at whichever comes first (0 = no limit; time in s).
+        lr_schedule: "inverse_sqrt" (paper: factor * d_model^-0.5 * min(s^-0.5, s * w^-1.5)) or
+            "inverse_sqrt_peak" (the same shape, scaled so that the peak at step ``warmup`` is
+            ``peak_lr``). lr_factor: the paper's factor (1.0). warmup: 4000.
+        adam_beta1, adam_beta2, adam_eps: 0.9, 0.98, 1e-9. weight_decay: 0.
+        label_smoothing: 0.1. clip_norm: 0 (off, as the paper).
+        seed: for weights, dropout and batch order.
+        log_every: steps between metric lines. valid_every: steps between validations
+            (0: at each epoch end; -1: never). valid_beam: 1 (greedy) or a beam size for validation BLEU.
+        valid_max_sentences: translate at most this many validation sentences for BLEU (0: all).
+        valid_share: skip a scheduled validation while validation has taken more than this share
+            of the training time (0: never skip), so that it costs a bounded part of any budget.
+        bleu_tokenize: sacreBLEU's tokenizer for validation BLEU ("13a", its default; "char" for
+            outputs without spaces, such as the demo's German number words).
+        save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper: 10).
+        keep_last: checkpoints kept. patience: validations without a better BLEU before stopping
+            (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
+        ema: decay of an exponential moving average of the weights, written as ``RUN/ema/`` at
+            each checkpoint (0: off; e.g. 0.999; see ``training.ema``).
+        block_size: language models (decoder-only, encoder-only) train on contiguous blocks of this
+            many tokens of the text stream; a batch holds max_tokens // block_size blocks.
+        mask_prob: encoder-only (BERT's objective): the share of tokens to predict (0.15); of those
+            80% are replaced by <mask>, 10% by a random token and 10% left unchanged.
+        train_max_len: train only on the pairs whose source and target have at most this many
+            tokens (0: all); validation keeps every sentence (to study extrapolation to longer ones).
+    """
+
+    max_tokens: int = 4096
+    update_freq: int = 1
+    max_steps: int = 0
+    max_epochs: int = 0
+    max_time: float = 0.0
+    lr_schedule: str = "inverse_sqrt"
+    lr_factor: float = 1.0
+    peak_lr: float = 7e-4
+    warmup: int = 4000
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0
+    seed: int = 1
+    log_every: int = 50
+    valid_every: int = 0
+    valid_beam: int = 1
+    valid_max_sentences: int = 0
+    valid_share: float = 0.1
+    bleu_tokenize: str = "13a"
+    save_every: int = 0
+    save_minutes: float = 10.0
+    keep_last: int = 5
+    patience: int = 0
+    max_bad_steps: int = 5
+    ema: float = 0.0
+    block_size: int = 128
+    mask_prob: float = 0.15
+    train_max_len: int = 0
+
+    def __post_init__(self) -> None:
+        choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
+        choice("bleu_tokenize", self.bleu_tokenize, BLEU_TOKENIZERS)
+        at_least(self, 1, "max_tokens", "update_freq", "warmup", "keep_last", "log_every", "valid_beam",
+                  "max_bad_steps", "block_size")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        at_least(self, 0, "max_steps", "max_epochs", "max_time", "valid_max_sentences", "valid_share", "save_every",
+                  "train_max_len",
+                  "save_minutes", "patience", "weight_decay", "clip_norm")
+        if self.valid_every < -1:
+            raise ValueError(f"valid_every must be -1 (never), 0 (each epoch) or a number of steps, "
+                             f"got {self.valid_every}")
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema must be in [0, 1) (0: off; a decay such as 0.999), got {self.ema}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        for name in ("lr_factor", "peak_lr", "adam_eps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+def split_overrides(pairs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Route ``key=value`` overrides to ModelConfig or TrainConfig (``model.x`` / ``train.x`` also work)."""
+    model_keys = {f.name for f in fields(ModelConfig)}
+    train_keys = {f.name for f in fields(TrainConfig)}
+    model, train = {}, {}
+    for key, value in pairs.items():
+        section, _, name = key.rpartition(".")
+        if section not in ("", "model", "train"):
+            raise ValueError(f"unknown section {section!r} in {key!r}: use model.KEY or train.KEY")
+        if name in model_keys and section != "train":
+            model[name] = value
+        elif name in train_keys and section != "model":
+            train[name] = value
+        else:
+            raise unknown_key_error(name, sorted(model_keys | train_keys), "config")
+    return model, train

@@ -1,0 +1,61 @@
+"""The search driver: sources (token ids) in, n-best lists out, in input order, batched by a budget."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from ..config import DecodeConfig
+from ..data.batching import budget_batches
+from ..data.dataset import pad_sequences
+from ..runtime import autocast, compile_choice
+from .beam import beam_search
+from .common import Hypothesis, SearchOptions
+from .greedy import greedy_search
+from .sampling import sample
+
+
+def search(model, src, decode: DecodeConfig, options: Optional[SearchOptions] = None,
+           generator: Optional[torch.Generator] = None) -> list[list[Hypothesis]]:
+    """The search ``decode`` asks for over ``src (B, S)``: sampling, greedy (beam 1, one best) or beam;
+    n-best lists per sentence, in order."""
+    if decode.sampling:
+        return [[h] for h in sample(model, src, decode, options, generator)]
+    if decode.greedy:
+        return [[h] for h in greedy_search(model, src, decode, options)]
+    return beam_search(model, src, decode, options)
+
+
+def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
+                  prefixes: Optional[Sequence[Sequence[int]]] = None, precision: str = "fp32",
+                  progress: bool = False, compile: str | bool = False) -> list[list[Hypothesis]]:
+    """Search for every source (token ids without eos); results in input order, n-best lists.
+
+    Sources are sorted by length and cut into batches of ``decode.max_tokens`` source tokens and at
+    most ``decode.max_sentences`` sentences. ``precision`` is fp32, bf16 or fp16 (autocast) or int8
+    (quantized decoder step, CPU); ``compile`` is True/False or "auto"/"on"/"off"
+    (``runtime.compile_choice``).
+    """
+    from tqdm.auto import tqdm
+
+    config = model.config
+    device = next(model.parameters()).device
+    compiled = compile_choice(compile, device, precision)
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
+    results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
+    generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
+    lengths = [len(sources[i]) for i in order]
+    batches = [[order[n] for n in batch] for batch in budget_batches(lengths, decode.max_tokens, decode.max_sentences)]
+    engine = precision if precision in ("int8", "bf16") else "fp32"
+    with tqdm(total=len(sources), desc="translating", unit=" sent", disable=not progress or None, leave=False) as bar:
+        for batch in batches:
+            src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)
+            options = SearchOptions(prefix=[prefixes[i] for i in batch] if prefixes else None, precision=engine,
+                                    compile=compiled)
+            with torch.inference_mode(), autocast(device, "fp32" if precision == "int8" else precision):
+                out = search(model, src, decode, options, generator)
+            for i, hyps in zip(batch, out):
+                results[i] = hyps
+            bar.update(len(batch))
+    return results  # type: ignore[return-value]

@@ -1,0 +1,122 @@
+"""What a run trains on: the prepared splits, the batch sampler and the tokenizer, checked against
+the model before step 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..config import ModelConfig, TrainConfig
+from ..data import (BlockSampler, ParallelDataset, TokenBatchSampler, TokenStream, collate, collate_masked,
+                    collate_next_token, load_meta, load_tokenizer)
+from ..errors import TrainingError
+
+
+def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: str) -> None:
+    """Every pair fits the model's positions (source + eos, start + target), found before step 1."""
+    for split, ds in datasets.items():
+        if ds is None or not len(ds):
+            continue
+        for side, lengths in (("source", ds.src_lengths), ("target", ds.tgt_lengths)):
+            longest = int(lengths.max())
+            if longest + 1 > config.max_positions:
+                line = int(lengths.argmax())
+                raise TrainingError(
+                    f"{data_dir}: the {split} split has a {side} sentence of {longest} tokens (pair {line + 1} "
+                    f"of the prepared split) but the model holds {config.max_positions} positions, one of them for "
+                    f"eos/start; prepare the data with --max-len {config.max_positions - 1} or less, or set "
+                    f"max_positions={longest + 1} or more")
+
+
+def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> None:
+    """A model and a prepared dataset fit: the kind of text, vocabulary sizes and special ids agree."""
+    kind = meta.get("kind", "parallel")
+    if config.architecture == "encoder-decoder" and kind != "parallel":
+        raise TrainingError(f"{data_dir} holds monolingual text, which an encoder-decoder cannot learn to "
+                            "translate: prepare parallel text, or train a language model on it (--preset gpt-small "
+                            "or bert-small)")
+    if config.architecture != "encoder-decoder" and kind != "monolingual":
+        raise TrainingError(f"an {config.architecture} model is a language model and trains on monolingual text: "
+                            f"{data_dir} holds parallel text; prepare one with `transduce prepare --monolingual "
+                            "--train FILE --out DIR`")
+    if config.architecture == "encoder-only" and meta["special_ids"].get("mask_id") is None:
+        raise TrainingError(f"{data_dir} has no <mask> token; prepare it again with this version of transduce")
+    vocab = meta["vocab_size"]
+    if config.vocab_size != vocab["src"] or config.target_vocab_size != vocab["tgt"]:
+        raise TrainingError(f"{data_dir} has vocabularies of {vocab['src']}/{vocab['tgt']} but the model expects "
+                            f"{config.vocab_size}/{config.target_vocab_size}; use the data the run was made with")
+    for name, value in meta["special_ids"].items():
+        if getattr(config, name) != value and not (name == "mask_id" and config.architecture != "encoder-only"):
+            raise TrainingError(f"{data_dir} uses {name}={value} but the model has {getattr(config, name)}")
+
+
+class TrainingData:
+    """The data of a run on ``data_dir``: ``train_set``, ``valid_set`` (or None), the ``sampler`` of
+    training batches (this rank's share), the ``tokenizer`` (validation BLEU) and its files (copied
+    into every checkpoint). A language model trains on a token stream in blocks, a translation
+    model on pairs (``train_indices``: the pairs within ``train_max_len``, or None for all)."""
+
+    def __init__(self, cfg: ModelConfig, tc: TrainConfig, data_dir: str, world_size: int = 1, rank: int = 0,
+                 log: Callable[[str], None] = print) -> None:
+        self.cfg, self.tc, self.data_dir = cfg, tc, data_dir
+        self.world_size, self.rank, self.log = world_size, rank, log
+        self.meta = load_meta(data_dir)
+        check_model_against_data(cfg, self.meta, data_dir)
+        self.lm = cfg.architecture != "encoder-decoder"  # a language model on a token stream
+        self.train_indices = None  # with train_max_len: the training pairs used
+        if self.lm:
+            self.train_set, self.valid_set, self.sampler = self._language_data()
+        else:
+            self.train_set = ParallelDataset(data_dir, "train")
+            self.valid_set = ParallelDataset(data_dir, "valid") if "valid" in self.meta["splits"] else None
+            check_lengths_against_model(cfg, {"train": self.train_set, "valid": self.valid_set}, data_dir)
+            self.train_indices = self._short_pairs() if tc.train_max_len else None
+            chosen = self.train_indices if self.train_indices is not None else slice(None)
+            self.sampler = TokenBatchSampler(self.train_set.src_lengths[chosen], self.train_set.tgt_lengths[chosen],
+                                             tc.max_tokens, seed=tc.seed, world_size=world_size, rank=rank)
+        self.tokenizer_files = [Path(data_dir) / self.meta["spm"]["src"], Path(data_dir) / self.meta["spm"]["tgt"]]
+        self.tokenizer = load_tokenizer(data_dir, self.meta)  # for validation BLEU, loaded once
+
+    def _language_data(self):
+        """The token streams of a language model and the sampler of the training blocks."""
+        cfg, tc, data_dir = self.cfg, self.tc, self.data_dir
+        if tc.block_size > cfg.max_positions:
+            raise TrainingError(f"block_size={tc.block_size} is longer than the model's max_positions="
+                                f"{cfg.max_positions}; lower block_size (--set block_size=...)")
+        shifted = cfg.architecture == "decoder-only"
+        train = TokenStream(data_dir, "train")
+        valid = TokenStream(data_dir, "valid") if "valid" in self.meta["splits"] else None
+        for name, stream in (("train", train), ("valid", valid)):
+            if stream is not None and stream.num_blocks(tc.block_size, shifted) < (self.world_size if
+                                                                                    name == "train" else 1):
+                raise TrainingError(f"{data_dir}: the {name} split has {len(stream):,} tokens, not one block of "
+                                    f"block_size={tc.block_size} (+1 for the last target); lower block_size "
+                                    "or give more text")
+        per_batch = max(1, tc.max_tokens // tc.block_size)
+        sampler = BlockSampler(train.num_blocks(tc.block_size, shifted), per_batch, seed=tc.seed,
+                               world_size=self.world_size, rank=self.rank)
+        return train, valid, sampler
+
+    def _short_pairs(self) -> np.ndarray:
+        """The training pairs within ``train_max_len`` tokens on both sides."""
+        L, ds = self.tc.train_max_len, self.train_set
+        keep = np.flatnonzero((ds.src_lengths <= L) & (ds.tgt_lengths <= L))
+        if len(keep) < self.world_size:
+            raise TrainingError(f"train_max_len={L}: no training pair is that short; raise it")
+        self.log(f"train_max_len={L}: training on {len(keep):,} of {len(ds):,} pairs")
+        return keep
+
+    def collate(self, indices, epoch: int, number: int, split=None):
+        """The batch of the examples (or blocks) ``indices``, the ``number``-th of ``epoch``."""
+        cfg, tc = self.cfg, self.tc
+        data = split if split is not None else self.train_set
+        if cfg.architecture == "decoder-only":
+            return collate_next_token(data, indices, tc.block_size, cfg.pad_id)
+        if cfg.architecture == "encoder-only":  # the masks depend on (seed, epoch, batch): resume is exact
+            rng = np.random.default_rng([tc.seed, epoch, number, int(split is not None)])
+            return collate_masked(data, indices, tc.block_size, cfg, tc.mask_prob, rng)
+        if split is None and self.train_indices is not None:
+            indices = self.train_indices[indices]  # positions among the short pairs -> in the split
+        return collate(data, indices, cfg.pad_id, cfg.start_id, cfg.eos_id)

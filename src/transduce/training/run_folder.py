@@ -1,0 +1,238 @@
+"""The run folder of a training run: its lock, ``config.json``, the metrics log, checkpoints written
+atomically and resumed from exactly, and the signals that stop a run with a checkpoint.
+
+``RunFolder`` is the ``Trainer``'s half that deals with the disk; it reads the trainer's state
+(model, optimizer, progress, ...) and never runs a step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from ..checkpoint import (CheckpointError, list_checkpoints, load_weights, read_info, read_training_state,
+                          resolve, upgrade_names, write_checkpoint)
+from ..errors import TrainingError
+from ..files import check_output_dir, read_json, remove_output, write_marker
+from .ema import EMA_FILE, ExponentialAverage
+
+
+@dataclass
+class Progress:
+    """Everything that says where training stands; saved in each checkpoint's trainer.json."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0
+    batch_in_epoch: int = 0  # this rank's batches of the epoch already consumed
+    elapsed: float = 0.0  # training seconds, over every process that trained the run
+    target_tokens: int = 0
+    best_bleu: float = -1.0
+    best_chrf: float = -1.0
+    best_ppl: float = 0.0  # language models: the lowest validation perplexity (0: none yet)
+    best_step: int = 0
+    validations_since_best: int = 0
+    skipped_updates: int = 0
+    valid_seconds: float = 0.0  # time spent validating, over every process
+
+
+class RunFolder:
+    """Mixed into ``Trainer``: everything it writes to or reads from ``run_dir``."""
+
+    def _prepare_run_dir(self, resume: bool) -> None:
+        """Check the run directory and take its lock.
+
+        A new run goes into a new or empty folder (or a run folder without checkpoints); a resumed
+        run must keep its model. Changes to the training recipe on resume are logged field by field.
+        """
+        config_path = self.run_dir / "config.json"
+        resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict()}
+        check_output_dir(self.run_dir, "run", [self.settings.data_dir], what="--out")
+        if resume:
+            if not config_path.is_file():
+                raise TrainingError(f"--resume: {self.run_dir} is not a run directory (no config.json); "
+                                    "start a new run without --resume")
+            saved = read_json(config_path)
+            changed = [k for k, v in saved.get("model", {}).items() if resolved["model"].get(k) != v]
+            if changed:
+                details = ", ".join(f"{k}: {saved['model'][k]} -> {resolved['model'][k]}" for k in changed)
+                raise TrainingError(f"--resume: the model differs from the one {self.run_dir} was trained with "
+                                    f"({details}); resume with the same model options or start a new run")
+            for key, old in saved.get("train", {}).items():
+                if resolved["train"].get(key) != old:
+                    self.log(f"--resume: {key} changed: {old} -> {resolved['train'][key]}")
+        elif list_checkpoints(self.run_dir):
+            raise TrainingError(f"{self.run_dir} already holds checkpoints; pass --resume to continue that run, "
+                                "or choose another --out")
+        if self.dist.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._lock = RunLock(self.run_dir)
+            write_marker(self.run_dir, "run")
+
+    def _resume(self) -> None:
+        """Continue from the newest complete checkpoint, skipping damaged ones with a warning."""
+        found = list_checkpoints(self.run_dir)
+        if not found:
+            self.log(f"--resume: {self.run_dir} has no checkpoint yet; starting from the beginning")
+            return
+        for folder in reversed(found):
+            try:  # reading the state and loading the weights are the checks: a damaged file fails them
+                state, trainer = read_training_state(folder)
+                self._load_weights(folder)
+                self.optimizer.load_state_dict(state["optimizer"])
+                if self.scaler is not None and state.get("scaler"):
+                    self.scaler.load_state_dict(state["scaler"])
+                progress = Progress(**trainer["progress"])
+                self._resume_ema(folder)
+            except (CheckpointError, KeyError, TypeError, ValueError) as error:
+                self.log(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
+                continue
+            break
+        else:
+            raise TrainingError(f"--resume: none of the checkpoints in {self.run_dir / 'checkpoints'} is complete "
+                                "(see the warnings above); start a new run in another --out")
+        rank = self.dist.rank
+        rng = state["rng"]
+        torch.set_rng_state(rng[rank] if rank < len(rng) else rng[0])
+        cuda_rng = state.get("cuda_rng")
+        if self.device.type == "cuda" and cuda_rng:
+            torch.cuda.set_rng_state(cuda_rng[rank] if rank < len(cuda_rng) else cuda_rng[0], self.device)
+        self.progress = progress
+        self.log(f"resumed from {folder} (step {self.progress.step}, epoch {self.progress.epoch + 1}, "
+                 f"batch {self.progress.batch_in_epoch})")
+
+    def _resume_ema(self, folder: Path) -> None:
+        """The EMA's averages from ``folder`` (started afresh from the resumed weights if the run had
+        none: ``--set ema=...`` added on resume)."""
+        if self.ema is None:
+            return
+        path = folder / EMA_FILE
+        if not path.is_file():
+            self.ema = ExponentialAverage(self.model, self.tc.ema)
+            self.log(f"--resume: {folder} has no EMA; the EMA starts from the resumed weights")
+            return
+        from safetensors.torch import load_file
+
+        try:
+            self.ema.load_state_dict(upgrade_names(load_file(str(path), device=str(self.device))))
+        except Exception as error:  # safetensors raises its own types for a damaged file
+            raise CheckpointError(f"{path} is damaged ({error})") from None
+
+    def _load_weights(self, folder: Path) -> None:
+        """Load ``folder``'s weights into the model; a partial load is an error naming the keys."""
+        missing, unexpected = load_weights(self.model, folder / "model.safetensors", self.device)
+        if missing or unexpected:
+            raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing keys "
+                                  f"{missing[:5]}, unexpected keys {unexpected[:5]}")
+
+    def _init_from(self, path: str) -> None:
+        folder = resolve(path)
+        info = read_info(folder)
+        if info["model"] != self.cfg.to_dict():
+            diff = [k for k, v in info["model"].items() if self.cfg.to_dict().get(k) != v]
+            raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
+        self._load_weights(folder)
+        self.log(f"initialized the weights from {folder}")
+
+    def _write_metrics(self, record: dict) -> None:
+        if not self.dist.is_main:
+            return
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if not hasattr(self, "_tb"):
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))
+            except Exception:  # TensorBoard is optional
+                self._tb = None
+        if self._tb is not None and "step" in record:
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key != "step":
+                    self._tb.add_scalar(f"{record['type']}/{key}", value, record["step"])
+
+    def checkpoint_info(self) -> dict:
+        return {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
+                "tokenizer": {"src": Path(self.meta["spm"]["src"]).name, "tgt": Path(self.meta["spm"]["tgt"]).name},
+                "step": self.progress.step}
+
+    def save(self, best: bool = False) -> None:
+        """Write a checkpoint (atomic), keep the last K; with ``best``, (re)write ``best/`` only."""
+        if best:  # only rank 0 validates, so only rank 0 comes here
+            write_checkpoint(self.run_dir / "best", self.model, self.checkpoint_info(), self.tokenizer_files)
+            return
+        # Every rank's RNG states (CPU and, on CUDA, the device's): each rank's dropout masks
+        # continue exactly on resume.
+        rngs = [torch.get_rng_state()]
+        cuda_rngs = [torch.cuda.get_rng_state(self.device)] if self.device.type == "cuda" else None
+        if self.dist.enabled:
+            gathered: list = [None] * self.dist.world_size
+            torch.distributed.all_gather_object(gathered, (rngs[0], cuda_rngs[0] if cuda_rngs else None))
+            rngs = [cpu for cpu, _ in gathered]
+            cuda_rngs = [cuda for _, cuda in gathered] if cuda_rngs else None
+        if not self.dist.is_main:
+            return
+        state = {"optimizer": self.optimizer.state_dict(), "rng": rngs, "cuda_rng": cuda_rngs,
+                 "scaler": self.scaler.state_dict() if self.scaler is not None else None}
+        folder = self.run_dir / "checkpoints" / f"step_{self.progress.step:08d}"
+        write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
+                         {"progress": asdict(self.progress), "train": self.tc.to_dict()},
+                         tensors={EMA_FILE: self.ema.state_dict()} if self.ema is not None else None)
+        if self.ema is not None:  # the averaged weights as a checkpoint of their own
+            with self.ema.applied(self.model):
+                write_checkpoint(self.run_dir / "ema", self.model, {**self.checkpoint_info(), "ema": self.tc.ema},
+                                 self.tokenizer_files)
+        for old in list_checkpoints(self.run_dir)[: -self.tc.keep_last]:
+            remove_output(old, "checkpoint")  # pruning keeps the last K
+
+
+
+def sigterm_as_interrupt():
+    """Make SIGTERM (what cluster schedulers send) stop training like Ctrl-C: with a checkpoint."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt("terminated (SIGTERM)")
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        return None
+
+
+def restore_sigterm(previous) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class RunLock:
+    """An OS file lock on ``RUN_DIR/.lock``: one training process writes into a run at a time.
+
+    The lock is the kernel's (``fcntl.flock``), so a killed process never leaves it held.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self.handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no lock, as before
+            return
+        try:
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.handle.seek(0)
+            other = self.handle.read().strip() or "unknown"
+            self.handle.close()
+            raise TrainingError(f"{run_dir} is in use by another training process (pid {other}); wait for it to "
+                                "finish or stop it, or choose another --out") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"{os.getpid()}\n")
+        self.handle.flush()
+
+    def release(self) -> None:
+        if not self.handle.closed:
+            self.handle.close()

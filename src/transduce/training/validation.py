@@ -1,0 +1,122 @@
+"""Validation during training: loss, perplexity and BLEU/chrF of the validation set's translations
+(for a language model, its objective on every validation block), and ``best/`` kept.
+
+``Validation`` is mixed into ``Trainer``; only rank 0 validates.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from ..config import DecodeConfig
+from ..data import BlockSampler, TokenBatchSampler, collate
+from ..decoding import translate_ids
+from ..evaluate import score
+from ..runtime import autocast
+from . import distributed
+from .loss import label_smoothed_nll
+
+
+class Validation:
+    """Mixed into ``Trainer``: validates and tracks the best weights."""
+
+    def _validate_and_track(self, scheduled: bool = True) -> None:
+        """Validate (rank 0), keep ``best/``, and let ``on_validate`` stop the run.
+
+        A scheduled validation is skipped while validation has already taken more than
+        ``valid_share`` of the training time, so that it costs a bounded share of any budget.
+        """
+        p, tc = self.progress, self.tc
+        if self.valid_set is None:
+            return
+        if scheduled and tc.valid_share and p.best_step > 0 and p.valid_seconds > tc.valid_share * p.elapsed:
+            return
+        self._validated_at = p.step
+        result = self.validate() if self.dist.is_main else None
+        distributed.barrier(self.dist)
+        if not self.dist.is_main:
+            return
+        p = self.progress
+        if self.lm:
+            better = p.best_ppl == 0 or result["ppl"] < p.best_ppl
+            if better:
+                p.best_ppl = result["ppl"]
+        else:
+            better = (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf)  # chrF breaks ties
+            if better:
+                p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
+        if better:
+            p.best_step, p.validations_since_best = p.step, 0
+            self.save(best=True)
+        else:
+            p.validations_since_best += 1
+        if self.lm:
+            self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f} "
+                     f"({result['tokens']:,} tokens{' masked' if self.cfg.architecture == 'encoder-only' else ''}, "
+                     f"{result['seconds']:.1f} s)")
+        else:
+            self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
+                     f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} sentences, "
+                     f"{result['seconds']:.1f} s)")
+        if self.on_validate is not None:
+            self._stop_reason = self.on_validate(result) or self._stop_reason
+
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """Validation loss/perplexity and BLEU/chrF of translations of the validation set (for a
+        language model: loss and perplexity of its objective on every validation block)."""
+        model, tc, cfg = self.model, self.tc, self.cfg
+        start = time.time()
+        model.eval()
+        ds = self.valid_set
+        if self.lm:
+            return self._validate_language_model(start)
+        sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, tc.max_tokens, shuffle=False)
+        loss_sum = nll_sum = tokens = 0.0
+        for indices in sampler.batches(0):
+            batch = collate(ds, indices, cfg.pad_id, cfg.start_id, cfg.eos_id).to(self.device)
+            with autocast(self.device, self.settings.precision):
+                logits = model(batch.src, batch.tgt_in)
+            loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing, cfg.pad_id)
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
+        n = len(ds) if not tc.valid_max_sentences else min(len(ds), tc.valid_max_sentences)
+        sources = [ds[i][0].tolist() for i in range(n)]
+        decode = DecodeConfig(beam=tc.valid_beam, max_tokens=max(tc.max_tokens, 2048))
+        hyps = translate_ids(model, sources, decode, precision=self.settings.precision)
+        texts = [self.tokenizer.decode_tgt(h[0].tokens) for h in hyps]
+        references = ds.raw_text("tgt")[:n]
+        scores = score(texts, references, tokenize=tc.bleu_tokenize)
+        exact = sum(h == r for h, r in zip(texts, references)) / max(n, 1)
+        seconds = time.time() - start
+        self.progress.valid_seconds += seconds
+        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
+                  "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
+                  "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
+                  "exact": round(exact, 4), "sentences": n, "seconds": round(seconds, 2),
+                  "elapsed": round(self.progress.elapsed, 1)}
+        self._write_metrics(result)
+        return result
+
+    def _validate_language_model(self, start: float) -> dict:
+        tc, cfg, ds = self.tc, self.cfg, self.valid_set
+        blocks = BlockSampler(ds.num_blocks(tc.block_size, cfg.architecture == "decoder-only"),
+                              max(1, tc.max_tokens // tc.block_size), shuffle=False)
+        loss_sum = nll_sum = tokens = 0.0
+        for number, indices in enumerate(blocks.batches(0)):
+            batch = self.collate(indices, 0, number, split=ds).to(self.device)  # the same masks every time
+            with autocast(self.device, self.settings.precision):
+                logits = self.model(*batch.inputs)
+            loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing,
+                                           cfg.pad_id)
+            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
+        seconds = time.time() - start
+        self.progress.valid_seconds += seconds
+        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
+                  "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
+                  "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "tokens": int(tokens),
+                  "seconds": round(seconds, 2), "elapsed": round(self.progress.elapsed, 1)}
+        self._write_metrics(result)
+        return result

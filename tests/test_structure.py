@@ -1,0 +1,38 @@
+"""The shape of the house: imports run one way (the import-linter contract in pyproject.toml), no
+source file outgrows a reader, ``model/`` holds only the paper's modules."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "transduce"
+PAPER_MODULES = {"__init__.py", "masks.py", "positions.py", "attention.py", "feed_forward.py", "layers.py",
+                 "transformer.py", "cache.py"}
+
+
+def test_imports_follow_the_layers():
+    """``lint-imports`` checks the layers written in pyproject.toml; an import from a lower layer to a
+    higher one (even inside a function) breaks the contract."""
+    command = shutil.which("lint-imports")
+    if command is None:
+        pytest.fail("lint-imports is missing: install the project with its dev extra (pip install -e '.[dev]')")
+    result = subprocess.run([command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_no_source_file_over_400_lines():
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, f"split these files (a room a reader can hold in mind): {long}"
+
+
+def test_model_holds_only_the_papers_modules():
+    found = {p.name for p in (SRC / "model").glob("*.py")}
+    assert found == PAPER_MODULES, f"model/ is the paper; move {sorted(found - PAPER_MODULES)} elsewhere"
