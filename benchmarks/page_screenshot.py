@@ -1,4 +1,4 @@
-"""A screenshot of the page of ``transduce serve``, for the README.
+"""A screenshot of the page of ``transduce serve``, for docs/serving.md.
 
     python benchmarks/page_screenshot.py --run runs/multi30k-small --out docs/serve-page.png \
         [--text "A man in a blue shirt is riding a bicycle."] [--hover 2]

@@ -11,6 +11,8 @@ import torch
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MULTI30K = SHARED_DATA / "multi30k"
+NO_MULTI30K = ("the Multi30k corpus is not beside this checkout (../shared/data/multi30k); "
+               "`transduce download multi30k ../shared/data/multi30k` fetches it")
 
 
 def available_devices() -> list[str]:
@@ -52,8 +54,8 @@ def _seed_everything():
 @pytest.fixture(scope="session")
 def reverse_run(tmp_path_factory):
     """A folder with ``raw/`` (the word-reversal task), ``data/`` and ``run/``: a tiny model trained
-    on it for 500 updates (bounded by steps), which outputs the task's words. Shared read-only by
-    the command-line and serving tests."""
+    on it for 500 updates (bounded by steps), which outputs the task's words. The one trained
+    translation model of the session, shared read-only by every test that needs one."""
     from .helpers import cli, prepare_reverse_task
 
     root = tmp_path_factory.mktemp("reverse-run")
@@ -85,34 +87,14 @@ def random_batch(batch: int, length: int, vocab: int, pad_id: int = 0, min_len: 
 
 
 @pytest.fixture(scope="session")
-def reverser():
-    """A tiny model trained (full batch, bounded by steps) until it reverses 90% of its training
-    sequences: confident outputs, as a trained model's. Returns the model and 60 of its sources."""
-    from torch import nn
-
-    from transduce import Transformer
-    from transduce.config import DecodeConfig
+def reverser(reverse_run):
+    """The model of ``reverse_run`` (trained once for the whole session) as a ``Transformer`` in
+    eval mode, with the ids of 60 of its training sources ``(60, S)`` padded and ending in eos:
+    confident outputs, as a trained model's, for the tests that decode on token ids."""
+    from transduce import load
     from transduce.data.dataset import pad_sequences
-    from transduce.decoding import greedy_search
 
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(0)
-    model = Transformer(tiny_config(vocab_size=20, d_model=32, d_ff=64))
-    seqs = [torch.randint(4, 20, (int(torch.randint(3, 7, (1,), generator=g)),), generator=g).tolist()
-            for _ in range(200)]
-    src = pad_sequences(seqs, 0, suffix=2)
-    tgt_in = pad_sequences([s[::-1] for s in seqs], 0, prefix=1)
-    tgt_out = pad_sequences([s[::-1] for s in seqs], 0, suffix=2)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for step in range(1, 401):
-        model.train()
-        loss = nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), ignore_index=0)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if step % 50 == 0:
-            model.eval()
-            outputs = [h.tokens for h in greedy_search(model, src[:60], DecodeConfig(max_len_a=0, max_len_b=8))]
-            if sum(o == t[::-1] for o, t in zip(outputs, seqs)) >= 54:
-                return model, src[:60]
-    pytest.fail("the reverser did not learn its task within the step budget")
+    translator = load(reverse_run / "run")
+    config = translator.model.config
+    lines = (reverse_run / "raw" / "train.en").read_text().splitlines()[:60]
+    return translator.model, pad_sequences(translator.encode(lines), config.pad_id, suffix=config.eos_id)

@@ -36,3 +36,42 @@ def test_no_source_file_over_400_lines():
 def test_model_holds_only_the_papers_modules():
     found = {p.name for p in (SRC / "model").glob("*.py")}
     assert found == PAPER_MODULES, f"model/ is the paper; move {sorted(found - PAPER_MODULES)} elsewhere"
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+TOP = ("src/", "benchmarks/", "recipes/", "tests/", "docs/", ".ci/")
+
+
+def _mentioned_paths(doc: Path) -> list[tuple[str, Path]]:
+    """Relative paths a document mentions: its Markdown links (from the document's folder) and the
+    repository paths it quotes in backticks (from the root)."""
+    import re
+
+    text = doc.read_text(encoding="utf-8")
+    found = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if not target.startswith(("http://", "https://", "#", "mailto:")):
+            found.append((target, doc.parent / target.split("#")[0]))
+    for quoted in re.findall(r"`([^`\s]+)`", text):
+        path = quoted.split("::")[0]
+        if path.startswith(TOP) and not any(c in path for c in "*<>{}[]$") and not path.isupper():
+            if not re.search(r"/[A-Z_]+(/|$)", path):  # a placeholder such as RUN or DIR
+                found.append((quoted, ROOT / path))
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_path_a_document_mentions_exists(doc):
+    missing = [text for text, path in _mentioned_paths(doc) if not path.exists()]
+    assert not missing, f"{doc.relative_to(ROOT)} mentions paths that do not exist: {missing}"
+
+
+def test_documents_speak_to_users():
+    """The README fits a few screens, and no document or source speaks of work sessions."""
+    import re
+
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 450
+    for path in [*DOCS, *SRC.rglob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"\bsessions?\b", text, re.IGNORECASE), f"{path.relative_to(ROOT)} speaks of sessions"
+        assert not re.search(r"\bissues? #?\d", text, re.IGNORECASE), f"{path.relative_to(ROOT)} cites an issue"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Score a run of the Multi30k recipe at one budget's mark (an update count), as the README reports:
+# Score a run of the Multi30k recipe at one budget's mark (an update count), as docs/experiments.md reports:
 # the last checkpoint at that update, the average of the last 3 checkpoints up to it, and the EMA of
 # the weights as it stood there; each on validation (to choose) and then on test_2016_flickr.
 #   bash recipes/multi30k/mark.sh RUN STEP [RAW_DIR] [BEAM] [ALPHA]

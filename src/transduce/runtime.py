@@ -58,9 +58,8 @@ def default_precision(device: torch.device) -> str:
     """bf16 where it is faster: CUDA with bf16 support, or a CPU with native bf16 (AVX512-BF16 or
     AMX); else fp32.
 
-    Measured on this project's 2-core CI machine (AVX512-BF16, no AMX) with
-    ``benchmarks/train_throughput.py``: bf16 autocast trains the small preset 1.3x and base 1.6x
-    faster than fp32; see the README.
+    ``python benchmarks/train_throughput.py`` compares the two on a given machine
+    (docs/benchmarks.md has the latest figures).
     """
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"

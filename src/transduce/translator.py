@@ -74,7 +74,7 @@ class Translator:
             import sys
 
             slower = ("; on the CPU the captured step has measured slower than the eager one, up to several "
-                      "times on large batches (README: Fast translation), so --compile off or auto is faster there"
+                      "times on large batches (docs/inference.md), so --compile off or auto is faster there"
                       if self.device.type == "cpu" else "")
             print("compiling the encoder and the decode step with torch.compile (once per process; the first "
                   f"batches take longer; torch keeps compiled kernels on disk for the next run){slower}",

@@ -188,8 +188,10 @@ def forced_attention(translator, sources: Sequence[Sequence[int]], targets: Sequ
     return attention
 
 
-def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("encoder", "decoder", "cross"), beam: int = 4):
-    """Write the picture; returns ``(path, target text)``."""
+def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("encoder", "decoder", "cross"),
+                   decode=None):
+    """Write the picture; returns ``(path, target text)``. Without ``tgt``, the model's own
+    translation with ``decode`` (a ``DecodeConfig``; its defaults when None)."""
     from .errors import TransduceError
 
     for kind in kinds:
@@ -200,7 +202,7 @@ def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("enco
     if not src.strip():
         raise TransduceError("--src is empty")
     if tgt is None:
-        tgt = translator.translate([src], beam=beam)[0]
+        tgt = translator.translate([src], decode=decode)[0]
     src_ids = translator.encode([src])[0]
     tgt_ids = tok.encode_tgt([tgt])[0][: cfg.max_positions - 1]
     attention = forced_attention(translator, [src_ids], [tgt_ids])

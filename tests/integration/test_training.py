@@ -226,7 +226,7 @@ def test_the_ema_at_a_checkpoint_becomes_a_checkpoint(reverse_data_no_valid, tmp
 
 
 def test_mark_scores_the_last_checkpoint_the_average_and_the_ema_at_a_step(reverse_data_no_valid, tmp_path):
-    """recipes/multi30k/mark.sh: the README's Multi30k figures at a budget's mark, from one command."""
+    """recipes/multi30k/mark.sh: the Multi30k figures of docs/experiments.md at a budget's mark, from one command."""
     import gzip
     import os
     import subprocess

@@ -137,16 +137,14 @@ def test_import_matches_hf_logits_and_translates(hf_dir, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A briefly trained transduce model (the reverse task): random models repeat one token to the
-    maximum length, which exercises neither eos nor length ranking."""
-    from ..helpers import cli, prepare_reverse_task
+def trained(reverse_run, tmp_path_factory):
+    """The session's trained model (the reverse task; random models repeat one token to the
+    maximum length, which exercises neither eos nor length ranking), copied into a folder of this
+    module's, where the exports go."""
+    import shutil
 
     root = tmp_path_factory.mktemp("trained")
-    data = prepare_reverse_task(root, n_train=600, n_valid=10)
-    cli("train", str(data), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "300", "--quiet",
-        "--set", "lr_schedule=inverse_sqrt_peak", "--set", "peak_lr=3e-3", "--set", "warmup=30",
-        "--set", "valid_every=-1", "--precision", "fp32", "--max-tokens", "1000")
+    shutil.copytree(reverse_run / "run", root / "run")
     translator = load(root / "run", device="cpu")
     sentences = ["the cat sat on the mat", "a dog runs", "red blue big small house", "sees the walks", "cat"]
     ids = translator.tokenizer.encode_src(sentences)
@@ -158,7 +156,7 @@ def test_beam_four_equals_hf_generate_in_tokens_and_scores(trained):
     root, translator, _, src = trained
     export_hf(root / "run", root / "hf")
     hf = transformers.MarianMTModel.from_pretrained(root / "hf").eval()
-    for max_new in (12, 20):  # limits the outputs end before: at the limit the conventions differ (README)
+    for max_new in (12, 20):  # limits the outputs end before: at the limit the conventions differ (docs/inference.md)
         with torch.no_grad():
             theirs = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=4,
                                  max_new_tokens=max_new, length_penalty=1.0, early_stopping="never", do_sample=False,

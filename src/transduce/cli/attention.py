@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import add_decode_options, decode_config
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("attention", help="draw the attention weights of every layer and head for one sentence")
@@ -10,7 +12,7 @@ def add_parser(sub) -> None:
     p.add_argument("--tgt", help="the target sentence (default: the model's own beam-search translation)")
     p.add_argument("--out", required=True, help="the PNG to write")
     p.add_argument("--kinds", default="encoder,decoder,cross", help="which attention to draw (comma-separated)")
-    p.add_argument("--beam", type=int, default=4, help="beam size for the model's own translation (without --tgt)")
+    add_decode_options(p, ("beam", "alpha"))  # for the model's own translation, without --tgt
     p.set_defaults(run=run)
 
 
@@ -20,6 +22,6 @@ def run(args) -> int:
 
     translator = load(args.model)
     path, tgt = draw_attention(translator, args.src, args.tgt, args.out, tuple(k.strip() for k in args.kinds.split(",")),
-                     args.beam)
+                     decode_config(args))
     print(f"wrote {path} (target: {tgt})")
     return 0

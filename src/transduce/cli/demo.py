@@ -123,7 +123,7 @@ def run(args) -> int:
     translator = load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir, device="cpu")
     sources = list(read_lines(raw / "test.en"))
     references = list(read_lines(raw / "test.de"))
-    hypotheses = translator.translate(sources, beam=4, progress=not args.quiet)
+    hypotheses = translator.translate(sources, progress=not args.quiet)  # the paper's search
     exact = sum(h == r for h, r in zip(hypotheses, references)) / len(references)
     bleu = score(hypotheses, references, tokenize="char")  # one word per line: BLEU over characters
     write_text(out / "test.hyp.de", "".join(h + "\n" for h in hypotheses))

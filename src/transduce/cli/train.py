@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--update-freq", type=int, help="batches accumulated per update")
     p.add_argument("--max-steps", type=int, help="stop after this many updates in all")
     p.add_argument("--max-epochs", type=int, help="stop after this many epochs in all")
-    p.add_argument("--max-time", help="training time limit over all sessions of the run: 3600, 90m, 1.5h")
+    p.add_argument("--max-time", help="training time limit for the whole run, resumes included: 3600, 90m, 1.5h")
     p.add_argument("--more-time", help="with --resume: train this much longer than the run has so far (e.g. 10m)")
     p.add_argument("--seed", type=int, help="seed for weights, dropout and batch order (new runs)")
     p.add_argument("--ema", type=float, metavar="DECAY",
@@ -196,4 +196,19 @@ def run(args) -> int:
     trainer.log(describe_schedule(trainer.tc, model_config) +
                 ("" if args.resume else f" (--recipe {args.recipe})"))
     trainer.train()
+    trainer.log(next_commands(args.out, args.data_dir, meta))
     return 0
+
+
+def next_commands(run, data_dir, meta: dict) -> str:
+    """What to run with what was trained, as the demo ends (the prepared test split, if any)."""
+    if meta.get("kind") == "monolingual":
+        return (f"next: transduce generate {run} --prompt \"...\"  (a decoder-only model), or "
+                f"transduce fill-mask {run} \"... <mask> ...\"  (an encoder-only one)")
+    split = "test" if "test" in meta.get("splits", {}) else "valid" if "valid" in meta.get("splits", {}) else None
+    lines = ["next:"]
+    if split:
+        src, ref = (Path(data_dir) / f"{split}.{meta[side]}.txt" for side in ("src", "tgt"))
+        lines.append(f"  transduce evaluate {run} --src {src} --ref {ref}")
+    lines.append(f"  transduce translate {run} < input.{meta.get('src', 'src')} > output.{meta.get('tgt', 'tgt')}")
+    return "\n".join(lines)

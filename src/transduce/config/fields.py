@@ -19,9 +19,16 @@ def choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 def unknown_key_error(key: str, known: list[str], what: str) -> ValueError:
-    hint = difflib.get_close_matches(key, known, n=1)
-    extra = f"; did you mean {hint[0]!r}?" if hint else ""
-    return ValueError(f"unknown {what} option {key!r}{extra} (known: {', '.join(sorted(known))})")
+    """An unknown name, with the known names closest to it (all of them only when they are few)."""
+    hints = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    if hints:
+        extra = f"; did you mean {' or '.join(repr(h) for h in hints)}?"
+    elif len(known) <= 12:
+        extra = f" (known: {', '.join(sorted(known))})"
+    else:
+        extra = (f"; none of the {len(known)} known names is close (the config classes' docstrings list them: "
+                 "python -c 'import transduce; help(transduce.ModelConfig)', or TrainConfig)")
+    return ValueError(f"unknown {what} option {key!r}{extra}")
 
 
 class ConfigMixin:

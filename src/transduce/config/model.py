@@ -30,7 +30,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
              "max_positions": 256},
 }
 
-# The descendants (issue 15): GPT keeps the decoder without cross-attention; GPT-2's choices are
+# The descendants: GPT keeps the decoder without cross-attention; GPT-2's choices are
 # pre-LN, learned positions, tanh-GELU, unscaled embeddings, the output tied to the embedding.
 _GPT = {"architecture": "decoder-only", "encoder_layers": 0, "norm_position": "pre", "positional": "learned",
         "activation": "gelu_tanh", "scale_embedding": False, "tying": "decoder"}

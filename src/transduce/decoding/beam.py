@@ -3,7 +3,7 @@
 The loop below is the whole algorithm; its pieces are small pure functions tested one by one:
 ``length_penalty``, ``top_candidates`` (top 2K over K x V) and ``merge_finished``.
 
-Conventions (they differ between toolkits; see the README's "Beam search conventions"):
+Conventions (they differ between toolkits; docs/inference.md, "Beam search conventions"):
 - The length |Y| of a hypothesis counts its tokens including eos (as fairseq; HF counts the
   generated tokens without eos).
 - ``length_penalty="gnmt"``: lp = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, the paper's);

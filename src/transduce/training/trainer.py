@@ -300,7 +300,7 @@ class Trainer(RunFolder, Validation):
         loss = float(window["loss"]) / max(window["tokens"], 1)  # device values are read here, at log steps
         nll = float(window["nll"]) / max(window["tokens"], 1)
         record = {"type": "train", "step": self.progress.step, "epoch": self.progress.epoch + 1, "loss": round(loss, 4),
-                  "nll": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2), "lr": last["lr"],
+                  "nll": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2), "lr": float(f"{last['lr']:.4g}"),
                   "grad_norm": round(float(last["grad_norm"]), 4),
                   "tokens_per_s": round(window["tokens"] / seconds, 1),
                   "elapsed": round(self.progress.elapsed, 1)}

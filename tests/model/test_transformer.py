@@ -7,7 +7,7 @@ from transduce import ModelConfig, Transformer
 from transduce.model.attention import attend
 from transduce.model.positions import sinusoidal_table
 
-from ...conftest import random_batch, tiny_config
+from ..conftest import random_batch, tiny_config
 
 POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none"]
 

@@ -6,7 +6,7 @@ import torch
 
 from transduce import ModelConfig, Transformer
 
-from ...conftest import random_batch
+from ..conftest import random_batch
 
 POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none"]
 

@@ -3,7 +3,7 @@ import pytest
 
 from transduce.data import ParallelDataset, PrepareOptions, TokenBatchSampler, collate, prepare
 
-from ...conftest import MULTI30K
+from ..conftest import MULTI30K, NO_MULTI30K
 
 
 def lengths(n=1000, seed=0):
@@ -66,7 +66,7 @@ def test_collate_adds_bos_and_eos_and_pads(tmp_path):
     assert batch.target_tokens == 5
 
 
-@pytest.mark.skipif(not MULTI30K.is_dir(), reason="needs ../shared/data/multi30k")
+@pytest.mark.skipif(not MULTI30K.is_dir(), reason=NO_MULTI30K)
 def test_multi30k_padding_waste_under_ten_percent(tmp_path):
     prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"), vocab_size=8000),
             tmp_path / "m", log=None)

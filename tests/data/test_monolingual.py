@@ -12,7 +12,7 @@ from transduce.data.monolingual import MASK_ID, mask_tokens
 from transduce.errors import DataError
 from transduce.training.data_setup import TrainingError, check_model_against_data
 
-from ...helpers import prepare_reverse_task
+from ..helpers import prepare_reverse_task
 
 LINES = ["the cat sat on the mat", "", "a dog ran after the cat", "the mat was red", "dogs and cats"] * 40
 

@@ -4,7 +4,7 @@ import math
 
 from transduce.evaluate import paper_bleu, score  # sacremoses: the paper extra, in the dev extra
 
-from ..helpers import cli
+from .helpers import cli
 
 
 def bleu(matches: list[tuple[int, int]], hyp_len: int, ref_len: int) -> float:

@@ -8,7 +8,7 @@ import pytest
 from transduce.data import ParallelDataset, PrepareOptions, Tokenizer, prepare
 from transduce.errors import DataError
 
-from ...conftest import MULTI30K
+from ..conftest import MULTI30K, NO_MULTI30K
 
 WORDS = "the a cat dog sat on mat house big small red blue runs walks sees".split()
 
@@ -137,7 +137,7 @@ def test_vocabulary_too_large_says_the_largest_that_works(corpus, tmp_path):
     assert_no_output(tmp_path)
 
 
-@pytest.mark.skipif(not MULTI30K.is_dir(), reason="needs ../shared/data/multi30k")
+@pytest.mark.skipif(not MULTI30K.is_dir(), reason=NO_MULTI30K)
 def test_multi30k_keeps_every_pair_but_the_counted_filtered(tmp_path):
     meta = prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"),
                                   valid_prefix=str(MULTI30K / "val"), vocab_size=8000), tmp_path / "m", log=None)

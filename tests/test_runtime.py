@@ -1,0 +1,50 @@
+"""``runtime.py``: the device, the precision, the threads and the compile choice, checked once."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transduce.errors import TransduceError
+from transduce.runtime import autocast, compile_choice, pick_device, resolve_precision, set_threads
+
+
+def test_devices_are_checked_against_the_machine():
+    assert pick_device("cpu") == torch.device("cpu")
+    assert pick_device("auto").type in ("cpu", "cuda", "mps")
+    with pytest.raises(TransduceError, match="is not a device"):
+        pick_device("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(TransduceError, match="no CUDA device"):
+            pick_device("cuda")
+
+
+def test_precisions_resolve_per_device():
+    cpu = torch.device("cpu")
+    assert resolve_precision("fp32", cpu) == "fp32"
+    assert resolve_precision("auto", cpu) in ("fp32", "bf16")
+    with pytest.raises(TransduceError, match="fp16"):
+        resolve_precision("fp16", cpu)  # fp16 autocast is CUDA's
+    with autocast(cpu, "fp32"):
+        assert not torch.is_autocast_enabled("cpu")
+    with autocast(cpu, "bf16"):
+        assert torch.is_autocast_enabled("cpu")
+
+
+def test_threads_are_set_and_bounded():
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        assert set_threads(0) >= 1  # the idle cores, at least one
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_compile_choice_refuses_what_cannot_be_captured():
+    cpu = torch.device("cpu")
+    assert compile_choice("auto", cpu) is False and compile_choice("on", cpu) is True
+    assert compile_choice("off", cpu) is False
+    with pytest.raises(TransduceError, match="--compile 'sometimes'"):
+        compile_choice("sometimes", cpu)
+    with pytest.raises(TransduceError, match="int8"):
+        compile_choice("on", cpu, "int8")

@@ -1,0 +1,49 @@
+"""``translator.py``: text in, text out, in input order; the facade over the search driver."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from transduce import load
+from transduce.config import DecodeConfig
+from transduce.decoding import translate_ids
+from transduce.errors import TransduceError
+
+
+@pytest.fixture(scope="module")
+def translator(reverse_run):
+    return load(reverse_run / "run")
+
+
+def test_lines_keep_their_order_and_empty_lines_stay_empty(translator):
+    lines = ["the cat sat", "", "a big dog runs on the mat", "red"]
+    out = translator.translate(lines, beam=2)
+    assert out[1] == "" and all(out[i] for i in (0, 2, 3))
+    assert out[0] == "sat cat the" and out[3] == "red"  # the reversal task, learned
+    alone = [translator.translate([line], beam=2)[0] for line in lines]
+    assert alone == out  # batching never changes an output
+
+
+def test_the_facade_is_the_driver_plus_the_tokenizer(translator):
+    lines = ["the cat sat", "a dog"]
+    decode = DecodeConfig(beam=3, nbest=2)
+    ids = translate_ids(translator.model, translator.encode(lines), decode)
+    got = translator.translate(lines, decode=decode)
+    assert [[text for text, _ in hyps] for hyps in got] == \
+        [[translator.tokenizer.decode_tgt(h.tokens) for h in hyps] for hyps in ids]
+    assert [[score for _, score in hyps] for hyps in got] == [[h.score for h in hyps] for hyps in ids]
+    assert translator.translate(lines, nbest=2, beam=3) == got  # options are DecodeConfig's fields
+
+
+def test_over_long_lines_are_truncated_or_refused(translator):
+    long = " ".join(["cat"] * (translator.max_source_tokens + 5))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        translator.translate([long], beam=1, max_len_b=3)
+    assert any("is truncated" in str(w.message) for w in caught)
+    with pytest.raises(TransduceError, match="input line 7 has .* tokens"):
+        translator.translate([long], beam=1, strict=True, first_line=7)
+    with pytest.raises(TransduceError, match="--min-len"):
+        translator.translate(["red"], beam=1, min_len=500, max_len_b=3)
