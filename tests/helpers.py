@@ -50,7 +50,10 @@ def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: b
         sys.stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main(list(args))
+                try:
+                    code = main(list(args))
+                except SystemExit as exit_:  # argparse refusing an option, as the command would
+                    code = exit_.code if isinstance(exit_.code, int) else 1
         finally:
             sys.stdin = stdin
         result = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())

@@ -85,3 +85,65 @@ def test_damaged_and_escaping_checkpoints_are_named(tmp_path, spm_file):
         read_info(folder)
     with pytest.raises(CheckpointError, match="not a transduce checkpoint"):
         read_info(tmp_path)
+
+
+def test_files_linking_out_of_the_checkpoint_are_refused(tmp_path, spm_file):
+    folder = _write(tmp_path / "ckpt", Transformer(tiny_config()).eval(), spm_file)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name in ("model.safetensors", "model.json"):
+        target = elsewhere / name
+        (folder / name).rename(target)
+        (folder / name).symlink_to(target)  # the same bytes, but outside the folder
+        with pytest.raises(CheckpointError, match="link to a file outside the checkpoint folder"):
+            load_model_from(folder)
+        (folder / name).unlink()
+        target.rename(folder / name)
+    load_model_from(folder)
+
+
+@pytest.mark.parametrize("damage", ["int8", "bool", "shape"])
+def test_weights_of_the_wrong_dtype_or_shape_are_named(tmp_path, spm_file, damage):
+    from safetensors.torch import load_file, save_file
+
+    folder = _write(tmp_path / "ckpt", Transformer(tiny_config()).eval(), spm_file)
+    state = load_file(str(folder / "model.safetensors"))
+    name = "decoder.0.ffn.w1.weight"
+    state[name] = {"int8": lambda t: t.to(torch.int8), "bool": lambda t: t > 0,
+                   "shape": lambda t: t[:-1].contiguous()}[damage](state[name])
+    save_file(state, str(folder / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
+        load_model_from(folder)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("d_model", "64", "d_model = '64': expected a value of type int"),
+    ("dropout", None, "dropout = None: expected a value of type float"),
+    ("d_model", 10**9, "GiB"), ("encoder_layers", 100_000, "encoder_layers must be at most 1024"),
+    ("max_positions", 10**12, "GiB"),
+    ("vocab_size", 10**10, "GiB")])
+def test_a_hostile_model_json_is_refused_before_anything_is_built(tmp_path, spm_file, field, value, words,
+                                                                  monkeypatch):
+    import transduce.model.transformer as transformer
+
+    folder = _write(tmp_path / "ckpt", Transformer(tiny_config()).eval(), spm_file)
+    info = json.loads((folder / "model.json").read_text())
+    info["model"][field] = value
+    if field == "d_model":  # keep the heads dividing it, so that only the size is at stake
+        info["model"]["n_heads"] = 1
+    (folder / "model.json").write_text(json.dumps(info))
+    monkeypatch.setattr(transformer.Transformer, "__init__", lambda *a, **k: pytest.fail("the model was built"))
+    with pytest.raises(TransduceError, match=words):
+        load_model_from(folder)
+
+
+def test_every_file_of_a_checkpoint_follows_the_umask(tmp_path, spm_file):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        folder = _write(tmp_path / "ckpt", Transformer(tiny_config()).eval(), spm_file)
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+    assert set(modes.values()) == {0o644}, modes  # (safetensors alone would write 0600)

@@ -70,3 +70,64 @@ def test_json_errors_name_the_file_and_the_place(tmp_path):
         read_json(path)
     with pytest.raises(TransduceError, match="missing.json"):
         read_json(tmp_path / "missing.json")
+
+
+KILLED_BETWEEN_RENAMES = """
+import os, sys
+import transduce.files as files
+real, calls = os.replace, []
+def replace(a, b):
+    calls.append((a, b))
+    real(a, b)
+    if len(calls) == int(sys.argv[2]):
+        os._exit(9)  # as SIGKILL at this instant: no except clause, no finally
+files.os.replace = replace
+with files.output_dir(sys.argv[1], "export") as tmp:
+    (tmp / "version.txt").write_text("new")
+"""
+
+
+@pytest.mark.parametrize("renames", [1, 2])
+def test_a_kill_while_an_output_is_replaced_never_loses_it(tmp_path, renames):
+    """Killed after moving the old version aside (1 rename) or after renaming the new one in (2):
+    the next command that reads or writes there finds one complete version, the old or the new."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "export"
+    with output_dir(out, "export") as tmp:
+        (tmp / "version.txt").write_text("old")
+    killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out), str(renames)])
+    assert killed.returncode == 9
+    expected = "old" if renames == 1 else "new"
+    assert out.exists() == (renames == 2)  # the window: nothing at the output's own name
+    from transduce.files import recover
+
+    recover(out)  # what reading commands do first (resolve, load_meta)
+    assert (out / "version.txt").read_text() == expected
+    with output_dir(out, "export") as tmp:  # and a write beside it tidies the rest
+        (tmp / "version.txt").write_text("newer")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+    assert (out / "version.txt").read_text() == "newer"
+
+
+def test_a_failure_between_the_renames_puts_the_old_version_back(tmp_path, monkeypatch):
+    import transduce.files as files
+
+    out = tmp_path / "export"
+    with output_dir(out, "export") as tmp:
+        (tmp / "version.txt").write_text("old")
+    real, calls = files.os.replace, []
+
+    def failing(a, b):
+        calls.append(a)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        real(a, b)
+    monkeypatch.setattr(files.os, "replace", failing)
+    with pytest.raises(OSError):
+        with output_dir(out, "export") as tmp:
+            (tmp / "version.txt").write_text("new")
+    monkeypatch.undo()
+    assert (out / "version.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]

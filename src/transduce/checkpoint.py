@@ -27,7 +27,8 @@ from safetensors.torch import load_file, save_file, save_model
 from .version import __version__
 from .config import ModelConfig
 from .errors import TransduceError
-from .files import load_torch, member, output_dir, read_json
+from .files import load_torch, member, output_dir, read_json, recover, recover_all
+from .runtime import check_fits
 
 CHECKPOINT_RE = re.compile(r"^step_(\d+)$")
 TOKENIZER_KEYS = ("src", "tgt", "vocab", "tgt_vocab")
@@ -39,14 +40,15 @@ class CheckpointError(TransduceError):
 
 def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str, Any], tokenizer_files: list[Path],
                      state: Optional[dict] = None, trainer: Optional[dict] = None, inputs: list[Path] = (),
-                     tensors: Optional[dict[str, dict[str, torch.Tensor]]] = None) -> Path:
+                     tensors: Optional[dict[str, dict[str, torch.Tensor]]] = None, run: Optional[Path] = None) -> Path:
     """Write a checkpoint folder atomically, replacing an earlier checkpoint of the same name
     (never a folder transduce did not write as a checkpoint).
 
     ``info`` must hold ``model`` (a ModelConfig dict); tokenizer_files are copied beside the weights.
     ``tensors`` maps file names to more tensors to write in safetensors (the EMA's averages).
+    ``run``: the training run writing into its own ``checkpoints/`` (no other writer may).
     """
-    with output_dir(folder, "checkpoint", inputs, what="checkpoint") as tmp:
+    with output_dir(folder, "checkpoint", inputs, what="checkpoint", run=run) as tmp:
         save_model(model, str(tmp / "model.safetensors"))
         names = []
         for path in tokenizer_files:
@@ -64,11 +66,35 @@ def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str,
     return Path(folder)
 
 
+def checkpoint_file(folder: str | Path, name: str) -> Path:
+    """``folder / name``, a file of a checkpoint, confined to the folder (a link leading out of it is
+    refused: a checkpoint from elsewhere must not make transduce read, or republish, other files)."""
+    try:
+        return member(folder, name, "file")
+    except TransduceError as error:
+        raise CheckpointError(str(error)) from None
+
+
+def check_weights(state: dict[str, torch.Tensor], model: torch.nn.Module, source: str | Path) -> None:
+    """Every tensor of ``state`` floating point and of the shape ``model`` expects, or a message that
+    names the tensor (an int8 or bool tensor would load silently and translate garbage)."""
+    expected = model.state_dict()
+    for name, tensor in state.items():
+        if not tensor.is_floating_point():
+            raise CheckpointError(f"{source}: {name} holds {str(tensor.dtype).removeprefix('torch.')} values, not "
+                                  "floating-point weights; the file is damaged or was not written for this model")
+        if name in expected and tuple(tensor.shape) != tuple(expected[name].shape):
+            raise CheckpointError(f"{source}: {name} has the shape {tuple(tensor.shape)} where the model's "
+                                  f"configuration implies {tuple(expected[name].shape)}: the weights do not fit "
+                                  "this configuration (is it the one they were saved with?)")
+
+
 def read_info(folder: str | Path) -> dict:
     """``model.json`` of a checkpoint, checked for the keys transduce needs."""
     path = Path(folder) / "model.json"
     if not path.is_file():
         raise CheckpointError(f"{folder} is not a transduce checkpoint (no model.json)")
+    path = checkpoint_file(folder, "model.json")
     try:
         info = read_json(path)
     except TransduceError as error:
@@ -101,6 +127,7 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     folder = Path(run_dir) / "checkpoints"
     if not folder.is_dir():
         return []
+    recover_all(folder, list(folder.iterdir()))  # a checkpoint a killed save had moved aside
     found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := CHECKPOINT_RE.match(p.name)) and is_checkpoint(p)]
     return [p for _, p in sorted(found)]
 
@@ -108,6 +135,8 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
 def candidates(run_dir: str | Path) -> list[Path]:
     """A run's checkpoints in the order ``resolve`` prefers them."""
     run_dir = Path(run_dir)
+    for name in ("averaged", "best"):
+        recover(run_dir / name)
     named = [run_dir / name for name in ("averaged", "best") if is_checkpoint(run_dir / name)]
     return named + list_checkpoints(run_dir)[::-1]
 
@@ -118,6 +147,7 @@ def resolve(path: str | Path) -> Path:
     For a run directory: ``averaged`` if present, else ``best``, else the latest checkpoint.
     """
     path = Path(path)
+    recover(path)
     if is_checkpoint(path):
         return path
     if not path.exists():
@@ -141,7 +171,7 @@ def verify(folder: str | Path, training: bool = False) -> None:
     info = read_info(folder)
     ModelConfig.from_dict(info["model"])
     tokenizer_paths(folder, info)
-    weights = folder / "model.safetensors"
+    weights = checkpoint_file(folder, "model.safetensors")
     try:
         with safe_open(str(weights), framework="pt") as handle:
             for key in handle.keys():
@@ -154,7 +184,7 @@ def verify(folder: str | Path, training: bool = False) -> None:
 
 
 def _read_state(folder: Path) -> dict:
-    path = folder / "state.pt"
+    path = checkpoint_file(folder, "state.pt")
     if not path.is_file():
         raise CheckpointError(f"{path} is missing")
     try:
@@ -165,7 +195,7 @@ def _read_state(folder: Path) -> dict:
 
 def _read_trainer(folder: Path) -> dict:
     try:
-        data = read_json(folder / "trainer.json")
+        data = read_json(checkpoint_file(folder, "trainer.json"))
     except TransduceError as error:
         raise CheckpointError(str(error)) from None
     if not isinstance(data.get("progress"), dict):
@@ -221,6 +251,7 @@ def load_weights(model: torch.nn.Module, path: str | Path, device: str | torch.d
         state = upgrade_names(load_file(str(path), device=str(device)))
     except Exception as error:  # safetensors raises its own types for a damaged file
         raise CheckpointError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
+    check_weights(state, model, path)
     missing, unexpected = model.load_state_dict(state, strict=False)
     current = model.state_dict()
     stored = {current[k].data_ptr() for k in state if k in current}
@@ -240,8 +271,9 @@ def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
     try:
         info = read_info(folder)
         config = ModelConfig.from_dict(info["model"])
+        check_fits(config, "cpu", source=f"{folder}/model.json")  # (built on the CPU, then moved)
         model = Transformer(config)
-        missing, unexpected = load_weights(model, folder / "model.safetensors")
+        missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"))
         if missing or unexpected:
             raise CheckpointError(f"{folder}/model.safetensors does not fit its model.json: missing {missing[:5]}, "
                                   f"unexpected {unexpected[:5]}")
@@ -260,15 +292,17 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
     infos = [read_info(f) for f in folders]
     if any(i["model"] != infos[0]["model"] for i in infos):
         raise TransduceError("the checkpoints have different model configurations; they cannot be averaged")
+    model, _ = load_model_from(folders[-1])  # the shapes every checkpoint's weights must have
     total: dict[str, torch.Tensor] = {}
     for folder in folders:
+        path = checkpoint_file(folder, "model.safetensors")
         try:
-            weights = upgrade_names(load_file(str(folder / "model.safetensors")))
+            weights = upgrade_names(load_file(str(path)))
         except Exception as error:
-            raise CheckpointError(f"{folder / 'model.safetensors'} is damaged ({error}); leave it out") from None
+            raise CheckpointError(f"{path} is damaged ({error}); leave it out") from None
+        check_weights(weights, model, path)
         for name, tensor in weights.items():
             total[name] = total[name] + tensor.double() if name in total else tensor.double()
-    model, _ = load_model_from(folders[-1])
     state = {name: (t / len(folders)).to(torch.float32) for name, t in total.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     current = model.state_dict()

@@ -33,6 +33,7 @@ from .errors import TransduceError
 
 MARKER = ".transduce"
 _TEMP_RE = re.compile(r"^\..+\.(?:tmp|old)-(\d+)(?:-[A-Za-z0-9_]+)?$")
+_OLD_RE = re.compile(r"^\.(.+)\.old-(\d+)(?:-[A-Za-z0-9_]+)?$")  # an output moved aside by output_dir
 
 
 def _umask() -> int:
@@ -52,6 +53,15 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _follow_umask(folder: Path) -> None:
+    """Give every file and folder written into ``folder`` the permissions the umask allows: some
+    writers (safetensors) create their files 0600 whatever the umask."""
+    mask = _umask()
+    for path in folder.rglob("*"):
+        if not path.is_symlink():
+            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -75,21 +85,50 @@ def _pid_alive(pid: int) -> bool:
 
 
 def clean_stale(parent: Path) -> list[Path]:
-    """Remove the temporaries that dead transduce processes left in ``parent``; return them."""
+    """Tidy what dead transduce processes left in ``parent``: an old output moved aside by a process
+    killed before its new one was in place is put back (``recover``); the other temporaries are
+    removed. Returns the removed paths."""
     removed = []
     try:
         entries = list(parent.iterdir())
     except OSError:
         return removed
+    recover_all(parent, entries)
     for path in entries:
         match = _TEMP_RE.match(path.name)
-        if match and not _pid_alive(int(match.group(1))):
+        if match and path.exists() and not _pid_alive(int(match.group(1))):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def recover(out: str | Path) -> bool:
+    """Put back the previous version of the output folder ``out`` when a process was killed between
+    moving it aside and renaming its new version into place (``output_dir``): ``out`` is missing and
+    a dead process's ``.NAME.old-PID-...`` holds it. Returns whether it did."""
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return False
+    return out.name in recover_all(parent, entries)
+
+
+def recover_all(parent: Path, entries: list[Path]) -> list[str]:
+    restored = []
+    for path in entries:
+        match = _OLD_RE.match(path.name)
+        if not match or _pid_alive(int(match.group(2))):
+            continue
+        target = parent / match.group(1)
+        if not target.exists() and not target.is_symlink():
+            os.replace(path, target)
+            restored.append(target.name)
+    return restored
 
 
 def read_marker(folder: Path) -> Optional[str]:
@@ -130,19 +169,37 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
-def check_not_input(out: Path, inputs: Iterable[str | Path], what: str) -> None:
-    """Refuse an output that is, or contains, one of the command's inputs."""
+def check_not_input(out: Path, inputs: Iterable[str | Path], what: str, run: Optional[Path] = None) -> None:
+    """Refuse an output that is, contains or lies inside one of the command's inputs, or lies among
+    a training run's checkpoints (``RUN/checkpoints/``: only that run writes there; ``run`` names
+    the run whose own trainer is writing)."""
     target = Path(os.path.abspath(out)).resolve()
     for item in inputs:
         if item is None:
             continue
         source = Path(os.path.abspath(item)).resolve()
-        if source == target or _inside(source, target):
-            raise TransduceError(f"{what} {out}: it is or contains an input of this command ({item}); "
-                                 "writing there would destroy the input. Choose another output path")
+        if source == target or _inside(source, target) or _inside(target, source):
+            raise TransduceError(f"{what} {out}: it is, contains or lies inside an input of this command ({item}); "
+                                 "writing there could destroy the input. Choose a path outside it")
+    owner = _run_holding(target)
+    if owner is not None and (run is None or Path(os.path.abspath(run)).resolve() != owner):
+        raise TransduceError(f"{what} {out}: it lies among the checkpoints of the training run {owner}, which only "
+                             "that run writes (they are what --resume continues from). Choose a path outside "
+                             f"{owner / 'checkpoints'}")
 
 
-def check_output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), what: str = "--out") -> Path:
+def _run_holding(path: Path) -> Optional[Path]:
+    """The training run whose ``checkpoints/`` folder ``path`` lies in (a resolved path), or None."""
+    for folder in path.parents:
+        if folder.name == "checkpoints" and folder.parent != folder:
+            run = folder.parent
+            if run.is_dir() and (read_marker(run) or _legacy_kind(run)) == "run":
+                return run
+    return None
+
+
+def check_output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), what: str = "--out",
+                     run: Optional[Path] = None) -> Path:
     """Check, before any work, that ``out`` may be (re)written as a transduce output of ``kind``.
 
     Allowed: a path that does not exist, an empty folder, or a folder transduce wrote as ``kind``.
@@ -151,7 +208,7 @@ def check_output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = 
         TransduceError: anything else, saying what is there and what to do.
     """
     out = Path(out)
-    check_not_input(out, inputs, what)
+    check_not_input(out, inputs, what, run)
     if out.is_symlink():
         raise TransduceError(f"{what} {out} is a symbolic link; give the real folder path (transduce replaces "
                              "output folders by renaming, which would not follow the link)")
@@ -178,24 +235,31 @@ def check_output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = 
 
 
 @contextmanager
-def output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), what: str = "--out") -> Iterator[Path]:
+def output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), what: str = "--out",
+               run: Optional[Path] = None) -> Iterator[Path]:
     """Build a folder in a temporary sibling and rename it to ``out`` on success.
 
     Yields the temporary folder to write into. On any exception (or kill) the temporary is
-    removed (or cleaned at the next run) and ``out`` is left as it was.
+    removed (or cleaned at the next run) and ``out`` is left as it was. ``run``: the training run
+    writing its own checkpoints (see ``check_not_input``).
     """
-    out = check_output_dir(out, kind, inputs, what)
+    out = check_output_dir(out, kind, inputs, what, run)
     parent = out.parent if str(out.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
     clean_stale(parent)
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.tmp-{os.getpid()}-"))
     os.chmod(tmp, 0o777 & ~_umask())
+    old: Optional[Path] = None
     try:
         yield tmp
         write_marker(tmp, kind)
+        _follow_umask(tmp)
         _fsync_tree(tmp)
-        check_output_dir(out, kind, inputs, what)  # nothing else appeared there meanwhile
+        check_output_dir(out, kind, inputs, what, run)  # nothing else appeared there meanwhile
         if out.exists():
+            # Two renames: between them ``out`` is absent and the old version waits beside it. If this
+            # process dies there, the next command that reads or writes here puts it back (recover);
+            # if it fails there in Python, the except clause below does.
             old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.old-{os.getpid()}-"))
             os.rmdir(old)
             os.replace(out, old)
@@ -206,6 +270,8 @@ def output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), wh
         _fsync_dir(parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and old.exists() and not out.exists():
+            os.replace(old, out)
         raise
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import nullcontext
+from typing import Optional
 
 import torch
 
@@ -159,3 +160,44 @@ def compile_choice(compile: str | bool, device: torch.device, precision: str = "
         raise TransduceError("--compile on does not combine with --precision bf16 on the CPU (its step chooses "
                              "bf16 or fp32 per product, eagerly); use one or the other")
     return chosen
+
+
+def available_memory(device: torch.device) -> Optional[int]:
+    """Bytes this process can still allocate on ``device`` (None where that cannot be read)."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo", encoding="ascii") as meminfo:
+                for line in meminfo:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return None
+
+
+def check_fits(config, device: torch.device | str = "cpu", training: bool = False, source: str = "the model") -> None:
+    """Refuse, before anything is built, a configuration whose weights (for training: with their
+    gradients and Adam's two moments) cannot fit the memory ``device`` has left: a ``model.json``
+    asking for d_model 10^9 is a message, not the out-of-memory killer on a shared machine.
+
+    Raises:
+        TransduceError: naming ``source``, the sizes, and what the machine has.
+    """
+    device = torch.device(device)
+    numbers = config.size_estimate()
+    needed = numbers * 4 * (4 if training else 1)  # fp32
+    available = available_memory(device)
+    if available is not None and needed > 0.8 * available:  # (room left for the activations and the rest)
+        raise TransduceError(
+            f"{source}: a model of d_model {config.d_model}, d_ff {config.d_ff}, {config.encoder_layers}+"
+            f"{config.decoder_layers} layers, vocabulary {config.vocab_size:,} and {config.max_positions:,} "
+            f"positions holds about {numbers:,} numbers: {needed / 2**30:,.1f} GiB "
+            f"{'to train' if training else 'for its weights'}, more than this machine can give it (the {device} has "
+            f"{available / 2**30:,.1f} GiB available). Use smaller dimensions (or a machine with more memory)")

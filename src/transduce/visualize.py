@@ -22,13 +22,14 @@ def _pyplot():
     return plt
 
 
-def _save(fig, out: str | Path, dpi: int = 110, tight: bool = True) -> Path:
-    """Write atomically (temporary file, rename): never a half-written picture."""
+def _save(fig, out: str | Path, dpi: int = 110, tight: bool = True, inputs=()) -> Path:
+    """Write atomically (temporary file, rename): never a half-written picture, never over or inside
+    one of ``inputs``."""
     from .files import output_file
 
     out = Path(out)
     try:
-        with output_file(out, what="picture", binary=True) as handle:
+        with output_file(out, inputs, what="picture", binary=True) as handle:
             fig.savefig(handle, format=out.suffix.lstrip(".") or "png", dpi=dpi, bbox_inches="tight" if tight else None)
     finally:
         _pyplot().close(fig)
@@ -45,7 +46,7 @@ DPI = 100
 
 
 def attention_figure(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequence[str]]], title: str,
-                     out: str | Path) -> Path:
+                     out: str | Path, inputs=()) -> Path:
     """A grid of heatmaps: one row per ``(label, weights (H, Q, K), query labels, key labels)``
     panel (a layer of one attention kind), one column per head. The picture is exactly
     ``grid_size(...)`` inches at ``DPI`` dots per inch."""
@@ -65,7 +66,7 @@ def attention_figure(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
             ax.set_title(f"{label}, head {h + 1}", fontsize=9)
     fig.suptitle(title, fontsize=12)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
-    return _save(fig, out, DPI, tight=False)  # not "tight": the size stays the grid's
+    return _save(fig, out, DPI, tight=False, inputs=inputs)  # not "tight": the size stays the grid's
 
 
 def attention_panels(attention, src_tokens: Sequence[str], tgt_tokens: Sequence[str], kinds=("encoder", "decoder", "cross")):
@@ -167,7 +168,7 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     fig.suptitle(str(runs[0]) if len(runs) == 1 else f"{len(runs)} runs")
-    return _save(fig, out)
+    return _save(fig, out, inputs=[Path(run) / "metrics.jsonl" for run in runs])
 
 
 def forced_attention(translator, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]):
@@ -209,5 +210,5 @@ def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("enco
     src_labels = tok.src_pieces(src_ids) + ["</s>"]
     tgt_labels = ["<s>"] + tok.tgt_pieces(tgt_ids)
     panels = attention_panels(attention, src_labels, tgt_labels, kinds)
-    path = attention_figure(panels, f"{src}  →  {tgt}", out)
+    path = attention_figure(panels, f"{src}  →  {tgt}", out, inputs=[translator.folder] if translator.folder else [])
     return path, tgt

@@ -64,7 +64,7 @@ def test_ablate_trains_each_row_writes_the_table_and_resumes(tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--rows", "base,F"], "--rows 'base,F': unknown group 'F'"),
-    (["--max-steps", "0"], "--max-steps 0: must be at least 1"),
+    (["--max-steps", "0"], "argument --max-steps: 0 is out of range"),
     (["--rows", "positions"], "--rows positions needs --train-max-len L"),
 ])
 def test_ablate_refuses_bad_options_before_training(tmp_path, flags, message):

@@ -166,3 +166,33 @@ def test_download_refuses_a_tampered_mirror(server, tmp_path, monkeypatch):
     result = cli("download", "multi30k", str(out), "--base-url", url, check=False)
     assert result.returncode == 2 and "val.en.gz: its SHA-256 is" in result.stderr
     assert not (out / "val.en.gz").exists() and not list(out.glob(".*"))
+
+
+def test_a_stalled_mirror_is_a_message_not_a_traceback(tmp_path):
+    """A server that sends the headers and a few bytes, then nothing: the read times out (--timeout)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def stall():
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"\x1f\x8b" * 10)
+        stop.wait(30)  # and nothing more, until the test ends
+        connection.close()
+
+    thread = threading.Thread(target=stall, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+    out = tmp_path / "m30k"
+    try:
+        result = cli("download", "multi30k", str(out), "--base-url", url, "--timeout", "0.5", check=False)
+    finally:
+        stop.set()
+        listener.close()
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "the server stopped answering" in result.stderr and "--timeout" in result.stderr
+    assert not out.exists() or not [p for p in out.iterdir() if not p.name.startswith(".transduce")]

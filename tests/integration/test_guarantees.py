@@ -143,7 +143,8 @@ def test_resume_falls_back_from_a_damaged_newest_checkpoint(data, tmp_path):
     assert newest.name == "step_00000008"
     (newest / "trainer.json").unlink()
     resumed = cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "12", "--resume", *args)
-    assert f"cannot resume from {newest}" in resumed.stdout and "step_00000004" in resumed.stdout
+    assert f"warning: cannot resume from {newest}" in resumed.stderr and "step_00000004" in resumed.stdout
+    assert "warning" not in resumed.stdout  # warnings go where errors go
     a = load_file(str(list_checkpoints(tmp_path / "full")[-1] / "model.safetensors"))
     b = load_file(str(list_checkpoints(tmp_path / "part")[-1] / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)  # exact, from step 4
@@ -279,3 +280,14 @@ def test_checkpoints_from_before_the_blocks_had_names_load_and_resume(data, tmp_
     a = load_file(str(list_checkpoints(tmp_path / "full")[-1] / "model.safetensors"))
     b = load_file(str(list_checkpoints(tmp_path / "old")[-1] / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # resumed exactly
+
+
+def test_resume_says_what_changes_and_what_it_does_not_use(data, tmp_path):
+    run = tmp_path / "run"
+    cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "2", *TINY)
+    noted = cli("train", str(data), "--out", str(run), "--resume", "--max-steps", "3", "--recipe", "paper", *TINY)
+    assert "warning: --recipe paper is not used on --resume" in noted.stderr
+    assert TINY[-2:] == ["--precision", "fp32"]
+    resumed = cli("train", str(data), "--out", str(run), "--resume", "--max-steps", "4", *TINY[:-2],
+                  "--precision", "bf16")
+    assert "--resume: precision changed: fp32 -> bf16" in resumed.stdout

@@ -135,7 +135,7 @@ def test_fill_mask_prints_candidates(bert):
     (["translate", "{gpt}"], "is a decoder-only language model, which does not translate; use `transduce generate`"),
     (["generate", "{gpt}", "--max-new-tokens", "300"], "--max-new-tokens 300 does not fit"),
     (["generate", "{gpt}", "--prompt", "one " * 300], "the prompt has 300 tokens; the model holds 256 positions"),
-    (["generate", "{gpt}", "--max-new-tokens", "0"], "must be at least 1"),
+    (["generate", "{gpt}", "--max-new-tokens", "0"], "argument --max-new-tokens: 0 is out of range"),
     (["generate", "{gpt}", "--temperature", "0", "--sampling"], "temperature must be positive"),
     (["fill-mask", "{bert}", "no mask here"], "no <mask> in"),
     (["train", "{data}", "--out", "{tmp}/x", "--preset", "tiny", "--max-steps", "1"], "holds monolingual text"),

@@ -231,6 +231,41 @@ def test_import_refuses_unsupported_configs(hf_dir, tmp_path):
             import_hf(broken, tmp_path / "run")
 
 
+@pytest.mark.parametrize("name", ["source.spm", "vocab.json", "config.json", "model.safetensors"])
+def test_import_refuses_files_linking_out_of_the_folder(hf_dir, tmp_path, name):
+    """An HF folder whose file links elsewhere would make the import read that file and copy it into
+    the run (republished by the next export): refused, nothing written."""
+    import shutil
+
+    folder = tmp_path / "hf"
+    shutil.copytree(hf_dir, folder)
+    secret = tmp_path / "secret"
+    (folder / name).rename(secret)  # the real content, outside the folder
+    (folder / name).symlink_to(secret)
+    with pytest.raises(TransduceError, match="link to a file outside"):
+        import_hf(folder, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_import_refuses_weights_of_the_wrong_dtype_or_a_size_that_cannot_fit(hf_dir, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "hf"
+    shutil.copytree(hf_dir, folder)
+    state = load_file(str(folder / "model.safetensors"))
+    name = next(k for k in state if k.endswith("fc1.weight"))
+    save_file({**state, name: state[name].to(torch.int8)}, str(folder / "model.safetensors"))
+    with pytest.raises(TransduceError, match="int8 values"):
+        import_hf(folder, tmp_path / "run")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": 10**11}))
+    with pytest.raises(TransduceError, match="GiB"):
+        import_hf(folder, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_ctranslate2_greedy_equals_transduce_greedy(trained, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2", reason="the dev extra installs ctranslate2")
     from transduce.interop.ctranslate2 import export_ctranslate2

@@ -20,6 +20,7 @@ from transduce.serving.batcher import Batcher
 
 from ..helpers import cli
 
+LOCAL = "http://127.0.0.1"  # the Host a local client sends (a server answers only its own names)
 SENTENCES = ["the cat sat on the mat", "", "a big dog runs", "red", "the small house sees a blue cat"]
 
 
@@ -29,7 +30,7 @@ def translator(served_run):
 
 
 def client_for(translator, **settings) -> TestClient:
-    return TestClient(create_app(translator, ServeSettings(**settings)))
+    return TestClient(create_app(translator, ServeSettings(**settings)), base_url=LOCAL)
 
 
 def test_translations_equal_transduce_translate(translator, served_run):
@@ -83,8 +84,11 @@ LIMITS = dict(max_request_sentences=3, max_chars=40, max_body_bytes=400, queue_l
 LONG = " ".join(["cat"] * 300)  # more tokens than the model's 255
 
 
-def raw(body: bytes | str):
-    return {"content": body.encode() if isinstance(body, str) else body}
+JSON = {"Content-Type": "application/json"}
+
+
+def raw(body: bytes | str, headers: dict = JSON):
+    return {"content": body.encode() if isinstance(body, str) else body, "headers": headers}
 
 
 BAD_REQUESTS = [
@@ -111,9 +115,21 @@ BAD_REQUESTS = [
                                                                       "at most 40"),
     ("body-too-large", {"json": {"text": ["a" * 30] * 3, "pad": "x" * 400}}, 413,
      "larger than this server's limit of 400 bytes (--max-body-bytes)"),
-    ("body-too-large-chunked", {"content": iter([b'{"text": ["', b"a" * 300, b"a" * 300, b'"]}'])}, 413,
-     "limit of 400 bytes"),
+    ("body-too-large-chunked", {"content": iter([b'{"text": ["', b"a" * 300, b"a" * 300, b'"]}']), "headers": JSON},
+     413, "limit of 400 bytes"),
+    ("lone-surrogate", raw('{"text": ["a \\ud800 b"]}'), 422, "text[0]: not valid Unicode (a lone surrogate"),
+    ("a-form-not-json", raw('{"text": ["a"]}', {"Content-Type": "text/plain"}), 415, "Content-Type: application/json"),
+    ("no-content-type", raw('{"text": ["a"]}', {}), 415, "send the body as JSON"),
+    ("a-foreign-host", raw('{"text": ["a"]}', {**JSON, "Host": "attacker.example"}), 403,
+     "not for the host 'attacker.example'"),
 ]
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"])
+def test_json_nested_without_bound_is_a_bad_request_not_a_server_error(translator, body):
+    with client_for(translator) as client:
+        answer = client.post("/v1/translate", **raw(body))
+    assert answer.status_code == 400 and "nests JSON too deeply" in answer.json()["detail"]
 
 
 @pytest.mark.parametrize("name,request_,status,message", BAD_REQUESTS, ids=[c[0] for c in BAD_REQUESTS])
@@ -149,10 +165,12 @@ def test_a_failing_search_is_a_500_and_the_worker_goes_on(translator, monkeypatc
         return real(*args, **kwargs)
 
     monkeypatch.setattr(batcher_module, "translate_ids", fail_once)
-    with TestClient(create_app(translator), raise_server_exceptions=False) as client:
+    with TestClient(create_app(translator), raise_server_exceptions=False, base_url=LOCAL) as client:
         answer = client.post("/v1/translate", json={"text": ["the cat"]})
         assert answer.status_code == 500 and "out of memory (simulated)" in answer.json()["detail"]
         assert client.post("/v1/translate", json={"text": ["the cat"]}).status_code == 200
+        metrics = client.get("/metrics").text  # a server error is counted as one, not as a client gone
+        assert 'path="/v1/translate",status="500"} 1' in metrics and 'status="499"' not in metrics
 
 
 def test_health_model_metrics_and_the_page(translator):
@@ -206,7 +224,7 @@ def test_concurrent_requests_share_batches_and_get_their_own_results(translator)
                  "the dog sat on a mat", "blue", "walks the red dog", "the cat sees a house", "big", "on the mat"]
     alone = [translator.translate([s])[0] for s in sentences]
     app = create_app(translator, ServeSettings(max_wait_ms=1500))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         answers = post_concurrently(client, [{"text": [s]} for s in sentences])
     assert [a.json()["translations"] for a in answers] == [[t] for t in alone]
     history = list(app.state.batcher.history)
@@ -219,7 +237,7 @@ def test_different_searches_are_batched_separately(translator):
     app = create_app(translator, ServeSettings(max_wait_ms=1500))
     bodies = [{"text": ["the cat sat"], "beam": 1}, {"text": ["the cat sat"], "beam": 4},
               {"text": ["a dog runs"], "beam": 1}, {"text": ["a dog runs"], "beam": 4, "nbest": 2}]
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         answers = post_concurrently(client, bodies)
     for body, answer in zip(bodies, answers):
         assert answer.json()["translations"] == translator.translate(body["text"], beam=body["beam"])
@@ -228,7 +246,7 @@ def test_different_searches_are_batched_separately(translator):
 
 def test_batching_off_serves_one_request_per_search(translator):
     app = create_app(translator, ServeSettings(batching=False, max_wait_ms=1500))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         answers = post_concurrently(client, [{"text": ["the cat", "a dog"]}] * 4)
     assert all(a.json()["translations"] == answers[0].json()["translations"] for a in answers)
     assert [r.sentences for r in app.state.batcher.history] == [2, 2, 2, 2]

@@ -42,7 +42,8 @@ def browser():
 
 
 def api_translation(url: str, sentence: str) -> str:
-    request = urllib.request.Request(url + "/v1/translate", json.dumps({"text": [sentence]}).encode(), method="POST")
+    request = urllib.request.Request(url + "/v1/translate", json.dumps({"text": [sentence]}).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as answer:
         return json.load(answer)["translations"][0]
 

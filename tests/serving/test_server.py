@@ -23,7 +23,8 @@ def free_port() -> int:
 
 def call(url: str, body=None, timeout: float = 60.0) -> tuple[int, dict | str]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data, method="POST" if data is not None else "GET")
+    request = urllib.request.Request(url, data, method="POST" if data is not None else "GET",
+                                     headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             status, text = answer.status, answer.read().decode()
@@ -115,3 +116,24 @@ def test_serve_without_the_extra_says_what_to_install(served_run, monkeypatch):
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if uvicorn were not installed
     result = cli("serve", str(served_run), "--port", "0", check=False)
     assert result.returncode == 2 and "pip install 'transduce[serve]'" in result.stderr
+
+
+def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(served_run, start_server):
+    server = start_server(served_run, "--body-timeout", "1")
+    host, port = server.url.removeprefix("http://").split(":")
+    body = json.dumps({"text": ["the cat sat"]}).encode()
+    stalled = socket.create_connection((host, int(port)))
+    stalled.sendall((f"POST /v1/translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:5])  # and no more
+    stalled.settimeout(60)
+    reply = stalled.recv(65536).decode()
+    stalled.close()
+    assert reply.startswith("HTTP/1.1 408") and "did not arrive within 1 s" in reply
+    rebound = urllib.request.Request(server.url + "/v1/model", headers={"Host": f"rebinding.example:{port}"})
+    try:
+        urllib.request.urlopen(rebound, timeout=30)
+        raise AssertionError("a foreign Host was answered")
+    except urllib.error.HTTPError as error:
+        assert error.code == 403 and "rebinding.example" in error.read().decode()
+    assert call(server.url + "/v1/translate", {"text": ["the cat"]})[0] == 200  # the server goes on
+    assert server.stop() == 0

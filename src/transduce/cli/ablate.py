@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
+from ..config import TrainConfig
 from ..errors import TransduceError
+from .common import THREADS, config_number, number
 
 ROWS_HELP = ("comma-separated groups: base, A (heads at constant compute), B (smaller d_k), C (size), D (dropout "
              "and label smoothing), E (learned positions), scale (no 1/sqrt(d_k)); and positions (sinusoidal, "
@@ -26,13 +28,13 @@ def add_parser(sub) -> None:
     p.add_argument("--config", help="a TOML recipe with [model] and [train] tables, as for train")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="change the base (as for train)")
     p.add_argument("--rows", default="base,A,B,C,D,E,scale", help=ROWS_HELP)
-    p.add_argument("--max-steps", type=int, default=800, help="updates per row (the budget of each)")
-    p.add_argument("--seeds", type=int, default=1, help="train each row with seeds 1..N and report the mean")
-    p.add_argument("--train-max-len", type=int, default=0,
+    p.add_argument("--max-steps", type=number(int, 1), default=800, help="updates per row (the budget of each)")
+    p.add_argument("--seeds", type=number(int, 1, 100), default=1, help="train each row with seeds 1..N and report the mean")
+    p.add_argument("--train-max-len", type=number(int, 0, 1_000_000), default=0,
                    help="--rows positions: train on pairs of at most this many tokens, then evaluate by length")
-    p.add_argument("--max-tokens", type=int, help="tokens per batch and side")
+    p.add_argument("--max-tokens", type=config_number(TrainConfig, "max_tokens"), help="tokens per batch and side")
     p.add_argument("--precision", choices=list(PRECISIONS), default="auto", help="as for train")
-    p.add_argument("--threads", type=int, default=0, help="as for train")
+    p.add_argument("--threads", type=THREADS, default=0, help="as for train")
     p.add_argument("--dry-run", action="store_true", help="print the rows and their sizes; train nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=run)

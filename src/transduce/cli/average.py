@@ -6,13 +6,14 @@ from pathlib import Path
 
 from ..errors import TransduceError
 from ..files import check_output_dir
+from .common import number
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("average", help="average the weights of a run's last checkpoints")
     p.add_argument("run_dir", help="a run directory (its checkpoints/ are averaged)")
-    p.add_argument("--last", type=int, default=5, help="how many of the latest checkpoints (paper: 5 base, 20 big)")
-    p.add_argument("--up-to-step", type=int, help="only the checkpoints at or before this step (to average at a "
+    p.add_argument("--last", type=number(int, 1, 1_000_000), default=5, help="how many of the latest checkpoints (paper: 5 base, 20 big)")
+    p.add_argument("--up-to-step", type=number(int, 0), help="only the checkpoints at or before this step (to average at a "
                                                   "budget's mark of a run that went on)")
     p.add_argument("--out", help="the averaged checkpoint folder (default: RUN_DIR/averaged)")
     p.set_defaults(run=run)

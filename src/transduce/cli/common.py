@@ -2,11 +2,52 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 from dataclasses import fields
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import TransduceError
+
+
+def number(kind: type, low: Optional[float] = None, high: Optional[float] = None):
+    """The type of a numeric option: a finite ``kind`` (int or float) within ``[low, high]``; argparse
+    refuses anything else before any work, naming the option. Every numeric flag of every command
+    is parsed by one of these (a test checks), so NaN, infinity and absurd sizes never get in."""
+    from ..config.fields import MAX_INT
+
+    high = MAX_INT if high is None else high
+
+    def parse(text: str):
+        try:
+            value = int(text) if kind is int else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") \
+                from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+        if (low is not None and value < low) or value > high:
+            bounds = (f"at least {low}" if high == MAX_INT else f"from {low} to {high:,}") if low is not None \
+                else f"at most {high:,}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give a value {bounds}")
+        return value
+
+    parse.__name__ = "integer" if kind is int else "number"
+    parse.bounds = (kind, low, high)  # for the tests
+    return parse
+
+
+def config_number(cls, name: str):
+    """``number`` for the flag of a config field, with the field's own type and declared range."""
+    from dataclasses import fields as config_fields
+
+    f = next(f for f in config_fields(cls) if f.name == name)
+    kind = {"int": int, "float": float}[f.type if isinstance(f.type, str) else f.type.__name__]
+    return number(kind, f.metadata.get("low"), f.metadata.get("high"))
+
+
+THREADS = number(int, 0, 1024)  # (0: the idle cores)
 
 
 def parse_sets(items: list[str]) -> dict[str, str]:
@@ -40,10 +81,10 @@ def add_decode_options(p, names: Optional[Sequence[str]] = None, defaults: Optio
         default = (defaults or {}).get(f.name, f.default)
         if f.type in (bool, "bool"):
             g.add_argument(flag, action="store_true", help=f.metadata["help"])
+        elif "choices" in f.metadata:
+            g.add_argument(flag, default=default, choices=f.metadata["choices"], help=f.metadata["help"])
         else:
-            kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
-            g.add_argument(flag, type=kind, default=default, choices=f.metadata.get("choices"),
-                           help=f.metadata["help"])
+            g.add_argument(flag, type=config_number(DecodeConfig, f.name), default=default, help=f.metadata["help"])
     if names is not None:
         return
     g = p.add_argument_group("where it runs")
@@ -51,7 +92,7 @@ def add_decode_options(p, names: Optional[Sequence[str]] = None, defaults: Optio
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16", "int8", "auto"], default="fp32",
                    help="fp32 (exact), bf16 autocast, fp16 autocast (CUDA only), int8 weights (CPU; "
                         "faster, BLEU within a few tenths), or auto (the device's float default)")
-    g.add_argument("--threads", type=int, default=0,
+    g.add_argument("--threads", type=THREADS, default=0,
                    help="CPU threads (0: the cores other programs leave idle, measured at the start)")
     g.add_argument("--compile", nargs="?", choices=["auto", "on", "off"], default="auto", const="on",
                    help="capture the decode step with torch.compile, CUDA graphs on a GPU (same outputs): auto = "
@@ -90,3 +131,17 @@ def read_text_lines(path: str | Path, what: str = "") -> list[str]:
         return list(read_lines(path, advice="convert the file to UTF-8 first (e.g. with iconv)"))
     except DataError as error:
         raise TransduceError(f"{what + ' ' if what else ''}{error}") from None
+
+
+def model_inputs(model: Optional[str]) -> list[Path]:
+    """The folders a command reads a model from, for the outputs-never-inside-inputs rule: the
+    checkpoint folder a run or checkpoint path resolves to (a run's other files may be written
+    beside it; ``files.check_not_input`` guards the run's own checkpoints)."""
+    if not model:
+        return []
+    from ..checkpoint import resolve
+
+    try:
+        return [resolve(model)]
+    except TransduceError:
+        return [Path(model)]  # (loading it says what is wrong)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import ModelConfig, TrainConfig
 from ..errors import TransduceError
-from .common import set_threads
+from .common import THREADS, number, set_threads
 
 EXAMPLE = 321405  # "three hundred twenty-one thousand four hundred five": units before tens in German
 
@@ -26,17 +26,17 @@ def add_parser(sub) -> None:
                         "number words, then continues counts it has never seen")
     p.add_argument("--out", default=None, help="folder for the data, the run and the pictures (default: "
                                                "transduce-demo, or transduce-demo-lm with --lm)")
-    p.add_argument("--target", type=float, default=0.98,
+    p.add_argument("--target", type=number(float, 0, 1), default=0.98,
                    help="stop training when this share of the validation numbers is translated exactly")
     p.add_argument("--max-time", default="15m", help="the most training time (e.g. 90s, 10m); a busy or slow "
                                                       "machine needs longer, not fewer steps")
-    p.add_argument("--max-steps", type=int, default=None, help="the most training steps (default: 8,000; with "
+    p.add_argument("--max-steps", type=number(int, 1), default=None, help="the most training steps (default: 8,000; with "
                                                                "--lm, 1,500)")
-    p.add_argument("--train-size", type=int, default=None, help="training numbers (default 30,000; with --lm, "
+    p.add_argument("--train-size", type=number(int, 1, 1_000_000), default=None, help="training numbers (default 30,000; with --lm, "
                                                                "20,000 lines)")
-    p.add_argument("--test-size", type=int, default=1000, help="held-out test numbers (with --lm: counts)")
-    p.add_argument("--seed", type=int, default=1, help="seed for the task and the model")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--test-size", type=number(int, 1, 1_000_000), default=1000, help="held-out test numbers (with --lm: counts)")
+    p.add_argument("--seed", type=number(int, 0), default=1, help="seed for the task and the model")
+    p.add_argument("--threads", type=THREADS, default=1,
                    help="CPU threads; 1 is as fast for this tiny model and does not fight other programs for "
                         "cores (0: the idle cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -72,14 +72,11 @@ def run(args) -> int:
     from .. import load
     from ..data import PrepareOptions, prepare
     from ..data.corpus import read_lines
-    from ..files import write_text
     from ..evaluate import score
+    from ..files import check_output_dir, remove_output, write_marker, write_text
     from ..training import RunSettings, Trainer
-    from ..visualize import plot_positional_encoding, plot_training
     from ..visualize import draw_attention as draw
-
-    from ..files import check_output_dir, remove_output, write_marker
-
+    from ..visualize import plot_positional_encoding, plot_training
     from .train import parse_duration
 
     if not 0 < args.target <= 1:

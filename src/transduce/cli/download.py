@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 
 from ..errors import TransduceError
+from .common import number
 
 DATASETS = {
     # Multi30k task 1 (Elliott et al. 2016), English-German, as published by its authors.
@@ -41,7 +42,7 @@ def add_parser(sub) -> None:
     p.add_argument("dataset", choices=sorted(DATASETS), help="the dataset to fetch")
     p.add_argument("out", help="folder to write the files into")
     p.add_argument("--base-url", help="fetch from this mirror instead of the official address")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the server")
+    p.add_argument("--timeout", type=number(float, 0.1, 86_400), default=60.0, help="seconds to wait for the server")
     p.set_defaults(run=run)
 
 
@@ -69,6 +70,9 @@ def fetch(url: str, target: Path, expected_lines: int, expected_sha256: str, tim
                     bar.update(len(block))
     except urllib.error.URLError as error:
         raise TransduceError(f"cannot download {url}: {error.reason}; check the network or use --base-url") from None
+    except (TimeoutError, ConnectionError) as error:  # (a server that stops sending: read timeouts come here)
+        raise TransduceError(f"cannot download {url}: the server stopped answering ({error or 'timed out'} after "
+                             f"{timeout:g} s without data); try again, raise --timeout, or use --base-url") from None
 
 
 def _check(path: Path, url: str, expected_lines: int, expected_sha256: str) -> None:

@@ -8,7 +8,13 @@ import sys
 from ..errors import TransduceError
 from ..evaluate import score
 from ..files import check_output_file, write_text
-from .common import add_decode_options, decode_config, read_text_lines, set_threads
+from .common import (
+    add_decode_options,
+    decode_config,
+    model_inputs,
+    read_text_lines,
+    set_threads,
+)
 
 
 def add_parser(sub) -> None:
@@ -45,7 +51,8 @@ def run(args) -> int:
 
         moses_tokenizer()  # found missing before any translating
     if args.save_hyp:
-        check_output_file(args.save_hyp, [p for p in (args.src, args.ref, args.hyp, args.model) if p], "--save-hyp")
+        check_output_file(args.save_hyp, [p for p in (args.src, args.ref, args.hyp, *model_inputs(args.model)) if p],
+                          "--save-hyp")
     refs = read_text_lines(args.ref, "--ref")
     if not refs:
         raise TransduceError(f"--ref {args.ref} is empty: there is nothing to score")
@@ -71,7 +78,8 @@ def run(args) -> int:
             print(f"translating with {model}", file=sys.stderr)
         hyps = translator.translate(srcs, decode=decode, progress=True)
         if args.save_hyp:
-            write_text(args.save_hyp, "".join(h + "\n" for h in hyps), what="--save-hyp")
+            write_text(args.save_hyp, "".join(h + "\n" for h in hyps), [args.src, args.ref, translator.folder],
+                       what="--save-hyp")
     result = score(hyps, refs, lowercase=args.lowercase, tokenize=args.tokenize)
     if model is not None:
         result["checkpoint"] = model

@@ -19,7 +19,7 @@ def run(args) -> int:
     from ..files import check_output_dir
 
     folder = resolve(args.model)
-    check_output_dir(args.out, f"{args.to} export", [folder, args.model], what="the export folder")
+    check_output_dir(args.out, f"{args.to} export", [folder], what="the export folder")
     if args.to == "hf":
         from ..interop.huggingface import export_hf
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import THREADS, number
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("fill-mask", help="fill in <mask> tokens with an encoder-only (BERT) model",
@@ -9,9 +11,9 @@ def add_parser(sub) -> None:
                                    "<mask>, the most probable tokens with their probabilities.")
     p.add_argument("model", help="a run directory or checkpoint folder of an encoder-only model")
     p.add_argument("text", help="text with one or more <mask>")
-    p.add_argument("--top-k", type=int, default=5, help="how many candidates per <mask>")
+    p.add_argument("--top-k", type=number(int, 1, 1_000_000), default=5, help="how many candidates per <mask>")
     p.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: the idle cores)")
+    p.add_argument("--threads", type=THREADS, default=0, help="CPU threads (0: the idle cores)")
     p.set_defaults(run=run)
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 
-
-from .common import SAMPLING_OPTIONS, add_decode_options
+from .common import SAMPLING_OPTIONS, THREADS, add_decode_options, number
 
 
 def add_parser(sub) -> None:
@@ -15,11 +14,11 @@ def add_parser(sub) -> None:
                                    "the end of a line (the model's eos) or after --max-new-tokens.")
     p.add_argument("model", help="a run directory or checkpoint folder of a decoder-only model")
     p.add_argument("--prompt", default="", help="the text to continue (empty: from the start of a line)")
-    p.add_argument("--max-new-tokens", type=int, default=100, help="at most this many new tokens")
+    p.add_argument("--max-new-tokens", type=number(int, 1, 1_000_000), default=100, help="at most this many new tokens")
     add_decode_options(p, ("beam", "alpha", "min_len", *SAMPLING_OPTIONS), defaults={"beam": 1})
     p.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16", "auto"], default="fp32")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: the idle cores)")
+    p.add_argument("--threads", type=THREADS, default=0, help="CPU threads (0: the idle cores)")
     p.set_defaults(run=run)
 
 

@@ -14,9 +14,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..interop.huggingface import import_hf
-
     from ..checkpoint import read_info
+    from ..interop.huggingface import import_hf
 
     folder = import_hf(args.hf_dir, args.out)
     architecture = read_info(folder)["model"].get("architecture", "encoder-decoder")

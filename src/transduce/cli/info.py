@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ..config import ModelConfig
-from .common import parse_sets
+from .common import number, parse_sets
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("info", help="print a preset's configuration and parameter counts")
     p.add_argument("--preset", default="base", choices=ModelConfig.preset_names(), help="the preset to describe")
-    p.add_argument("--vocab-size", type=int, default=None,
+    p.add_argument("--vocab-size", type=number(int, 1, 10**8), default=None,
                    help="shared (or source) vocabulary size (default: the preset's; 37,000 for the paper's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a model option")
     p.set_defaults(run=run)

@@ -8,8 +8,8 @@ import argparse
 import importlib
 import sys
 
-from ..version import __version__
 from ..errors import TransduceError
+from ..version import __version__
 
 COMMANDS = {
     "demo": "demo", "info": "info", "prepare": "prepare", "train": "train", "average": "average",

@@ -14,9 +14,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..visualize import plot_training
-
     from ..errors import TransduceError
+    from ..visualize import plot_training
 
     runs = list(dict.fromkeys(args.run_dirs))
     if len(runs) > 1 and not args.out:

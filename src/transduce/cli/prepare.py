@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import number
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("prepare", help="train a SentencePiece vocabulary and binarize parallel (or monolingual) text",
@@ -19,18 +21,18 @@ def add_parser(sub) -> None:
                                    "paragraph)")
     p.add_argument("--valid", help="with --monolingual: the validation text (for validation perplexity)")
     p.add_argument("--out", required=True, help="the prepared dataset's folder")
-    p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (paper: ~37,000 on WMT)")
+    p.add_argument("--vocab-size", type=number(int, 8, 10**7), default=8000, help="SentencePiece vocabulary size (paper: ~37,000 on WMT)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--joint", dest="joint", action="store_true", default=True,
                        help="one vocabulary for both languages (default; the paper's shared BPE)")
     group.add_argument("--separate", dest="joint", action="store_false", help="one vocabulary per language")
     p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe", help="SentencePiece model type")
-    p.add_argument("--max-len", type=int, default=256, help="drop training pairs longer than this (tokens)")
-    p.add_argument("--max-ratio", type=float, default=3.0, help="drop training pairs with a longer length ratio")
-    p.add_argument("--vocab-sample", type=int, default=1_000_000, help="train the vocabulary on at most this many lines")
+    p.add_argument("--max-len", type=number(int, 1, 1_000_000), default=256, help="drop training pairs longer than this (tokens)")
+    p.add_argument("--max-ratio", type=number(float, 1, 10**6), default=3.0, help="drop training pairs with a longer length ratio")
+    p.add_argument("--vocab-sample", type=number(int, 1, 10**10), default=1_000_000, help="train the vocabulary on at most this many lines")
     p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict",
                    help="strict: stop at invalid UTF-8; replace: replace bad bytes")
-    p.add_argument("--threads", type=int, default=2, help="threads for SentencePiece")
+    p.add_argument("--threads", type=number(int, 1, 1024), default=2, help="threads for SentencePiece")
     p.add_argument("--force", action="store_true", help="prepare again even if nothing changed")
     p.set_defaults(run=run)
 

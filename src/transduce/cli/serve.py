@@ -12,8 +12,15 @@ import socket
 import sys
 import time
 
+from ..config import DecodeConfig
 from ..errors import TransduceError
-from .common import add_decode_options, decode_config, set_threads
+from .common import (
+    add_decode_options,
+    config_number,
+    decode_config,
+    number,
+    set_threads,
+)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -27,21 +34,26 @@ def add_parser(sub) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every network, "
                         "without authentication)")
-    p.add_argument("--port", type=int, default=8000, help="the port (0: a free one, printed at the start)")
+    p.add_argument("--port", type=number(int, 0, 65_535), default=8000, help="the port (0: a free one, printed at the start)")
     g = p.add_argument_group("batching and limits")
     g.add_argument("--batching", choices=["on", "off"], default="on",
                    help="on: sentences of concurrent requests share a search; off: one request per search")
-    g.add_argument("--max-wait-ms", type=float, default=10.0,
+    g.add_argument("--max-wait-ms", type=number(float, 0, 10_000), default=10.0,
                    help="a batch waits for more sentences while they keep coming, each within this of the "
                         "last (at most 5x this in all)")
-    g.add_argument("--max-request-sentences", type=int, default=64, help="sentences per request")
-    g.add_argument("--max-chars", type=int, default=2000, help="characters per sentence")
-    g.add_argument("--max-body-bytes", type=int, default=1_000_000, help="bytes per request body")
-    g.add_argument("--queue-limit", type=int, default=1024,
+    g.add_argument("--max-request-sentences", type=number(int, 1, 1_000_000), default=64, help="sentences per request")
+    g.add_argument("--max-chars", type=number(int, 1, 10**8), default=2000, help="characters per sentence")
+    g.add_argument("--max-body-bytes", type=number(int, 1, 2**40), default=1_000_000, help="bytes per request body")
+    g.add_argument("--queue-limit", type=number(int, 1, 10**8), default=1024,
                    help="sentences waiting at most; beyond it requests get 503 (memory stays bounded)")
-    g.add_argument("--max-beam", type=int, default=16, help="the largest beam a request may ask for")
-    g.add_argument("--drain-timeout", type=float, default=30.0,
+    g.add_argument("--max-beam", type=config_number(DecodeConfig, "beam"), default=16, help="the largest beam a request may ask for")
+    g.add_argument("--drain-timeout", type=number(float, 0, 86_400), default=30.0,
                    help="seconds a stopping server gives requests in flight to finish")
+    g.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="answer requests for this host name too (repeatable; the loopback names and --host always; "
+                        "every name when listening on every network): a reverse proxy's name")
+    g.add_argument("--body-timeout", type=number(float, 0.1, 3600), default=30.0,
+                   help="seconds a request's body may take to arrive (a connection that stalls gets 408)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
     add_decode_options(p)
     p.set_defaults(run=run)
@@ -60,7 +72,8 @@ def _settings(args):
         return ServeSettings(decode=decode, max_wait_ms=args.max_wait_ms, batching=args.batching == "on",
                              max_request_sentences=args.max_request_sentences, max_chars=args.max_chars,
                              max_body_bytes=args.max_body_bytes, queue_limit=args.queue_limit,
-                             max_beam=args.max_beam, drain_timeout=args.drain_timeout)
+                             max_beam=args.max_beam, drain_timeout=args.drain_timeout, host=args.host,
+                             allowed_hosts=tuple(args.allow_host), body_timeout=args.body_timeout)
     except ValueError as error:
         text, name = str(error), str(error).split(" ")[0]
         if name in {f.name for f in fields(ServeSettings)}:
@@ -106,9 +119,9 @@ def run(args) -> int:
                              "(from a clone: pip install -e '.[serve]')") from None
     from .. import load
     from ..checkpoint import resolve
+    from ..runtime import compile_choice
     from ..serving.app import create_app
     from ..serving.server import GracefulServer
-    from ..runtime import compile_choice
 
     settings = _settings(args)
     resolve(args.model)  # a missing or damaged run is a message before the port is taken

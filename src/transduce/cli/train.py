@@ -6,11 +6,10 @@ import re
 import sys
 from pathlib import Path
 
-from ..config import ModelConfig, TrainConfig, split_overrides
-from ..config import PRECISIONS
+from ..config import PRECISIONS, ModelConfig, TrainConfig, split_overrides
 from ..errors import TransduceError
 from ..files import read_json
-from .common import parse_sets, set_threads
+from .common import THREADS, config_number, parse_sets, set_threads
 
 
 def add_parser(sub) -> None:
@@ -24,7 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="the run directory (checkpoints, metrics, config)")
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
                    help="model preset (a new run without one uses base, the paper's)")
-    p.add_argument("--recipe", choices=["auto", "paper"], default="auto",
+    p.add_argument("--recipe", choices=["auto", "paper"], default=None,
                    help="the learning-rate schedule of a new run when you give none of its options: auto scales "
                         "warmup to the data (4 epochs, 100 to 4000 steps) with a peak of 1e-3 (7e-4 above "
                         "d_model 256), which learns on a few thousand pairs in minutes; paper: warmup 4000, "
@@ -32,21 +31,21 @@ def add_parser(sub) -> None:
     p.add_argument("--config", help="a TOML file with [model] and [train] tables")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any model or training option (model.KEY / train.KEY to be explicit)")
-    p.add_argument("--max-tokens", type=int, help="tokens per batch and side, per device (paper: ~25k)")
-    p.add_argument("--update-freq", type=int, help="batches accumulated per update")
-    p.add_argument("--max-steps", type=int, help="stop after this many updates in all")
-    p.add_argument("--max-epochs", type=int, help="stop after this many epochs in all")
+    p.add_argument("--max-tokens", type=config_number(TrainConfig, "max_tokens"), help="tokens per batch and side, per device (paper: ~25k)")
+    p.add_argument("--update-freq", type=config_number(TrainConfig, "update_freq"), help="batches accumulated per update")
+    p.add_argument("--max-steps", type=config_number(TrainConfig, "max_steps"), help="stop after this many updates in all")
+    p.add_argument("--max-epochs", type=config_number(TrainConfig, "max_epochs"), help="stop after this many epochs in all")
     p.add_argument("--max-time", help="training time limit for the whole run, resumes included: 3600, 90m, 1.5h")
     p.add_argument("--more-time", help="with --resume: train this much longer than the run has so far (e.g. 10m)")
-    p.add_argument("--seed", type=int, help="seed for weights, dropout and batch order (new runs)")
-    p.add_argument("--ema", type=float, metavar="DECAY",
+    p.add_argument("--seed", type=config_number(TrainConfig, "seed"), help="seed for weights, dropout and batch order (new runs)")
+    p.add_argument("--ema", type=config_number(TrainConfig, "ema"), metavar="DECAY",
                    help="keep an exponential moving average of the weights (e.g. 0.999), written as RUN/ema/")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
     p.add_argument("--precision", choices=list(PRECISIONS), default="auto",
                    help="autocast precision; auto: bf16 on a CUDA GPU with bf16 or a CPU that multiplies bf16 "
                         "natively (AVX512-BF16 or AMX), else fp32; fp16 (CUDA only) uses a gradient scaler")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--threads", type=int, default=0,
+    p.add_argument("--threads", type=THREADS, default=0,
                    help="CPU threads (0: the cores other programs leave idle, measured at the start)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--init-from", help="start from the weights of a checkpoint or run (same model options)")
@@ -69,10 +68,16 @@ def _read_toml(path: str) -> dict:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
+    if Path(path).is_dir():
+        raise TransduceError(f"--config {path} is a folder; give a TOML file (such as recipes/multi30k/small.toml)")
     try:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TransduceError(f"--config {path}: no such file") from None
+    except UnicodeDecodeError as error:
+        raise TransduceError(f"--config {path}: not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+    except OSError as error:
+        raise TransduceError(f"--config {path}: cannot be read ({error.strerror})") from None
     except tomllib.TOMLDecodeError as error:
         raise TransduceError(f"--config {path}: not valid TOML ({error})") from None
 
@@ -105,6 +110,10 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
     if preset is not None and preset not in ModelConfig.preset_names():
         raise TransduceError(f"--config {args.config}: preset = {preset!r} is not one of "
                              f"{', '.join(ModelConfig.preset_names())}")
+    if args.resume and saved_path.is_file() and args.recipe is not None:
+        print(f"warning: --recipe {args.recipe} is not used on --resume: {args.out} keeps the schedule it was trained "
+              "with (its config.json); to change it, give its fields with --set (lr_schedule, warmup, peak_lr, "
+              "lr_factor)", file=sys.stderr)
     if args.resume and saved_path.is_file():
         # The saved run is the base: a resumed run continues its own recipe, whatever the defaults.
         saved = read_json(saved_path, "--resume: the run's configuration")
@@ -131,7 +140,7 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
              "ema": args.ema}
     train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
     given = set(toml.get("train", {})) | set(train_sets)
-    if not (args.resume and saved_path.is_file()) and args.recipe == "auto" and \
+    if not (args.resume and saved_path.is_file()) and (args.recipe or "auto") == "auto" and \
             not given & SCHEDULE_KEYS:
         train = auto_schedule(train, model, args.data_dir)
     return model, train, preset
@@ -194,7 +203,7 @@ def run(args) -> int:
                    f"{len(trainer.train_indices if trainer.train_indices is not None else trainer.train_set):,} pairs")
                 + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}")
     trainer.log(describe_schedule(trainer.tc, model_config) +
-                ("" if args.resume else f" (--recipe {args.recipe})"))
+                ("" if args.resume else f" (--recipe {args.recipe or 'auto'})"))
     trainer.train()
     trainer.log(next_commands(args.out, args.data_dir, meta))
     return 0

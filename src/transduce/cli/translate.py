@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import TransduceError
-from .common import add_decode_options, decode_config, set_threads
-
+from .common import add_decode_options, decode_config, model_inputs, number, set_threads
 
 UTF8_ADVICE = "translate reads UTF-8: convert the text first (e.g. with iconv)"
 
@@ -30,7 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
     p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
     p.add_argument("--prefix", help="force every translation to start with this text")
-    p.add_argument("--window", type=int, default=1000,
+    p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
                    help="translate at most this many lines at a time (sorted by length within the window)")
     add_decode_options(p)
     p.set_defaults(run=run)
@@ -96,7 +95,7 @@ def run(args) -> int:
     if args.input is not None and not Path(args.input).is_file():
         raise TransduceError(f"--input {args.input}: no such file")
     if args.output:
-        check_output_file(args.output, [p for p in (args.input, args.model) if p], "--output")
+        check_output_file(args.output, [p for p in (args.input, *model_inputs(args.model)) if p], "--output")
     set_threads(args.threads)
     translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
     print(f"translating with {translator.folder}", file=sys.stderr)
@@ -104,7 +103,8 @@ def run(args) -> int:
     if interactive:
         print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)
     lines = read_lines(args.input, advice=UTF8_ADVICE) if args.input is not None else _stdin_lines()
-    target = output_file(args.output, [p for p in (args.input, args.model) if p]) if args.output else nullcontext(sys.stdout)
+    inputs = [p for p in (args.input, translator.folder) if p]
+    target = output_file(args.output, inputs) if args.output else nullcontext(sys.stdout)
     done = 0
     with target as out:
         for window in windows(lines, 1 if interactive else args.window):

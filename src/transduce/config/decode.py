@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .fields import ConfigMixin, at_least, choice, option
+from .fields import ConfigMixin, at_least, check_numbers, choice, option
 
 LENGTH_PENALTIES = ("gnmt", "power")
 STOPS = ("bound", "k_finished")
@@ -20,26 +20,27 @@ class DecodeConfig(ConfigMixin):
     the paper's) or |Y|^alpha ("power", HF and CTranslate2); see ``decoding.beam`` for ``stop``.
     """
 
-    beam: int = option(4, "beam size (1 = greedy; paper: 4)")
-    alpha: float = option(0.6, "length penalty exponent (paper: 0.6)")
+    beam: int = option(4, "beam size (1 = greedy; paper: 4)", low=1, high=1024)
+    alpha: float = option(0.6, "length penalty exponent (paper: 0.6)", low=0, high=100)
     length_penalty: str = option("gnmt", "gnmt: ((5+|Y|)/6)^alpha (paper); power: |Y|^alpha (HF, CTranslate2)",
                                   LENGTH_PENALTIES)
     stop: str = option("bound", "bound: stop when no live beam can win (exact); k_finished: at K finished "
                                  "(fairseq)", STOPS)
-    max_len_a: float = option(1.0, "max output length = a * source length + b")
-    max_len_b: int = option(50, "see --max-len-a (paper: input length + 50)")
-    min_len: int = option(0, "forbid the end of the sentence before this many tokens")
-    nbest: int = option(1, "output the n best hypotheses with their scores")
+    max_len_a: float = option(1.0, "max output length = a * source length + b", low=0, high=1000)
+    max_len_b: int = option(50, "see --max-len-a (paper: input length + 50)", low=0, high=1_000_000)
+    min_len: int = option(0, "forbid the end of the sentence before this many tokens", low=0, high=1_000_000)
+    nbest: int = option(1, "output the n best hypotheses with their scores", low=1, high=1024)
     sampling: bool = option(False, "sample instead of searching")
-    temperature: float = option(1.0, "sampling: divide the logits by this (> 0)")
-    top_k: int = option(0, "sampling: only the k most likely tokens (0: all)")
-    top_p: float = option(1.0, "sampling: the smallest set of tokens with this probability mass")
-    seed: int = option(0, "seed of the sampler")
-    max_tokens: int = option(4096, "source tokens per batch")
-    max_sentences: int = option(128, "sentences per batch")
+    temperature: float = option(1.0, "sampling: divide the logits by this (> 0)", low=0, high=1000)
+    top_k: int = option(0, "sampling: only the k most likely tokens (0: all)", low=0)
+    top_p: float = option(1.0, "sampling: the smallest set of tokens with this probability mass", low=0, high=1)
+    seed: int = option(0, "seed of the sampler", low=0)
+    max_tokens: int = option(4096, "source tokens per batch", low=1, high=10**9)
+    max_sentences: int = option(128, "sentences per batch", low=1, high=1_000_000)
     strict: bool = option(False, "refuse lines longer than the model's maximum instead of truncating them")
 
     def __post_init__(self) -> None:
+        check_numbers(self)
         for f in fields(self):
             if "choices" in f.metadata:
                 choice(f.name, getattr(self, f.name), f.metadata["choices"])

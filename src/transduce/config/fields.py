@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import typing
 from dataclasses import field, fields
 from typing import Any, Optional
@@ -42,11 +43,16 @@ class ConfigMixin:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
+        """A config from JSON-like ``data``, every value checked against its field's type first (a file
+        written by hand or by another program gets ``d_model = '512': expected ... int``, not a
+        comparison error from deep inside)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a {cls.__name__} is a JSON object of fields, not {type(data).__name__}")
         known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
         for key in data:
             if key not in known:
                 raise unknown_key_error(key, known, cls.__name__)
-        return cls(**data)
+        return cls(**{key: check_type(key, value, field_type(cls, key)) for key, value in data.items()})
 
     @classmethod
     def from_json(cls, text: str):
@@ -82,6 +88,8 @@ def check_type(key: str, value: Any, kind: Any) -> Any:
     if not ok:
         name = getattr(kind, "__name__", str(kind))
         raise ValueError(f"{key} = {value!r}: expected a value of type {name}, got {type(value).__name__}")
+    if kind is float and not math.isfinite(value):
+        raise ValueError(f"{key} = {value!r}: expected a finite number")
     return float(value) if kind is float else value
 
 
@@ -108,11 +116,32 @@ def parse_value(key: str, text: str, kind: Any) -> Any:
     return text
 
 
-def option(default: Any, help: str, choices: Optional[tuple] = None) -> Any:
+def option(default: Any, help: str = "", choices: Optional[tuple] = None, low: Optional[float] = None,
+           high: Optional[float] = None) -> Any:
     """A field declared once for the Python API, the command line and the server: its default,
-    its help (the command-line flags are generated from it) and its choices."""
-    metadata = {"help": help} if choices is None else {"help": help, "choices": choices}
-    return field(default=default, metadata=metadata)
+    its help (the command-line flags are generated from it), its choices and its range ``[low,
+    high]`` (``check_numbers`` enforces it, and a flag made from the field parses within it)."""
+    metadata = {"help": help, "choices": choices, "low": low, "high": high}
+    return field(default=default, metadata={k: v for k, v in metadata.items() if v is not None})
+
+
+MAX_INT = 2**63 - 1  # what torch and numpy take as a seed or a count
+
+
+def check_numbers(config: Any) -> None:
+    """Every number of ``config`` finite (a NaN passes every comparison) and within its field's declared
+    range; the error names the field."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{f.name} must be a finite number, got {value}")
+        low, high = f.metadata.get("low"), f.metadata.get("high", MAX_INT)
+        if low is not None and value < low:
+            raise ValueError(f"{f.name} must be at least {low}, got {value}")
+        if value > high:
+            raise ValueError(f"{f.name} must be at most {high:,}, got {value:,}")
 
 
 def at_least(config: Any, low: float, *names: str) -> None:

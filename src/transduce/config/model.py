@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from .fields import ConfigMixin, choice, unknown_key_error
+from .fields import ConfigMixin, check_numbers, choice, unknown_key_error
 
 ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
@@ -20,6 +20,7 @@ POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "n
 TYINGS = ("none", "decoder", "all")
 ATTENTION_SCALES = ("sqrt_dk", "none")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+MAX_LAYERS = 1024  # per stack
 
 # Each preset is a set of overrides on the paper's defaults (which are the `base` row).
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -132,6 +133,7 @@ class ModelConfig(ConfigMixin):
     mask_id: Optional[int] = None
 
     def __post_init__(self) -> None:
+        check_numbers(self)
         for f in fields(self):
             if "choices" in f.metadata:
                 choice(f.name, getattr(self, f.name), f.metadata["choices"])
@@ -140,6 +142,11 @@ class ModelConfig(ConfigMixin):
         for name in ("d_model", "n_heads", "d_ff", "vocab_size", "max_positions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("encoder_layers", "decoder_layers"):  # (the deepest published Transformers have hundreds)
+            if getattr(self, name) > MAX_LAYERS:
+                raise ValueError(f"{name} must be at most {MAX_LAYERS}, got {getattr(self, name)}")
+        if self.n_heads > self.d_model:
+            raise ValueError(f"n_heads={self.n_heads} is more than d_model={self.d_model}")
         for name, used in (("encoder_layers", self.has_encoder), ("decoder_layers", self.has_decoder)):
             if used and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1 for architecture={self.architecture!r}, "
@@ -203,6 +210,22 @@ class ModelConfig(ConfigMixin):
         if self.d_k * self.n_heads != self.d_model:
             return f"head_dim={self.head_dim!r}"
         return None
+
+    def size_estimate(self) -> int:
+        """Numbers the model holds (parameters and position tables), from the fields alone, without
+        building it: what ``runtime.check_fits`` compares with the memory before anything is built
+        (within a few percent of ``Transformer.num_parameters``; biases and norms approximated)."""
+        D, F, inner, kv = self.d_model, self.d_ff, self.n_heads * self.d_k, self.kv_heads * self.d_k
+        attention = D * (inner + 2 * kv) + inner * D + 2 * (inner + kv) + D
+        ffn = D * F * (3 if self.activation == "swiglu" else 2) + F + D
+        layer = attention + ffn + 4 * D
+        cross = (attention + 2 * D) if self.architecture == "encoder-decoder" else 0
+        shared = self.tying == "all" or self.architecture != "encoder-decoder"  # one token table
+        embeddings = self.vocab_size * D + (0 if shared else self.target_vocab_size * D)
+        output = 0 if self.tying != "none" else self.target_vocab_size * D
+        positions = self.max_positions * D * (2 if self.positional == "learned" else 1)  # (+ the encoder's table)
+        return (self.encoder_layers * layer + self.decoder_layers * (layer + cross) + embeddings + output
+                + positions + self.target_vocab_size)
 
     @property
     def target_vocab_size(self) -> int:

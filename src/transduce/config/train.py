@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .fields import ConfigMixin, at_least, choice, unknown_key_error
+from .fields import ConfigMixin, at_least, check_numbers, choice, option, unknown_key_error
 from .model import ModelConfig
 
 # sacreBLEU's tokenizers (sacrebleu.metrics.bleu._TOKENIZERS; a test keeps the two in step).
@@ -47,10 +47,10 @@ class TrainConfig(ConfigMixin):
             tokens (0: all); validation keeps every sentence (to study extrapolation to longer ones).
     """
 
-    max_tokens: int = 4096
-    update_freq: int = 1
-    max_steps: int = 0
-    max_epochs: int = 0
+    max_tokens: int = option(4096, low=1, high=10**9)
+    update_freq: int = option(1, low=1, high=1_000_000)
+    max_steps: int = option(0, low=0)
+    max_epochs: int = option(0, low=0)
     max_time: float = 0.0
     lr_schedule: str = "inverse_sqrt"
     lr_factor: float = 1.0
@@ -62,7 +62,7 @@ class TrainConfig(ConfigMixin):
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
     clip_norm: float = 0.0
-    seed: int = 1
+    seed: int = option(1, low=0)
     log_every: int = 50
     valid_every: int = 0
     valid_beam: int = 1
@@ -74,12 +74,13 @@ class TrainConfig(ConfigMixin):
     keep_last: int = 5
     patience: int = 0
     max_bad_steps: int = 5
-    ema: float = 0.0
+    ema: float = option(0.0, low=0, high=0.999999)
     block_size: int = 128
     mask_prob: float = 0.15
     train_max_len: int = 0
 
     def __post_init__(self) -> None:
+        check_numbers(self)
         choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
         choice("bleu_tokenize", self.bleu_tokenize, BLEU_TOKENIZERS)
         at_least(self, 1, "max_tokens", "update_freq", "warmup", "keep_last", "log_every", "valid_beam",

@@ -30,6 +30,9 @@ BOM = "\ufeff"
 ENCODING_ADVICE = "fix the file, or pass --encoding-errors replace to replace bad bytes"
 
 
+MAX_LINE_BYTES = 1 << 20  # a sentence, a paragraph: far less; a line of more is not text for transduce
+
+
 def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "strict",
                  advice: str = ENCODING_ADVICE) -> Iterator[str]:
     """The lines of a binary stream, the project's one way to split text into lines.
@@ -40,10 +43,22 @@ def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "st
     Python's universal newlines would split it and misalign parallel text. A UTF-8 byte-order
     mark at the start is dropped.
 
+    A line is read in pieces of at most ``MAX_LINE_BYTES``: a stream without a line end (``/dev/zero``,
+    a binary file) is a message, not memory growing without bound.
+
     Raises:
-        DataError: a line is not valid UTF-8 (names the file or stream and the line).
+        DataError: a line is not valid UTF-8, or longer than ``MAX_LINE_BYTES`` (names the file or
+            stream and the line).
     """
-    for number, raw in enumerate(handle, start=1):
+    number = 0
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            raise DataError(f"{label}, line {number}: longer than {MAX_LINE_BYTES:,} bytes without a line end; "
+                            "is this text, one sentence a line?")
         try:
             line = raw.decode("utf-8", errors=encoding_errors)
         except UnicodeDecodeError as error:

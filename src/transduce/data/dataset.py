@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from ..errors import DataError
+from ..files import recover
 from .corpus import read_lines
 from .tokenizer import Tokenizer
 
@@ -19,6 +20,8 @@ from .tokenizer import Tokenizer
 def load_meta(data_dir: str | Path) -> dict:
     """``DATA_DIR/meta.json``, with a clear error when the folder is not a prepared dataset."""
     path = Path(data_dir) / "meta.json"
+    if not path.is_file():
+        recover(data_dir)  # a prepare killed while replacing the folder had moved it aside
     if not path.is_file():
         raise DataError(f"{data_dir} is not a prepared dataset (no meta.json); run `transduce prepare ... "
                         f"--out {data_dir}` first")

@@ -100,7 +100,7 @@ def export_ctranslate2(model_path: str | Path, out: str | Path, quantization: st
             return _spec(model, info, folder)
 
     paths = tokenizer_paths(folder, info)
-    with output_dir(out, "ctranslate2 export", [folder, model_path], what="the export folder") as tmp:
+    with output_dir(out, "ctranslate2 export", [folder], what="the export folder") as tmp:
         staging = tmp / "ct2"
         _TransduceConverter().convert(str(staging), quantization=quantization, force=True)
         for path in set(paths[k] for k in ("src", "tgt")):

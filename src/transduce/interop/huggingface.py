@@ -17,11 +17,12 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file
 
-from ..checkpoint import write_checkpoint
+from ..checkpoint import check_weights, write_checkpoint
 from ..config import ModelConfig
 from ..errors import TransduceError
-from ..files import check_output_dir, load_torch, output_dir, read_json
+from ..files import check_output_dir, load_torch, member, output_dir, read_json
 from ..model import Transformer
+from ..runtime import check_fits
 from . import bert, gpt2
 from .marian import config_from_hf, export_hf, hf_to_transduce
 
@@ -50,14 +51,20 @@ def _require(condition: bool, message: str) -> None:
         raise TransduceError(message)
 
 
+def hf_file(folder: Path, name: str) -> Path:
+    """``folder / name`` confined to the folder: a file that links out of it is refused (an import must
+    not read, then copy into the run and republish with the next export, a file from elsewhere)."""
+    return member(folder, name, "file")
+
+
 def read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
-    path = folder / "model.safetensors"
+    path = hf_file(folder, "model.safetensors")
     if path.is_file():
         try:
             return load_file(str(path))
         except Exception as error:  # safetensors raises its own types for a damaged file
             raise TransduceError(f"{path} is damaged ({error})") from None
-    path = folder / "pytorch_model.bin"
+    path = hf_file(folder, "pytorch_model.bin")
     if path.is_file():
         return load_torch(path, "Convert it to model.safetensors with a tool you trust")
     raise TransduceError(f"{folder}: neither model.safetensors nor pytorch_model.bin found")
@@ -88,30 +95,27 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
     if run.exists() and any(run.iterdir()):
         raise TransduceError(f"--out {run} is not empty; import into a new folder (an import never joins another "
                              "run or replaces one)")
-    config_path = folder / "config.json"
+    config_path = hf_file(folder, "config.json")
     _require(config_path.is_file(), f"{folder}: no config.json; is this a Hugging Face model folder?")
     hf = read_json(config_path)
     if hf.get("model_type") in FAMILIES:
         return import_family(folder, hf, run, FAMILIES[hf["model_type"]])
     config = read_hf_config(config_path)
     for name in ("source.spm", "target.spm", "vocab.json"):
-        _require((folder / name).is_file(), f"{folder}: {name} is missing (MarianTokenizer files are needed)")
+        _require(hf_file(folder, name).is_file(), f"{folder}: {name} is missing (MarianTokenizer files are needed)")
+    check_fits(config, source=str(config_path))
     model = Transformer(config)
     weights = hf_to_transduce(read_hf_weights(folder), config)
-    shapes = model.state_dict()
-    wrong = [f"{k} {tuple(v.shape)} where config.json implies {tuple(shapes[k].shape)}"
-             for k, v in weights.items() if k in shapes and v is not None and v.shape != shapes[k].shape]
-    _require(not wrong, f"{folder}: the weights do not fit {config_path} ({len(wrong)} tensors differ, e.g. "
-                        f"{wrong[0] if wrong else ''}); is config.json the one of these weights?")
+    check_weights(weights, model, folder)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {"tgt_embed.tokens.weight", "output.weight", "src_embed.tokens.weight"}
     _require(not [m for m in missing if m not in tied] and not unexpected,
              f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected {unexpected[:5]})")
     tok = {"src": "source.spm", "tgt": "target.spm", "vocab": "vocab.json"}
-    files = [folder / "source.spm", folder / "target.spm", folder / "vocab.json"]
-    if (folder / "target_vocab.json").is_file():
+    files = [hf_file(folder, name) for name in ("source.spm", "target.spm", "vocab.json")]
+    if hf_file(folder, "target_vocab.json").is_file():
         tok["tgt_vocab"] = "target_vocab.json"
-        files.append(folder / "target_vocab.json")
+        files.append(hf_file(folder, "target_vocab.json"))
     info = {"model": config.to_dict(), "src": "src", "tgt": "tgt", "tokenizer": tok, "step": 0,
             "imported_from": str(folder)}
     with output_dir(run, "run", [folder]) as tmp:
@@ -139,12 +143,9 @@ def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.T
     """A new run ``out`` holding ``weights`` as a model of ``config``, without a tokenizer (the
     language models' tokenizers are not SentencePiece); ``tied`` may be missing (shared tensors).
     Returns its checkpoint folder; nothing is written when the weights do not fit."""
+    check_fits(config, source=str(folder / "config.json"))
     model = Transformer(config)
-    shapes = model.state_dict()
-    wrong = [f"{k} {tuple(v.shape)} where config.json implies {tuple(shapes[k].shape)}"
-             for k, v in weights.items() if k in shapes and v.shape != shapes[k].shape]
-    _require(not wrong, f"{folder}: the weights do not fit {folder / 'config.json'} ({len(wrong)} tensors differ, "
-                        f"e.g. {wrong[0] if wrong else ''}); is config.json the one of these weights?")
+    check_weights(weights, model, folder)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     _require(not [m for m in missing if m not in tied] and not unexpected,
              f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected {unexpected[:5]})")

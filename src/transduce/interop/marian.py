@@ -211,7 +211,7 @@ def export_hf(model_path: str | Path, out: str | Path) -> Path:
     check_exportable(config)
     tok = info["tokenizer"]
     paths = tokenizer_paths(folder, info)
-    with output_dir(out, "hf export", [folder, model_path], what="the export folder") as tmp:
+    with output_dir(out, "hf export", [folder], what="the export folder") as tmp:
         state = {k: v for k, v in model.state_dict().items()}
         save_file(transduce_to_hf(state, config), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(hf_config(config), indent=2) + "\n")

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
 from ..config import DecodeConfig
 from .batcher import Batcher, QueueFull
-from .gate import API_PATHS, Gate, Gatekeeper
+from .gate import API_PATHS, LOOPBACK_HOSTS, Gate, Gatekeeper
 from .metrics import Metrics
 from .schemas import DIGITS, ApiError, ServeSettings, TranslateRequest, TranslateResponse, parse_request
 
@@ -100,7 +100,10 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     # routes are described by a page of its own instead, and the schema is at /openapi.json
     app = FastAPI(title="transduce", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Translation with a Transformer trained by transduce. The page is at `/`.")
-    app.add_middleware(Gatekeeper, gate=gate, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    everywhere = settings.host in ("0.0.0.0", "::", "")
+    hosts = None if everywhere else {*LOOPBACK_HOSTS, settings.host.lower(), *(h.lower() for h in settings.allowed_hosts)}
+    app.add_middleware(Gatekeeper, gate=gate, metrics=metrics, max_body_bytes=settings.max_body_bytes, hosts=hosts,
+                       body_timeout=settings.body_timeout)
     app.state.gate, app.state.batcher, app.state.metrics, app.state.settings = gate, batcher, metrics, settings
 
     @app.exception_handler(ApiError)

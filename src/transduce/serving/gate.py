@@ -3,6 +3,7 @@ translations while the server stops, counts requests in flight, and records each
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Optional
@@ -21,12 +22,25 @@ class Gate:
         self.ready = False
 
 
-class Gatekeeper:
-    """ASGI middleware: the body size limit, the stopping server's 503, in-flight counting and
-    the request metrics. The body is read here (bounded) and handed on."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
-    def __init__(self, app, gate: Gate, metrics: Metrics, max_body_bytes: int):
+
+class Gatekeeper:
+    """ASGI middleware, in front of every route: the hosts the server answers for, JSON for the API,
+    the body size limit and the time a body may take, the stopping server's 503, in-flight counting
+    and the request metrics (a server error counts as 500). The body is read here (bounded) and
+    handed on.
+
+    ``hosts``: the names a request's ``Host`` may carry (None: any, for a server told to listen on
+    every network). A page on another site can make a browser send requests to 127.0.0.1, but
+    its own name in ``Host`` (DNS rebinding), and a form's ``text/plain`` POST needs no preflight:
+    both are refused, as local web services such as Jupyter do.
+    """
+
+    def __init__(self, app, gate: Gate, metrics: Metrics, max_body_bytes: int, hosts: Optional[set[str]] = None,
+                 body_timeout: float = 30.0):
         self.app, self.gate, self.metrics, self.max_body = app, gate, metrics, max_body_bytes
+        self.hosts, self.body_timeout = hosts, body_timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -42,9 +56,22 @@ class Gatekeeper:
             await send(message)
 
         counted = path == "/v1/translate"
+        headers = {name.lower(): value for name, value in scope.get("headers", [])}
         try:
+            host = headers.get(b"host", b"").decode("latin-1")
+            if self.hosts is not None and _host_name(host) not in self.hosts:
+                return await _plain_error(send_status, 403, f"this server answers for {', '.join(sorted(self.hosts))}, "
+                                                            f"not for the host {host!r} (--allow-host adds names)")
             if scope["method"] in ("POST", "PUT", "PATCH"):
-                body = await self._read_body(scope, receive)
+                kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+                if not (kind == "application/json" or kind.endswith("+json")):
+                    return await _plain_error(send_status, 415, f"send the body as JSON, with Content-Type: "
+                                                                f"application/json (got {kind or 'none'!r})")
+                try:
+                    body = await asyncio.wait_for(self._read_body(scope, receive), self.body_timeout)
+                except asyncio.TimeoutError:
+                    return await _plain_error(send_status, 408, f"the request body did not arrive within "
+                                                                f"{self.body_timeout:g} s")
                 if body is None:
                     return await _plain_error(send_status, 413, self._too_large())
                 receive = _replay(body, receive)
@@ -54,6 +81,10 @@ class Gatekeeper:
                 self.gate.in_flight += 1
             try:
                 await self.app(scope, receive, send_status)
+            except Exception:
+                if status == 499:  # the error is answered outside this middleware: it is the server's
+                    status = 500
+                raise
             finally:
                 if counted:
                     self.gate.in_flight -= 1
@@ -101,3 +132,11 @@ async def _plain_error(send, status: int, message: str) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _host_name(host: str) -> str:
+    """The name of a ``Host`` header, without its port: ``[::1]:8000`` -> ``::1``."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]")[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host

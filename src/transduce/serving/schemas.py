@@ -26,6 +26,9 @@ class ServeSettings:
     max_request_sentences, max_chars, max_body_bytes, queue_limit, max_beam: request limits;
     queue_limit counts waiting sentences.
     drain_timeout: seconds a stopping server lets in-flight requests finish.
+    host: the address it listens on; allowed_hosts: more names a request's ``Host`` may carry than
+        the loopback names and ``host`` (any, when it listens on every network).
+    body_timeout: seconds a request's body may take to arrive.
     """
 
     decode: DecodeConfig = DecodeConfig()
@@ -37,6 +40,9 @@ class ServeSettings:
     queue_limit: int = 1024
     max_beam: int = 16
     drain_timeout: float = 30.0
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    body_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         at_least(self, 1, "max_request_sentences", "max_chars", "max_body_bytes", "queue_limit", "max_beam")
@@ -122,9 +128,20 @@ def parse_request(body: bytes) -> TranslateRequest:
     except json.JSONDecodeError as error:
         raise ApiError(400, f"the body is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") \
             from None
+    except RecursionError:
+        raise ApiError(400, "the body nests JSON too deeply; send {\"text\": [\"...\"]}") from None
     if not isinstance(payload, dict):
         raise ApiError(422, f'the body must be a JSON object such as {{"text": ["..."]}}, not a {type(payload).__name__}')
     try:
-        return TranslateRequest.model_validate(payload)
+        ask = TranslateRequest.model_validate(payload)
     except ValidationError as error:
         raise ApiError(422, describe(error)) from None
+    except RecursionError:
+        raise ApiError(400, "the body nests JSON too deeply; send {\"text\": [\"...\"]}") from None
+    for i, line in enumerate(ask.text):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as error:  # JSON's \ud800 escapes can spell text no encoding has
+            raise ApiError(422, f"text[{i}]: not valid Unicode (a lone surrogate, {line[error.start]!r} at "
+                                f"character {error.start})") from None
+    return ask

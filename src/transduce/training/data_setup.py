@@ -23,11 +23,14 @@ def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: s
             longest = int(lengths.max())
             if longest + 1 > config.max_positions:
                 line = int(lengths.argmax())
+                # prepare's --max-len filters the training pairs only: validation keeps every sentence
+                fix = (f"prepare the data with --max-len {config.max_positions - 1} or less" if split == "train" else
+                       f"remove that pair from the {split} files and prepare again (--max-len filters only the "
+                       "training pairs)")
                 raise TrainingError(
                     f"{data_dir}: the {split} split has a {side} sentence of {longest} tokens (pair {line + 1} "
                     f"of the prepared split) but the model holds {config.max_positions} positions, one of them for "
-                    f"eos/start; prepare the data with --max-len {config.max_positions - 1} or less, or set "
-                    f"max_positions={longest + 1} or more")
+                    f"eos/start; {fix}, or set max_positions={longest + 1} or more")
 
 
 def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> None:

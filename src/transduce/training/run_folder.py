@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import (CheckpointError, list_checkpoints, load_weights, read_info, read_training_state,
-                          resolve, upgrade_names, write_checkpoint)
-from ..errors import TrainingError
+from ..checkpoint import (CheckpointError, checkpoint_file, list_checkpoints, load_weights, read_info,
+                          read_training_state, resolve, upgrade_names, write_checkpoint)
+from ..errors import TrainingError, TransduceError
 from ..files import check_output_dir, read_json, remove_output, write_marker
 from .ema import EMA_FILE, ExponentialAverage
 
@@ -38,6 +38,21 @@ class Progress:
     validations_since_best: int = 0
     skipped_updates: int = 0
     valid_seconds: float = 0.0  # time spent validating, over every process
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Progress":
+        """From a checkpoint's trainer.json, each field checked (a damaged file is an error the
+        resume falls back from, not a crash many steps later)."""
+        from dataclasses import fields
+
+        from ..config import check_type
+
+        known = {f.name: f.type for f in fields(cls)}
+        unknown = [key for key in data if key not in known]
+        if unknown:
+            raise ValueError(f"trainer.json: unknown progress field {unknown[0]!r}")
+        types = {"int": int, "float": float}
+        return cls(**{key: check_type(key, value, types[known[key]]) for key, value in data.items()})
 
 
 class RunFolder:
@@ -65,6 +80,11 @@ class RunFolder:
             for key, old in saved.get("train", {}).items():
                 if resolved["train"].get(key) != old:
                     self.log(f"--resume: {key} changed: {old} -> {resolved['train'][key]}")
+            now = asdict(self.settings)
+            for key in ("device", "precision", "compile"):  # how it runs: allowed to change, and said
+                old = saved.get("settings", {}).get(key)
+                if old is not None and old != now[key]:
+                    self.log(f"--resume: {key} changed: {old} -> {now[key]}")
         elif list_checkpoints(self.run_dir):
             raise TrainingError(f"{self.run_dir} already holds checkpoints; pass --resume to continue that run, "
                                 "or choose another --out")
@@ -86,18 +106,18 @@ class RunFolder:
                 self.optimizer.load_state_dict(state["optimizer"])
                 if self.scaler is not None and state.get("scaler"):
                     self.scaler.load_state_dict(state["scaler"])
-                progress = Progress(**trainer["progress"])
+                progress = Progress.from_dict(trainer["progress"])
                 self._resume_ema(folder)
-            except (CheckpointError, KeyError, TypeError, ValueError) as error:
-                self.log(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
+                rng = state["rng"]
+                torch.set_rng_state(rng[self.dist.rank] if self.dist.rank < len(rng) else rng[0])
+            except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError) as error:
+                self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
                 continue
             break
         else:
             raise TrainingError(f"--resume: none of the checkpoints in {self.run_dir / 'checkpoints'} is complete "
                                 "(see the warnings above); start a new run in another --out")
         rank = self.dist.rank
-        rng = state["rng"]
-        torch.set_rng_state(rng[rank] if rank < len(rng) else rng[0])
         cuda_rng = state.get("cuda_rng")
         if self.device.type == "cuda" and cuda_rng:
             torch.cuda.set_rng_state(cuda_rng[rank] if rank < len(cuda_rng) else cuda_rng[0], self.device)
@@ -111,6 +131,8 @@ class RunFolder:
         if self.ema is None:
             return
         path = folder / EMA_FILE
+        if path.is_file() or path.is_symlink():
+            path = checkpoint_file(folder, EMA_FILE)
         if not path.is_file():
             self.ema = ExponentialAverage(self.model, self.tc.ema)
             self.log(f"--resume: {folder} has no EMA; the EMA starts from the resumed weights")
@@ -124,17 +146,26 @@ class RunFolder:
 
     def _load_weights(self, folder: Path) -> None:
         """Load ``folder``'s weights into the model; a partial load is an error naming the keys."""
-        missing, unexpected = load_weights(self.model, folder / "model.safetensors", self.device)
+        missing, unexpected = load_weights(self.model, checkpoint_file(folder, "model.safetensors"), self.device)
         if missing or unexpected:
             raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing keys "
                                   f"{missing[:5]}, unexpected keys {unexpected[:5]}")
 
-    def _init_from(self, path: str) -> None:
-        folder = resolve(path)
-        info = read_info(folder)
-        if info["model"] != self.cfg.to_dict():
-            diff = [k for k, v in info["model"].items() if self.cfg.to_dict().get(k) != v]
+    def _init_source(self, path: str) -> Path:
+        """The checkpoint ``--init-from`` names, checked before the run folder is made: it exists and
+        holds the same model."""
+        try:
+            folder = resolve(path)
+            info = read_info(folder)
+        except TransduceError as error:
+            raise TrainingError(f"--init-from {path}: {error}") from None
+        mine = self.cfg.to_dict()
+        if info["model"] != mine:
+            diff = sorted(k for k in set(info["model"]) | set(mine) if info["model"].get(k) != mine.get(k))
             raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
+        return folder
+
+    def _init_from(self, folder: Path) -> None:
         self._load_weights(folder)
         self.log(f"initialized the weights from {folder}")
 
@@ -181,7 +212,7 @@ class RunFolder:
         folder = self.run_dir / "checkpoints" / f"step_{self.progress.step:08d}"
         write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
                          {"progress": asdict(self.progress), "train": self.tc.to_dict()},
-                         tensors={EMA_FILE: self.ema.state_dict()} if self.ema is not None else None)
+                         tensors={EMA_FILE: self.ema.state_dict()} if self.ema is not None else None, run=self.run_dir)
         if self.ema is not None:  # the averaged weights as a checkpoint of their own
             with self.ema.applied(self.model):
                 write_checkpoint(self.run_dir / "ema", self.model, {**self.checkpoint_info(), "ema": self.tc.ema},
@@ -191,20 +222,43 @@ class RunFolder:
 
 
 
-def sigterm_as_interrupt():
-    """Make SIGTERM (what cluster schedulers send) stop training like Ctrl-C: with a checkpoint."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt("terminated (SIGTERM)")
+class StopSignals:
+    """SIGTERM (what cluster schedulers send) and SIGINT (Ctrl-C) ask a run to stop.
 
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        return None
+    The first one is only remembered (``reason``): the loop stops at the next update boundary,
+    where everything it saves belongs to the same moment (the weights, the optimizer, the step
+    counter and the RNG states all after the same update), so the resumed run continues exactly
+    as after a kill -9, never applying a batch twice nor drawing other dropout masks. A second
+    signal stops at once, without saving (``KeyboardInterrupt``): the last checkpoint stands.
+    Installed only from the main thread (elsewhere Python's own handling stays).
+    """
 
+    NAMES = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGINT: "interrupted (Ctrl-C)"}
 
-def restore_sigterm(previous) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.installed = False
+        self._previous: dict = {}
+
+    def install(self) -> "StopSignals":
+        try:
+            for number in self.NAMES:
+                self._previous[number] = signal.signal(number, self._handle)
+            self.installed = True
+        except ValueError:  # not the main thread: leave signals alone
+            self.restore()
+        return self
+
+    def _handle(self, number, frame) -> None:
+        # (nothing is printed here: a handler that writes to a stream the loop is writing to fails)
+        if self.reason is not None:
+            raise KeyboardInterrupt(self.NAMES[number])
+        self.reason = self.NAMES[number]
+
+    def restore(self) -> None:
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+        self._previous = {}
 
 
 class RunLock:

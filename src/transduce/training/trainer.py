@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
@@ -14,16 +15,17 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..checkpoint import list_checkpoints
 from ..config import ModelConfig, TrainConfig
 from ..errors import TrainingError
 from ..files import write_text
 from ..model import Transformer
-from ..runtime import autocast
+from ..runtime import autocast, check_fits
 from . import distributed
 from .data_setup import TrainingData, check_lengths_against_model, check_model_against_data
 from .ema import ExponentialAverage
 from .loss import label_smoothed_nll
-from .run_folder import Progress, RunFolder, restore_sigterm, sigterm_as_interrupt
+from .run_folder import Progress, RunFolder, StopSignals
 from .schedule import learning_rate
 from .validation import Validation
 
@@ -67,6 +69,8 @@ class Trainer(RunFolder, Validation):
             self.device = torch.device("cuda", self.dist.local_rank)
             torch.cuda.set_device(self.device)
         self.log = log if self.dist.is_main else (lambda *a, **k: None)
+        # warnings go where errors go (stderr), unless the caller collects the log itself
+        self.warn = (lambda message: print(message, file=sys.stderr)) if log is print else self.log
         if not (train_config.max_steps or train_config.max_epochs or train_config.max_time or settings.more_time):
             raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
         data = TrainingData(model_config, train_config, settings.data_dir, self.dist.world_size, self.dist.rank,
@@ -74,6 +78,7 @@ class Trainer(RunFolder, Validation):
         self.data, self.meta, self.lm, self.collate = data, data.meta, data.lm, data.collate
         self.train_set, self.valid_set, self.sampler = data.train_set, data.valid_set, data.sampler
         self.train_indices, self.tokenizer, self.tokenizer_files = data.train_indices, data.tokenizer, data.tokenizer_files
+        check_fits(model_config, self.device, training=True, source="the model to train")
         torch.manual_seed(train_config.seed)
         self.model = Transformer(model_config).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(train_config.adam_beta1,
@@ -84,6 +89,7 @@ class Trainer(RunFolder, Validation):
         self.ema = ExponentialAverage(self.model, train_config.ema) if train_config.ema > 0 else None
         self.progress = Progress()
         self._lock = None
+        source = self._init_source(settings.init_from) if settings.init_from and not resume else None
         self._prepare_run_dir(resume)
         # Dropout differs per rank (seed + rank), as with any data-parallel run.
         torch.manual_seed(train_config.seed + self.dist.rank)
@@ -93,8 +99,8 @@ class Trainer(RunFolder, Validation):
                 self.tc = replace(self.tc, max_time=self.progress.elapsed + settings.more_time)
                 self.log(f"--more-time: training until {self.tc.max_time / 60:.1f} min of training in all "
                          f"(now {self.progress.elapsed / 60:.1f} min)")
-        elif settings.init_from:
-            self._init_from(settings.init_from)
+        elif source is not None:
+            self._init_from(source)
         if self.dist.is_main:
             resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict(),
                         "settings": {k: v for k, v in asdict(self.settings).items() if k != "run_dir"}}
@@ -175,7 +181,7 @@ class Trainer(RunFolder, Validation):
         from tqdm.auto import tqdm
 
         tc, p = self.tc, self.progress
-        previous_sigterm = sigterm_as_interrupt()
+        signals = self._signals = StopSignals().install()
         # One bar with a total and an ETA: in steps under a step limit, else in seconds under a time limit.
         by_time = not tc.max_steps and bool(tc.max_time)
         bar = tqdm(total=(round(tc.max_time) if by_time else tc.max_steps) or None,
@@ -248,15 +254,31 @@ class Trainer(RunFolder, Validation):
                     reason = (reason or "another rank stopped") if stop else None
         except KeyboardInterrupt as stop:
             reason = str(stop) or "interrupted"
-            self.log(f"{reason}: saving a checkpoint before stopping")
+            if signals.installed:  # a second signal: at once, as a kill (a save now would mix two moments)
+                bar.close()
+                signals.restore()
+                self.close()
+                saved = list_checkpoints(self.run_dir)
+                raise TrainingError(f"{reason} again: stopped at once without saving; the last checkpoint "
+                                    f"({saved[-1] if saved else 'none yet'}) is intact, and --resume continues "
+                                    "from it") from None
+            self.log(f"{reason}: saving a checkpoint before stopping")  # (signals left to Python: no handler)
         finally:
             bar.close()
             self.log = log
-            restore_sigterm(previous_sigterm)
-        if reason and not reason.startswith(("interrupted", "terminated")) and tc.valid_every >= 0 and \
-                self._validated_at != p.step and p.step > 0:
-            self._validate_and_track(scheduled=False)  # the final weights always get their say for best/
-        self.save()
+        if signals.reason and reason == signals.reason:
+            self.log(f"{reason}: saving a checkpoint before stopping")
+        try:  # (a signal now is noted, the run is stopping anyway; a second one still stops at once)
+            if reason and not reason.startswith(("interrupted", "terminated")) and tc.valid_every >= 0 and \
+                    self._validated_at != p.step and p.step > 0:
+                self._validate_and_track(scheduled=False)  # the final weights always get their say for best/
+            self.save()
+        except KeyboardInterrupt as stop:
+            self.close()
+            raise TrainingError(f"{stop} again: stopped at once, before the last checkpoint was written; the one "
+                                "before it is intact, and --resume continues from it") from None
+        finally:
+            signals.restore()
         summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),
                    "best_bleu": p.best_bleu, "best_step": p.best_step}
         if self.lm:
@@ -285,6 +307,9 @@ class Trainer(RunFolder, Validation):
 
     def _limit_reached(self) -> Optional[str]:
         tc, p = self.tc, self.progress
+        signals = getattr(self, "_signals", None)
+        if signals is not None and signals.reason:  # checked at update boundaries only: see StopSignals
+            return signals.reason
         if tc.max_steps and p.step >= tc.max_steps:
             return f"max_steps {tc.max_steps}"
         if tc.max_epochs and p.epoch >= tc.max_epochs:
