@@ -201,3 +201,27 @@ def check_fits(config, device: torch.device | str = "cpu", training: bool = Fals
             f"positions holds about {numbers:,} numbers: {needed / 2**30:,.1f} GiB "
             f"{'to train' if training else 'for its weights'}, more than this machine can give it (the {device} has "
             f"{available / 2**30:,.1f} GiB available). Use smaller dimensions (or a machine with more memory)")
+
+
+def release_memory() -> bool:
+    """Give the memory glibc's allocator keeps after freeing back to the system (``malloc_trim``).
+
+    Training allocates tensors of shapes that change with every batch; glibc keeps the freed
+    blocks, fragmented, and a run's resident memory grows for its first thousands of updates
+    (``python benchmarks/train_memory.py`` measures it). Returns whether it could (glibc only)."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if not _LIBC:
+        return False
+    _LIBC.malloc_trim(0)
+    return True
+
+
+_LIBC = None

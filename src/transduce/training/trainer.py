@@ -20,7 +20,7 @@ from ..config import ModelConfig, TrainConfig
 from ..errors import TrainingError
 from ..files import write_text
 from ..model import Transformer
-from ..runtime import autocast, check_fits
+from ..runtime import autocast, check_fits, release_memory
 from . import distributed
 from .data_setup import TrainingData, check_lengths_against_model, check_model_against_data
 from .ema import ExponentialAverage
@@ -28,6 +28,11 @@ from .loss import label_smoothed_nll
 from .run_folder import Progress, RunFolder, StopSignals
 from .schedule import learning_rate
 from .validation import Validation
+
+# updates between two returns of freed memory to the system (runtime.release_memory): without them
+# the resident memory of the small Multi30k recipe grows for hundreds of updates; with them it stays
+# lower, at no measurable cost (python benchmarks/train_memory.py)
+TRIM_EVERY = 5
 
 __all__ = ["Progress", "RunSettings", "Trainer", "TrainingError", "check_lengths_against_model",
            "check_model_against_data"]
@@ -229,6 +234,8 @@ class Trainer(RunFolder, Validation):
                         bar.set_postfix(step=p.step, refresh=False)
                     else:
                         bar.update(1)
+                    if p.step % TRIM_EVERY == 0:
+                        release_memory()
                     if p.step % tc.log_every == 0 or p.step in (1, 10):  # a first loss at once
                         self._log_train(window, stats, bar)
                         window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
