@@ -20,7 +20,7 @@ class ServerProcess:
     """``python -m transduce serve RUN ...`` in a process of its own; ``url`` once it listens.
     Its stderr is collected in ``log`` (a reader thread keeps the pipe from filling)."""
 
-    def __init__(self, run, *flags: str, port: int = 0, timeout: float = 120.0):
+    def __init__(self, run, *flags: str, port: int = 0, timeout: float = 600.0):
         command = [sys.executable, "-m", "transduce", "serve", str(run), "--port", str(port), "--threads", "1", *flags]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log: list[str] = []
