@@ -38,7 +38,7 @@ from torch import Tensor
 from .cache import StepCache, attended, pad_rows, padded_sentences, power_of_two, static_address
 from .norm import norm_function
 from .snapshots import snapshot
-from .support import unsupported
+from .support import require_supported
 from .tuned_linear import TunedLinear
 
 # int8 decoding measures fp32 against int8 per product only while the decoder's fp32 weights are
@@ -93,12 +93,8 @@ class FastDecoder:
     """
 
     def __init__(self, model, precision: str = "fp32") -> None:
-        if model.training:
-            raise ValueError("FastDecoder is for inference: call model.eval() first")
+        require_supported(model, "the fast decode step", "Transformer.decode")
         c = model.config
-        reason = unsupported(c)
-        if reason:
-            raise ValueError(f"the fast decode step does not support {reason}; decode with Transformer.decode")
         self.config = c
         self.precision = precision
         int8 = precision == "int8"

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from .int8 import Int8Linear
 from .norm import norm_function
 from .snapshots import snapshot
-from .support import unsupported
+from .support import require_supported, unsupported
 from .tuned_linear import TunedLinear
 
 
@@ -50,12 +50,8 @@ class FastEncoder:
     change (``snapshot``)."""
 
     def __init__(self, model, precision: str = "fp32") -> None:
-        if model.training:
-            raise ValueError("FastEncoder is for inference: call model.eval() first")
+        require_supported(model, "the fast encoder pass", "Transformer.encode")
         c = model.config
-        reason = unsupported(c)
-        if reason:
-            raise ValueError(f"the fast encoder pass does not support {reason}; encode with Transformer.encode")
         self.pad_id, self.heads, self.head_dim = c.pad_id, c.n_heads, c.d_k
         self.factor = c.d_k**-0.5 if c.attention_scale == "sqrt_dk" else 1.0
         self.pre = c.norm_position == "pre"

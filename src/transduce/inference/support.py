@@ -72,3 +72,13 @@ def unsupported(config) -> Optional[str]:
         if not (rule(config) if callable(rule) else value in rule):
             return f"{field.name}={value!r}"
     return None
+
+
+def require_supported(model, what: str, instead: str) -> None:
+    """Refuse, naming the option, a model the fast passes do not compute exactly, or one in training
+    mode (they have no dropout); ``what`` and ``instead`` name the pass and the model's own."""
+    if model.training:
+        raise ValueError(f"{what} is for inference: call model.eval() first")
+    reason = unsupported(model.config)
+    if reason:
+        raise ValueError(f"{what} does not support {reason}; use {instead}")

@@ -67,6 +67,7 @@ class Trainer(RunFolder, Validation):
         self.on_validate = on_validate
         self._stop_reason: Optional[str] = None
         self._validated_at = -1  # the step of the last validation
+        self._signals: Optional[StopSignals] = None  # while train() runs: SIGTERM/SIGINT noted for the loop
         self.run_dir = Path(settings.run_dir)
         self.device = torch.device(settings.device)
         self.dist = distributed.setup(self.device)
@@ -314,7 +315,7 @@ class Trainer(RunFolder, Validation):
 
     def _limit_reached(self) -> Optional[str]:
         tc, p = self.tc, self.progress
-        signals = getattr(self, "_signals", None)
+        signals = self._signals
         if signals is not None and signals.reason:  # checked at update boundaries only: see StopSignals
             return signals.reason
         if tc.max_steps and p.step >= tc.max_steps:
