@@ -134,6 +134,32 @@ def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(se
         reply += chunk
     stalled.close()
     assert reply.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in reply, reply
+    # a connection that sends nothing, and one that sends its head a byte at a time, are closed
+    # too (uvicorn by itself keeps both open for as long as they like)
+    silent = socket.create_connection((host, int(port)))
+    trickling = socket.create_connection((host, int(port)))
+    head = f"GET /health HTTP/1.1\r\nHost: {host}\r\n".encode()
+    trickling.settimeout(0.2)
+    replies = {silent: b"", trickling: b""}
+    for byte in range(len(head)):  # about 0.2 s a byte: well past the deadline before the head ends
+        try:
+            trickling.sendall(head[byte:byte + 1])
+        except OSError:  # closed by the server
+            break
+        try:
+            chunk = trickling.recv(65536)
+            replies[trickling] += chunk
+            if not chunk:
+                break
+        except socket.timeout:
+            pass
+    for connection in replies:
+        connection.settimeout(60)
+        while chunk := connection.recv(65536):
+            replies[connection] += chunk
+        connection.close()
+        assert replies[connection].startswith(b"HTTP/1.1 408"), replies[connection]
+        assert b"head did not arrive within 1 s" in replies[connection]
     rebound = urllib.request.Request(server.url + "/v1/model", headers={"Host": f"rebinding.example:{port}"})
     try:
         urllib.request.urlopen(rebound, timeout=30)

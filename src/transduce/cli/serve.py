@@ -53,7 +53,8 @@ def add_parser(sub) -> None:
                    help="answer requests for this host name too (repeatable; the loopback names and --host always; "
                         "every name when listening on every network): a reverse proxy's name")
     g.add_argument("--body-timeout", type=number(float, 0.1, 3600), default=30.0,
-                   help="seconds a request's body may take to arrive (a connection that stalls gets 408)")
+                   help="seconds a request's head, and then its body, may take to arrive (a connection that "
+                        "stalls gets 408 and is closed)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
     add_decode_options(p)
     p.set_defaults(run=run)
@@ -121,7 +122,7 @@ def run(args) -> int:
     from ..checkpoint import resolve
     from ..runtime import compile_choice
     from ..serving.app import create_app
-    from ..serving.server import GracefulServer
+    from ..serving.server import GracefulServer, head_deadline
 
     settings = _settings(args)
     resolve(args.model)  # a missing or damaged run is a message before the port is taken
@@ -150,6 +151,7 @@ def run(args) -> int:
               "(there is no authentication)", file=sys.stderr)
     print(f"open {url} (the API's documentation: {url}docs); Ctrl+C stops", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, lifespan="on",
+                            http=head_deadline(settings.body_timeout),
                             timeout_graceful_shutdown=max(1, int(settings.drain_timeout)))
     server = GracefulServer(config, app.state.gate, settings.drain_timeout)
     server.run(sockets=[sock])

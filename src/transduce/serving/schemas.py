@@ -28,7 +28,7 @@ class ServeSettings:
     drain_timeout: seconds a stopping server lets in-flight requests finish.
     host: the address it listens on; allowed_hosts: more names a request's ``Host`` may carry than
         the loopback names and ``host`` (any, when it listens on every network).
-    body_timeout: seconds a request's body may take to arrive.
+    body_timeout: seconds a request's head, and then its body, may take to arrive.
     """
 
     decode: DecodeConfig = DecodeConfig()
