@@ -15,6 +15,7 @@ and a damaged checkpoint is reported by name, with the ones that can be used ins
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -56,6 +57,9 @@ def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str,
                 shutil.copyfile(path, tmp / path.name)
                 names.append(path.name)
         meta = {**info, "transduce_version": __version__}
+        if info["tokenizer"].get("src"):  # the files as written are what the weights' ids mean
+            meta["tokenizer"] = {**info["tokenizer"],
+                                 "fingerprint": tokenizer_fingerprint(tokenizer_paths(tmp, info))}
         (tmp / "model.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         if state is not None:
             torch.save(state, tmp / "state.pt")
@@ -116,6 +120,32 @@ def tokenizer_paths(folder: str | Path, info: dict) -> dict[str, Path]:
         if not path.is_file():
             raise CheckpointError(f"{path} is missing: {folder} is incomplete")
     return paths
+
+
+def tokenizer_fingerprint(paths: dict[str, Path]) -> str:
+    """What identifies a mapping from text to ids: a SHA-256 over the bytes of the files that define
+    it, each under its role (``TOKENIZER_KEYS``: the SentencePiece models of each side and, for
+    imported Marian models, the ``vocab.json`` files that map pieces to ids). A vocabulary trained
+    again differs in its bytes even at the same size, so two datasets or checkpoints encode text to
+    the same ids when their fingerprints agree."""
+    digest = hashlib.sha256()
+    roles = {**paths, "tgt_vocab": paths.get("tgt_vocab", paths.get("vocab"))}
+    for role in TOKENIZER_KEYS:
+        data = Path(roles[role]).read_bytes() if roles.get(role) is not None else b""
+        digest.update(f"{role}:{len(data)}:".encode() + data)
+    return digest.hexdigest()[:16]
+
+
+def checkpoint_fingerprint(folder: str | Path, info: dict) -> tuple[Optional[str], bool]:
+    """``(fingerprint, recorded)``: the tokenizer fingerprint ``model.json`` records, or for a
+    checkpoint written before fingerprints one computed from its tokenizer files (``recorded``
+    False); ``(None, False)`` for a model without a tokenizer (an imported GPT-2 or BERT)."""
+    tok = info["tokenizer"]
+    if isinstance(tok.get("fingerprint"), str):
+        return tok["fingerprint"], True
+    if not tok.get("src"):
+        return None, False
+    return tokenizer_fingerprint(tokenizer_paths(folder, info)), False
 
 
 def is_checkpoint(path: str | Path) -> bool:

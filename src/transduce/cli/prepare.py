@@ -21,15 +21,20 @@ def add_parser(sub) -> None:
                                    "paragraph)")
     p.add_argument("--valid", help="with --monolingual: the validation text (for validation perplexity)")
     p.add_argument("--out", required=True, help="the prepared dataset's folder")
-    p.add_argument("--vocab-size", type=number(int, 8, 10**7), default=8000, help="SentencePiece vocabulary size (paper: ~37,000 on WMT)")
+    p.add_argument("--tokenizer", metavar="MODEL",
+                   help="encode with the tokenizer of this run or checkpoint (one trained here or imported from "
+                        "Hugging Face) instead of training a vocabulary: the data for fine-tuning that model")
+    p.add_argument("--vocab-size", type=number(int, 8, 10**7), default=None,
+                   help="SentencePiece vocabulary size (default 8000; paper: ~37,000 on WMT)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--joint", dest="joint", action="store_true", default=True,
+    group.add_argument("--joint", dest="joint", action="store_true", default=None,
                        help="one vocabulary for both languages (default; the paper's shared BPE)")
     group.add_argument("--separate", dest="joint", action="store_false", help="one vocabulary per language")
-    p.add_argument("--model-type", choices=["bpe", "unigram"], default="bpe", help="SentencePiece model type")
+    p.add_argument("--model-type", choices=["bpe", "unigram"], default=None, help="SentencePiece model type (default bpe)")
     p.add_argument("--max-len", type=number(int, 1, 1_000_000), default=256, help="drop training pairs longer than this (tokens)")
     p.add_argument("--max-ratio", type=number(float, 1, 10**6), default=3.0, help="drop training pairs with a longer length ratio")
-    p.add_argument("--vocab-sample", type=number(int, 1, 10**10), default=1_000_000, help="train the vocabulary on at most this many lines")
+    p.add_argument("--vocab-sample", type=number(int, 1, 10**10), default=None,
+                   help="train the vocabulary on at most this many lines (default 1,000,000)")
     p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict",
                    help="strict: stop at invalid UTF-8; replace: replace bad bytes")
     p.add_argument("--threads", type=number(int, 1, 1024), default=2, help="threads for SentencePiece")
@@ -41,6 +46,17 @@ def run(args) -> int:
     from ..data.prepare import PrepareOptions, prepare
     from ..errors import TransduceError
 
+    vocabulary = [flag for flag, value in (("--vocab-size", args.vocab_size), ("--joint/--separate", args.joint),
+                                           ("--model-type", args.model_type), ("--vocab-sample", args.vocab_sample))
+                  if value is not None]
+    if args.tokenizer and (vocabulary or args.monolingual):
+        raise TransduceError(f"--tokenizer encodes with the model's own vocabulary: "
+                             f"{', '.join(vocabulary) or '--monolingual'} cannot apply; leave "
+                             f"{'them' if len(vocabulary) > 1 else 'it'} out")
+    args.vocab_size = 8000 if args.vocab_size is None else args.vocab_size
+    args.joint = True if args.joint is None else args.joint
+    args.model_type = args.model_type or "bpe"
+    args.vocab_sample = 1_000_000 if args.vocab_sample is None else args.vocab_sample
     if args.monolingual:
         given = [flag for flag, value in (("--train-prefix", args.train_prefix), ("--valid-prefix", args.valid_prefix),
                                           ("--test-prefix", args.test_prefix), ("--src", args.src), ("--tgt", args.tgt))
@@ -64,9 +80,10 @@ def run(args) -> int:
                              valid_prefix=args.valid_prefix, test_prefix=args.test_prefix,
                              vocab_size=args.vocab_size, joint=args.joint, model_type=args.model_type,
                              max_len=args.max_len, max_ratio=args.max_ratio, vocab_sample=args.vocab_sample,
-                             encoding_errors=args.encoding_errors, threads=args.threads)
+                             encoding_errors=args.encoding_errors, threads=args.threads, tokenizer=args.tokenizer)
     meta = prepare(options, args.out, force=args.force)
-    print(f"prepared {args.out}: vocabulary {meta['vocab_size']['src']}"
+    print(f"prepared {args.out}: " + (f"the tokenizer of {meta['tokenizer_from']}, " if args.tokenizer else "")
+          + f"vocabulary {meta['vocab_size']['src']}"
           + ("" if meta["joint"] else f"/{meta['vocab_size']['tgt']}") + ", splits "
           + ", ".join(f"{k} {v['pairs']:,}" for k, v in meta["splits"].items()))
     return 0

@@ -23,11 +23,13 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="the run directory (checkpoints, metrics, config)")
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
                    help="model preset (a new run without one uses base, the paper's)")
-    p.add_argument("--recipe", choices=["auto", "paper"], default=None,
+    p.add_argument("--recipe", choices=["auto", "paper", "finetune"], default=None,
                    help="the learning-rate schedule of a new run when you give none of its options: auto scales "
                         "warmup to the data (4 epochs, 100 to 4000 steps) with a peak of 1e-3 (7e-4 above "
                         "d_model 256), which learns on a few thousand pairs in minutes; paper: warmup 4000, "
-                        "lr = d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (§5.3)")
+                        "lr = d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (§5.3); finetune (with --init-from): "
+                        "warmup of one epoch (50 to 1000 updates) to a tenth of auto's peak, then the same decay, "
+                        "validation before the first update and early stopping (patience 5)")
     p.add_argument("--config", help="a TOML file with [model] and [train] tables")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any model or training option (model.KEY / train.KEY to be explicit)")
@@ -48,7 +50,14 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=THREADS, default=0,
                    help="CPU threads (0: the cores other programs leave idle, measured at the start)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
-    p.add_argument("--init-from", help="start from the weights of a checkpoint or run (same model options)")
+    p.add_argument("--init-from", metavar="MODEL",
+                   help="start from the weights of a run or checkpoint (one of yours or one imported with "
+                        "import-hf); its model is the new run's (dropout may change), and the data must be prepared "
+                        "with its tokenizer (prepare --tokenizer MODEL)")
+    p.add_argument("--valid-extra", metavar="PREFIX",
+                   help="a second validation set, PREFIX.SRC and PREFIX.TGT (or .gz) raw text, scored beside the "
+                        "main one (while fine-tuning on a new domain: the general domain's BLEU, to see what is "
+                        "forgotten)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -97,6 +106,10 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
     Returns the model config, the training config and the preset's name.
     """
     saved_path = Path(args.out) / "config.json"
+    start = StartingPoint.read(args.init_from) if args.init_from and not args.resume else None
+    if args.recipe == "finetune" and start is None and not args.resume:
+        raise TransduceError("--recipe finetune continues a trained model: give --init-from MODEL (a run or checkpoint "
+                             "of yours, or one imported with `transduce import-hf`)")
     toml = _read_toml(args.config) if args.config else {}
     unknown = set(toml) - {"preset", "model", "train"}
     if unknown:
@@ -127,6 +140,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
             raise TransduceError(f"--resume: {args.out} was trained with the preset {saved_preset!r}, not "
                                  f"{preset!r}; resume with the same preset (or none) or start a new run")
         preset = saved_preset or preset
+    elif start is not None and preset is None:  # the model of the checkpoint it starts from
+        model = ModelConfig.from_dict(start.info["model"])
+        train = TrainConfig(label_smoothing=start.label_smoothing)
     else:
         preset = preset or ("gpt-small" if meta.get("kind") == "monolingual" else "base")
         model = ModelConfig.preset(preset, **_data_fields(meta))
@@ -139,20 +155,79 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
              "max_epochs": args.max_epochs, "max_time": parse_duration(args.max_time), "seed": args.seed,
              "ema": args.ema}
     train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
-    given = set(toml.get("train", {})) | set(train_sets)
-    if not (args.resume and saved_path.is_file()) and (args.recipe or "auto") == "auto" and \
-            not given & SCHEDULE_KEYS:
-        train = auto_schedule(train, model, args.data_dir)
+    given = set(toml.get("train", {})) | set(train_sets) | {k for k, v in flags.items() if v is not None}
+    new_run = not (args.resume and saved_path.is_file())
+    if new_run and (args.recipe or "auto") in ("auto", "finetune") and not given & SCHEDULE_KEYS:
+        train = auto_schedule(train, model, args.data_dir, finetune=args.recipe == "finetune")
+    if new_run and args.recipe == "finetune":
+        import dataclasses
+
+        train = dataclasses.replace(train, **{k: v for k, v in FINETUNE.items() if k not in given})
+    if start is not None:
+        print(start.describe(model, train, args.recipe), file=sys.stderr)
     return model, train, preset
+
+
+# what --recipe finetune sets besides the schedule (unless given): the starting model's scores first,
+# and a stop once five validations in a row have not beaten the best
+FINETUNE = {"valid_at_start": True, "patience": 5}
+
+
+class StartingPoint:
+    """The checkpoint a new run starts from (``--init-from``): its ``folder``, ``info`` and the
+    label smoothing it was trained with (its run's config.json; the default where it has none)."""
+
+    def __init__(self, folder: Path, info: dict, label_smoothing: float, source: str) -> None:
+        self.folder, self.info, self.label_smoothing, self.source = folder, info, label_smoothing, source
+
+    @classmethod
+    def read(cls, path: str) -> "StartingPoint":
+        from ..checkpoint import read_info, resolve
+
+        try:
+            folder = resolve(path)
+            info = read_info(folder)
+            ModelConfig.from_dict(info["model"])
+        except (TransduceError, TypeError, ValueError) as error:
+            raise TransduceError(f"--init-from {path}: {error}") from None
+        for run in (folder.parent, folder.parent.parent):  # RUN/best, RUN/checkpoints/step_N
+            try:
+                smoothing = read_json(run / "config.json")["train"]["label_smoothing"]
+            except (TransduceError, KeyError, TypeError):
+                continue
+            if isinstance(smoothing, float) and 0 <= smoothing < 1:
+                return cls(folder, info, smoothing, str(run / "config.json"))
+        return cls(folder, info, TrainConfig.label_smoothing, "the default")
+
+    def describe(self, model: ModelConfig, train: TrainConfig, recipe: str | None) -> str:
+        """What the new run keeps of the model it starts from and what it changes."""
+        theirs = self.info["model"]
+        changed = [f"{k} {theirs.get(k)} -> {v}" for k, v in model.to_dict().items() if theirs.get(k) != v]
+        kept = f"{model.encoder_layers}+{model.decoder_layers} layers, d_model {model.d_model}" + \
+            ("" if theirs.get("dropout") != model.dropout else f", dropout {model.dropout}")
+        lines = [f"starting from {self.folder} (step {self.info.get('step', '?')}): keeping its model ({kept})"
+                 + (f", changing {', '.join(changed)}" if changed else "")
+                 + f"; label smoothing {train.label_smoothing}"
+                 + (f" (from {self.source})" if train.label_smoothing == self.label_smoothing else "")]
+        if recipe == "finetune":
+            lines.append("fine-tuning: " + ("validating before the first update; " if train.valid_at_start else "")
+                         + (f"stopping after {train.patience} validations without a better BLEU" if train.patience
+                            else "no early stopping"))
+        elif recipe in (None, "auto"):
+            lines.append("note: the auto schedule is the one of training from scratch; --recipe finetune continues "
+                         "a trained model with a tenth of its learning rate")
+        return "\n".join(lines)
 
 
 SCHEDULE_KEYS = {"lr_schedule", "warmup", "peak_lr", "lr_factor"}
 
 
-def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str) -> TrainConfig:
+def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str, finetune: bool = False) -> TrainConfig:
     """A schedule scaled to the data: warmup of about 4 epochs (100 to 4,000 updates, the paper's
     4,000 being reached on WMT-sized data) to a peak learning rate of 1e-3 (7e-4, the paper's base
-    peak, above d_model 256), then the paper's inverse square root decay."""
+    peak, above d_model 256), then the paper's inverse square root decay. With ``finetune`` (a
+    trained model continued on new data): warmup of one epoch (50 to 1,000 updates) to a tenth of
+    that peak, so that the first updates do not undo what the model knows."""
     import dataclasses
 
     from ..data import ParallelDataset, TokenBatchSampler, TokenStream
@@ -165,6 +240,8 @@ def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str) -> Trai
         per_epoch = len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, train.max_tokens)) / train.update_freq
     warmup = int(min(4000, max(100, round(4 * per_epoch))))
     peak = 1e-3 if model.d_model <= 256 else 7e-4
+    if finetune:
+        warmup, peak = int(min(1000, max(50, round(per_epoch)))), peak / 10
     return dataclasses.replace(train, lr_schedule="inverse_sqrt_peak", warmup=warmup, peak_lr=peak)
 
 
@@ -192,9 +269,13 @@ def run(args) -> int:
 
     meta = load_meta(args.data_dir)
     model_config, train_config, preset = resolve_configs(args, meta)
+    valid_extra = args.valid_extra
+    if valid_extra is None and args.resume and (Path(args.out) / "config.json").is_file():
+        saved = read_json(Path(args.out) / "config.json", "--resume: the run's configuration")
+        valid_extra = saved.get("settings", {}).get("valid_extra")  # the run keeps its second validation set
     settings = RunSettings(data_dir=str(args.data_dir), run_dir=str(args.out), device=str(device),
                            precision=precision, compile=args.compile, quiet=args.quiet, init_from=args.init_from,
-                           more_time=more_time, extra={"preset": preset})
+                           more_time=more_time, valid_extra=valid_extra, extra={"preset": preset})
     trainer = Trainer(model_config, train_config, settings, resume=args.resume)
     params = trainer.model.num_parameters()["total"]
     trainer.log(f"training a {params:,}-parameter model on {device} ({precision}"

@@ -29,6 +29,8 @@ class TrainConfig(ConfigMixin):
         seed: for weights, dropout and batch order.
         log_every: steps between metric lines. valid_every: steps between validations
             (0: at each epoch end; -1: never). valid_beam: 1 (greedy) or a beam size for validation BLEU.
+        valid_at_start: validate once before the first update too (fine-tuning: the starting
+            model's scores come first, and ``best/`` holds it until training beats it).
         valid_max_sentences: translate at most this many validation sentences for BLEU (0: all).
         valid_share: skip a scheduled validation while validation has taken more than this share
             of the training time (0: never skip), so that it costs a bounded part of any budget.
@@ -66,6 +68,7 @@ class TrainConfig(ConfigMixin):
     log_every: int = 50
     valid_every: int = 0
     valid_beam: int = 1
+    valid_at_start: bool = False
     valid_max_sentences: int = 0
     valid_share: float = 0.1
     bleu_tokenize: str = "13a"

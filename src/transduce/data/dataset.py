@@ -11,10 +11,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import DataError
-from ..files import recover
-from .corpus import read_lines
-from .tokenizer import Tokenizer
+from ..checkpoint import TOKENIZER_KEYS, tokenizer_fingerprint
+from ..errors import DataError, TransduceError
+from ..files import member, recover
+from .corpus import find_file, read_lines, read_pairs
+from .tokenizer import SPECIAL_IDS, Tokenizer
 
 
 def load_meta(data_dir: str | Path) -> dict:
@@ -33,9 +34,43 @@ def load_meta(data_dir: str | Path) -> dict:
     return meta
 
 
+def tokenizer_files(data_dir: str | Path, meta: dict) -> dict[str, Path]:
+    """A prepared dataset's tokenizer files by role (``checkpoint.TOKENIZER_KEYS``), each confined to
+    the folder: the SentencePiece models, and the ``vocab.json`` files of a model's own tokenizer."""
+    spm = meta["spm"]
+    try:
+        return {key: member(data_dir, spm[key], f"tokenizer file ({key})") for key in TOKENIZER_KEYS if spm.get(key)}
+    except TransduceError as error:
+        raise DataError(str(error).replace("model.json", "meta.json")) from None
+
+
+def dataset_fingerprint(data_dir: str | Path, meta: dict) -> tuple[str, bool]:
+    """``(fingerprint, recorded)`` of the tokenizer a dataset's ids were made with (see
+    ``checkpoint.tokenizer_fingerprint``); a dataset prepared before fingerprints gets one computed
+    from its files (``recorded`` False).
+
+    Raises:
+        DataError: the tokenizer files were changed after the ids were written.
+    """
+    files = tokenizer_files(data_dir, meta)
+    missing = [str(path) for path in files.values() if not path.is_file()]
+    if missing:
+        raise DataError(f"{missing[0]} is missing: {data_dir} is incomplete; prepare the data again")
+    computed = tokenizer_fingerprint(files)
+    recorded = meta.get("tokenizer_fingerprint")
+    if recorded is None:
+        return computed, False
+    if recorded != computed:
+        raise DataError(f"{data_dir}: its tokenizer files were changed after `transduce prepare` wrote the token ids "
+                        "(they no longer match); prepare the data again")
+    return recorded, True
+
+
 def load_tokenizer(data_dir: str | Path, meta: dict | None = None) -> Tokenizer:
     meta = meta or load_meta(data_dir)
-    return Tokenizer(Path(data_dir) / meta["spm"]["src"], Path(data_dir) / meta["spm"]["tgt"])
+    files = tokenizer_files(data_dir, meta)
+    return Tokenizer(files["src"], files["tgt"], files.get("vocab"), files.get("tgt_vocab"),
+                     unk_id=meta.get("special_ids", {}).get("unk_id", SPECIAL_IDS["unk_id"]))
 
 
 class ParallelDataset:
@@ -83,6 +118,31 @@ class ParallelDataset:
             raise DataError(f"{path} has {len(lines)} lines but the split has {len(self)} sentences; "
                             "prepare the data again")
         return lines
+
+
+class EncodedPairs:
+    """The pairs of raw files ``PREFIX.SRC``/``PREFIX.TGT`` (or ``.gz``), encoded in memory with
+    ``tokenizer``: a second validation set (``train --valid-extra``) with the part of
+    ``ParallelDataset``'s interface that validation reads."""
+
+    def __init__(self, prefix: str | Path, src: str, tgt: str, tokenizer: Tokenizer) -> None:
+        pairs = list(read_pairs(find_file(prefix, src), find_file(prefix, tgt)))
+        if not pairs:
+            raise DataError(f"{prefix}.{src} and {prefix}.{tgt} hold no sentence pairs")
+        self._text = {"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]}
+        self._src = [np.asarray(ids, np.int32) for ids in tokenizer.encode_src(self._text["src"])]
+        self._tgt = [np.asarray(ids, np.int32) for ids in tokenizer.encode_tgt(self._text["tgt"])]
+        self.src_lengths = np.array([len(ids) for ids in self._src], np.int64)
+        self.tgt_lengths = np.array([len(ids) for ids in self._tgt], np.int64)
+
+    def __len__(self) -> int:
+        return len(self._src)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._src[i], self._tgt[i]
+
+    def raw_text(self, side: str) -> list[str]:
+        return list(self._text[side])
 
 
 @dataclass

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..version import __version__
+from ..checkpoint import tokenizer_fingerprint
 from ..errors import DataError, TransduceError
 from ..files import check_output_dir, output_dir, read_json
 from .corpus import fingerprint, read_lines
@@ -87,6 +88,7 @@ def prepare_monolingual(train: str | Path, out: str | Path, valid: Optional[str 
             stats = meta["splits"][split]
             print_(f"{split}: {stats['lines']:,} lines ({stats['empty']:,} empty, skipped), {stats['tokens']:,} tokens")
         meta["seconds"] = round(time.time() - start, 2)
+        meta["tokenizer_fingerprint"] = tokenizer_fingerprint({"src": tmp / "spm.model", "tgt": tmp / "spm.model"})
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 

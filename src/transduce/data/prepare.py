@@ -3,7 +3,8 @@
 Output folder layout::
 
     meta.json                 languages, vocabulary, special ids, sizes, filter counts, fingerprint
-    spm.model                 (joint) or spm.SRC.model + spm.TGT.model (separate)
+    spm.model                 (joint) or spm.SRC.model + spm.TGT.model (separate); with --tokenizer
+                              the model's files instead (and its vocab.json files, if it has them)
     SPLIT.LANG.bin            all token ids of a split and side, flat int32 (no bos/eos)
     SPLIT.LANG.idx            int64 offsets, n + 1 of them: sentence i is bin[idx[i]:idx[i+1]]
     SPLIT.LANG.txt            the raw text of valid/test splits (references for BLEU)
@@ -24,10 +25,11 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..version import __version__
+from ..checkpoint import tokenizer_fingerprint
 from ..errors import DataError, TransduceError
 from ..files import check_output_dir, output_dir, read_json
 from .corpus import find_file, fingerprint, read_pairs, write_lines
-from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
+from .tokenizer import SPECIAL_IDS, ModelTokenizer, Tokenizer, model_tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 1
 
@@ -51,6 +53,11 @@ class PrepareOptions:
     chunk_lines: int = 100_000
     threads: int = 2
     seed: int = 1
+    tokenizer: Optional[str] = None  # a model's run or checkpoint whose tokenizer encodes the text
+
+
+# the share of a side's pieces unknown to a model's tokenizer above which prepare warns
+UNKNOWN_WARNING = 0.01
 
 
 def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=print) -> dict:
@@ -71,8 +78,12 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
     shaping["splits"] = sorted(files)
     print_ = log or (lambda *a, **k: None)
     _check_options(o)
+    borrowed = model_tokenizer(o.tokenizer) if o.tokenizer else None
+    if borrowed is not None:
+        _check_languages(borrowed, o)
+        shaping.update(tokenizer=borrowed.fingerprint, vocab_size=None, joint=None, model_type=None, vocab_sample=None)
     inputs = [p for pair in files.values() for p in pair]
-    check_output_dir(out, "prepared dataset", inputs)  # before reading anything
+    check_output_dir(out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else []))  # before reading
     fp = fingerprint(inputs, shaping)
     if (out / "meta.json").is_file() and not force:
         try:
@@ -87,9 +98,15 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
             print_(f"{out}: {missing[0]} is missing; preparing again")
         else:
             print_(f"{out}: inputs or options changed; preparing again")
-    with output_dir(out, "prepared dataset", inputs) as tmp:
-        meta = _prepare_into(tmp, files, o, fp, print_)
+    with output_dir(out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else [])) as tmp:
+        meta = _prepare_into(tmp, files, o, fp, print_, borrowed)
     return meta
+
+
+def _check_languages(borrowed: ModelTokenizer, o: PrepareOptions) -> None:
+    if borrowed.languages is not None and borrowed.languages != (o.src, o.tgt):
+        raise DataError(f"--tokenizer {o.tokenizer}: the model translates {borrowed.languages[0]} -> "
+                        f"{borrowed.languages[1]}, not --src {o.src} --tgt {o.tgt}; give its languages' files")
 
 
 def _check_options(o: PrepareOptions) -> None:
@@ -120,8 +137,24 @@ def _missing_files(out: Path, meta: dict) -> list[str]:
     return missing
 
 
-def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log) -> dict:
+def _copy_tokenizer(tmp: Path, borrowed: ModelTokenizer, o: PrepareOptions) -> dict[str, str]:
+    """The model's tokenizer files copied into the dataset by role; returns their names."""
+    import shutil
+
+    shared = borrowed.files["src"] == borrowed.files["tgt"]
+    names = {"src": "spm.model" if shared else f"spm.{o.src}.model", "tgt": "spm.model" if shared else
+             f"spm.{o.tgt}.model", "vocab": "vocab.json", "tgt_vocab": f"vocab.{o.tgt}.json"}
+    names = {role: names[role] for role in borrowed.files}
+    for role, name in names.items():
+        shutil.copyfile(borrowed.files[role], tmp / name)
+    return names
+
+
+def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log,
+                  borrowed: Optional[ModelTokenizer] = None) -> dict:
     start = time.time()
+    if borrowed is not None:
+        return _encode_with_model(tmp, files, o, fp, log, borrowed, start)
     src_train, tgt_train = files["train"]
     log(f"reading {src_train} and {tgt_train} to train the vocabulary (sample of at most {o.vocab_sample:,} lines)")
     src_sample, tgt_sample, n_lines = _reservoir(read_pairs(src_train, tgt_train, o.encoding_errors),
@@ -144,6 +177,36 @@ def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log) -> di
         "special_ids": dict(SPECIAL_IDS), "max_len": o.max_len, "max_ratio": o.max_ratio,
         "fingerprint": fp, "splits": {}, "inputs": {},
     }
+    return _encode_splits(tmp, files, o, tokenizer, meta, log, start, n_lines)
+
+
+def _encode_with_model(tmp: Path, files: dict, o: PrepareOptions, fp: str, log, borrowed: ModelTokenizer,
+                       start: float) -> dict:
+    """Encode with a model's own tokenizer: no vocabulary is trained; the ids are the model's."""
+    config = borrowed.config
+    names = _copy_tokenizer(tmp, borrowed, o)
+    tokenizer = Tokenizer(*(tmp / names[r] if r in names else None for r in ("src", "tgt", "vocab", "tgt_vocab")),
+                          unk_id=config.unk_id)
+    max_len = min(o.max_len, config.max_positions - 1)
+    if max_len < o.max_len:
+        log(f"the model holds {config.max_positions} positions: dropping training pairs over {max_len} tokens")
+    log(f"encoding with the tokenizer of {borrowed.folder} (no vocabulary is trained)")
+    meta = {
+        "format": FORMAT_VERSION, "transduce_version": __version__, "src": o.src, "tgt": o.tgt,
+        "joint": config.tgt_vocab_size is None, "model_type": None, "spm": names,
+        "vocab_size": {"src": config.vocab_size, "tgt": config.target_vocab_size},
+        "special_ids": {name: getattr(config, name) for name in SPECIAL_IDS}, "max_len": max_len,
+        "max_ratio": o.max_ratio, "fingerprint": fp, "tokenizer_from": str(borrowed.folder), "splits": {},
+        "inputs": {},
+    }
+    from dataclasses import replace
+
+    return _encode_splits(tmp, files, replace(o, max_len=max_len), tokenizer, meta, log, start, None)
+
+
+def _encode_splits(tmp: Path, files: dict, o: PrepareOptions, tokenizer: Tokenizer, meta: dict, log, start: float,
+                   n_lines: Optional[int]) -> dict:
+    meta["tokenizer_fingerprint"] = tokenizer_fingerprint({role: tmp / name for role, name in meta["spm"].items()})
     for split, (src_path, tgt_path) in files.items():
         stats = _encode_split(tmp, split, src_path, tgt_path, tokenizer, o, filtered=split == "train",
                               total=n_lines if split == "train" else None)
@@ -153,12 +216,28 @@ def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log) -> di
         log(f"{split}: {stats['pairs']:,} pairs kept of {stats['lines']:,}"
             + (f" (dropped: {dropped['empty']} empty, {dropped['too_long']} over {o.max_len} tokens, "
                f"{dropped['ratio']} over length ratio {o.max_ratio})" if split == "train" else ""))
+        if "tokenizer_from" in meta:
+            _report_unknown(split, stats, log)
     if meta["splits"]["train"]["pairs"] == 0:
         raise DataError(f"every training pair was filtered out ({meta['splits']['train']['dropped']}); "
                         "raise --max-len or --max-ratio, or check the files")
     meta["seconds"] = round(time.time() - start, 2)
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def _report_unknown(split: str, stats: dict, log) -> None:
+    """How much of the text the model's vocabulary does not cover (its unknown token)."""
+    shares = {side: stats["unknown"][side] / max(1, stats["tokens"][side]) for side in ("src", "tgt")}
+    log(f"{split}: {shares['src']:.2%} of source pieces and {shares['tgt']:.2%} of target pieces are unknown to "
+        "the model")
+    for side, share in shares.items():
+        if share > UNKNOWN_WARNING:
+            import sys
+
+            print(f"warning: {share:.1%} of the {split} split's {'source' if side == 'src' else 'target'} pieces are "
+                  "unknown to the model's tokenizer (more than "
+                  f"{UNKNOWN_WARNING:.0%}): is the text in the model's languages and script?", file=sys.stderr)
 
 
 def _reservoir(pairs: Iterator[tuple[str, str]], size: int, seed: int) -> tuple[list[str], list[str], int]:
@@ -191,6 +270,7 @@ def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokeniz
 
     dropped = {"empty": 0, "too_long": 0, "ratio": 0}
     lengths = {"src": [], "tgt": []}
+    unknown = {"src": 0, "tgt": 0}
     lines = 0
     with open(tmp / f"{split}.{o.src}.bin", "wb") as src_bin, open(tmp / f"{split}.{o.tgt}.bin", "wb") as tgt_bin, \
             tqdm(total=total, desc=f"encoding {split}", unit=" lines", unit_scale=True, leave=False,
@@ -214,6 +294,7 @@ def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokeniz
                 for ids, handle, side in ((src_ids, src_bin, "src"), (tgt_ids, tgt_bin, "tgt")):
                     lengths[side].append(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids)))
                     flat = np.fromiter((t for x in ids for t in x), dtype=np.int32)
+                    unknown[side] += int((flat == tokenizer.unk_id).sum())
                     handle.write(flat.tobytes())
         finally:
             if text:
@@ -225,7 +306,8 @@ def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokeniz
         np.cumsum(lens, out=offsets[1:])
         offsets.tofile(tmp / f"{split}.{lang}.idx")
     pairs = int(sum(len(x) for x in lengths["src"]))
-    return {"lines": lines, "pairs": pairs, "dropped": dropped}
+    tokens = {side: int(sum(int(x.sum()) for x in lengths[side])) for side in ("src", "tgt")}
+    return {"lines": lines, "pairs": pairs, "dropped": dropped, "tokens": tokens, "unknown": unknown}
 
 
 def _keep(s: str, t: str, si: list[int], ti: list[int], o: PrepareOptions, dropped: dict) -> bool:

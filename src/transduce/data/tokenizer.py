@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -116,3 +117,64 @@ def tokenizer_from_info(folder: str | Path, info: dict) -> Tokenizer:
                          unk_id=info["model"].get("unk_id", 3))
     except (OSError, RuntimeError, ValueError) as error:
         raise CheckpointError(f"{folder}: a tokenizer file is damaged ({error})") from None
+
+
+# the languages model.json names when it does not know them (an import from Hugging Face)
+UNNAMED_LANGUAGES = ("src", "tgt", "text")
+
+
+@dataclass
+class ModelTokenizer:
+    """The tokenizer of a trained or imported translation model (``prepare --tokenizer``): its
+    checkpoint ``folder``, ``info`` (model.json), ``files`` by role and their ``fingerprint``."""
+
+    folder: Path
+    info: dict
+    files: dict[str, Path]
+    fingerprint: str
+
+    @property
+    def config(self):
+        from ..config import ModelConfig
+
+        return ModelConfig.from_dict(self.info["model"])
+
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        """The model's (source, target) languages, or None when it does not know them."""
+        pair = (self.info.get("src"), self.info.get("tgt"))
+        return None if any(lang in UNNAMED_LANGUAGES or not isinstance(lang, str) for lang in pair) else pair
+
+    def load(self) -> Tokenizer:
+        return Tokenizer(self.files["src"], self.files["tgt"], self.files.get("vocab"), self.files.get("tgt_vocab"),
+                         unk_id=self.config.unk_id)
+
+
+def model_tokenizer(path: str | Path) -> ModelTokenizer:
+    """The tokenizer of the translation model at ``path`` (a run directory or checkpoint folder).
+
+    Raises:
+        DataError: no such model, a model without a SentencePiece tokenizer, or damaged files.
+    """
+    from ..checkpoint import read_info, resolve, tokenizer_fingerprint, tokenizer_paths
+    from ..errors import TransduceError
+
+    try:
+        folder = resolve(path)
+        info = read_info(folder)
+        if not info["tokenizer"].get("src"):
+            raise DataError(f"{folder} has no tokenizer of its own (an imported language model carries none); give "
+                            "a translation model's run or checkpoint")
+        found = ModelTokenizer(folder, info, tokenizer_paths(folder, info), "")
+        config = found.config
+    except (TransduceError, TypeError, ValueError) as error:
+        raise DataError(f"--tokenizer {path}: {error}") from None
+    if config.architecture != "encoder-decoder":
+        raise DataError(f"--tokenizer {path}: {folder} is a language model ({config.architecture}); prepare its "
+                        "data with `transduce prepare --monolingual`")
+    try:
+        found.load()
+    except (OSError, RuntimeError, ValueError) as error:
+        raise DataError(f"--tokenizer {path}: a tokenizer file of {folder} is damaged ({error})") from None
+    found.fingerprint = tokenizer_fingerprint(found.files)
+    return found

@@ -9,8 +9,11 @@ from typing import Callable
 import numpy as np
 
 from ..config import ModelConfig, TrainConfig
+from ..checkpoint import checkpoint_fingerprint
 from ..data import (BlockSampler, ParallelDataset, TokenBatchSampler, TokenStream, collate, collate_masked,
                     collate_next_token, load_meta, load_tokenizer)
+from ..data.dataset import EncodedPairs, dataset_fingerprint, tokenizer_files
+from ..data.tokenizer import UNNAMED_LANGUAGES
 from ..errors import TrainingError
 
 
@@ -25,6 +28,7 @@ def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: s
                 line = int(lengths.argmax())
                 # prepare's --max-len filters the training pairs only: validation keeps every sentence
                 fix = (f"prepare the data with --max-len {config.max_positions - 1} or less" if split == "train" else
+                       "remove that pair from its files" if split.startswith("--") else
                        f"remove that pair from the {split} files and prepare again (--max-len filters only the "
                        "training pairs)")
                 raise TrainingError(
@@ -49,10 +53,48 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> 
     vocab = meta["vocab_size"]
     if config.vocab_size != vocab["src"] or config.target_vocab_size != vocab["tgt"]:
         raise TrainingError(f"{data_dir} has vocabularies of {vocab['src']}/{vocab['tgt']} but the model expects "
-                            f"{config.vocab_size}/{config.target_vocab_size}; use the data the run was made with")
+                            f"{config.vocab_size}/{config.target_vocab_size}; use the data the run was made with (for a model to "
+                            "start from: data prepared with its tokenizer, `transduce prepare --tokenizer MODEL`)")
     for name, value in meta["special_ids"].items():
         if getattr(config, name) != value and not (name == "mask_id" and config.architecture != "encoder-only"):
             raise TrainingError(f"{data_dir} uses {name}={value} but the model has {getattr(config, name)}")
+
+
+def check_same_tokenizer(data_dir: str, meta: dict, folder: Path, info: dict, flag: str,
+                         warn: Callable[[str], None]) -> None:
+    """The weights of ``folder`` were trained on the ids ``data_dir`` holds: the same tokenizer
+    (fingerprint) and, where the model names them, the same languages. A checkpoint or dataset
+    written before fingerprints is compared by its tokenizer files, with a warning."""
+    pair, theirs = (meta["src"], meta["tgt"]), (info.get("src"), info.get("tgt"))
+    if not set(pair + theirs) & set(UNNAMED_LANGUAGES) and pair != theirs:
+        raise TrainingError(f"{flag} {folder}: the model translates {theirs[0]} -> {theirs[1]}, but {data_dir} holds "
+                            f"{pair[0]} -> {pair[1]}; give data in the model's languages")
+    model_fp, model_recorded = checkpoint_fingerprint(folder, info)
+    data_fp, data_recorded = dataset_fingerprint(data_dir, meta)
+    if model_fp is None:
+        warn(f"warning: {flag} {folder} has no tokenizer of its own; nothing shows that {data_dir}'s ids mean to it "
+             "what they mean to the data")
+        return
+    if not (model_recorded and data_recorded):
+        older = " and ".join(name for name, recorded in ((str(folder), model_recorded), (data_dir, data_recorded))
+                             if not recorded)
+        warn(f"warning: {older} predate{'s' if ' and ' not in older else ''} tokenizer fingerprints; their tokenizer "
+             "files were compared instead")
+    if model_fp != data_fp:
+        inputs = meta.get("inputs", {}).get("train")
+        source = _prefix(inputs[0]) if isinstance(inputs, list) and inputs else "PREFIX"
+        raise TrainingError(
+            f"{flag} {folder}: its tokenizer (fingerprint {model_fp}) is not the one {data_dir} was prepared with "
+            f"({data_fp}): the same ids would mean other pieces. "
+            + ("Resume with the data the run was trained on, or prepare this text with the run's tokenizer:\n"
+               if flag == "--resume" else "Prepare the data with the model's tokenizer:\n") +
+            f"  transduce prepare --tokenizer {folder} --src {meta['src']} --tgt {meta['tgt']} --train-prefix "
+            f"{source} ... --out NEW_DIR")
+
+
+def _prefix(path: str) -> str:
+    """``DIR/train`` of ``DIR/train.en`` or ``DIR/train.en.gz``."""
+    return path.removesuffix(".gz").rsplit(".", 1)[0]
 
 
 class TrainingData:
@@ -62,7 +104,7 @@ class TrainingData:
     model on pairs (``train_indices``: the pairs within ``train_max_len``, or None for all)."""
 
     def __init__(self, cfg: ModelConfig, tc: TrainConfig, data_dir: str, world_size: int = 1, rank: int = 0,
-                 log: Callable[[str], None] = print) -> None:
+                 log: Callable[[str], None] = print, valid_extra: str | None = None) -> None:
         self.cfg, self.tc, self.data_dir = cfg, tc, data_dir
         self.world_size, self.rank, self.log = world_size, rank, log
         self.meta = load_meta(data_dir)
@@ -79,8 +121,16 @@ class TrainingData:
             chosen = self.train_indices if self.train_indices is not None else slice(None)
             self.sampler = TokenBatchSampler(self.train_set.src_lengths[chosen], self.train_set.tgt_lengths[chosen],
                                              tc.max_tokens, seed=tc.seed, world_size=world_size, rank=rank)
-        self.tokenizer_files = [Path(data_dir) / self.meta["spm"]["src"], Path(data_dir) / self.meta["spm"]["tgt"]]
+        self.tokenizer_roles = tokenizer_files(data_dir, self.meta)  # by role: what checkpoints name
+        self.tokenizer_files = list(dict.fromkeys(self.tokenizer_roles.values()))
         self.tokenizer = load_tokenizer(data_dir, self.meta)  # for validation BLEU, loaded once
+        self.extra_set, self.extra_name = None, None  # --valid-extra: a second validation set
+        if valid_extra:
+            if self.lm:
+                raise TrainingError("--valid-extra: a second validation set is for translation models")
+            self.extra_set = EncodedPairs(valid_extra, self.meta["src"], self.meta["tgt"], self.tokenizer)
+            self.extra_name = Path(valid_extra).name
+            check_lengths_against_model(cfg, {"--valid-extra": self.extra_set}, valid_extra)
 
     def _language_data(self):
         """The token streams of a language model and the sampler of the training blocks."""

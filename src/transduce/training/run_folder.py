@@ -19,7 +19,11 @@ from ..checkpoint import (CheckpointError, checkpoint_file, list_checkpoints, lo
                           read_training_state, resolve, upgrade_names, write_checkpoint)
 from ..errors import TrainingError, TransduceError
 from ..files import check_output_dir, read_json, remove_output, write_marker
+from .data_setup import check_same_tokenizer
 from .ema import EMA_FILE, ExponentialAverage
+
+# the model options a run started --init-from a checkpoint may change: they shape training, not weights
+REGULARIZATION = ("dropout", "attention_dropout", "activation_dropout")
 
 
 @dataclass
@@ -100,6 +104,13 @@ class RunFolder:
             self.log(f"--resume: {self.run_dir} has no checkpoint yet; starting from the beginning")
             return
         for folder in reversed(found):
+            try:
+                info = read_info(folder)
+            except CheckpointError as error:
+                self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
+                continue
+            # a run goes on only on the ids it was trained on (not on data prepared again since)
+            check_same_tokenizer(self.settings.data_dir, self.meta, folder, info, "--resume", self.warn)
             try:  # reading the state and loading the weights are the checks: a damaged file fails them
                 state, trainer = read_training_state(folder)
                 self._load_weights(folder)
@@ -160,9 +171,11 @@ class RunFolder:
         except TransduceError as error:
             raise TrainingError(f"--init-from {path}: {error}") from None
         mine = self.cfg.to_dict()
-        if info["model"] != mine:
-            diff = sorted(k for k in set(info["model"]) | set(mine) if info["model"].get(k) != mine.get(k))
+        diff = sorted(k for k in set(info["model"]) | set(mine) if info["model"].get(k) != mine.get(k)
+                      and k not in REGULARIZATION)
+        if diff:
             raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
+        check_same_tokenizer(self.settings.data_dir, self.meta, folder, info, "--init-from", self.warn)
         return folder
 
     def _init_from(self, folder: Path) -> None:
@@ -188,7 +201,7 @@ class RunFolder:
 
     def checkpoint_info(self) -> dict:
         return {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
-                "tokenizer": {"src": Path(self.meta["spm"]["src"]).name, "tgt": Path(self.meta["spm"]["tgt"]).name},
+                "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()},
                 "step": self.progress.step}
 
     def save(self, best: bool = False) -> None:

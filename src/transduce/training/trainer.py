@@ -50,6 +50,7 @@ class RunSettings:
     quiet: bool = False
     init_from: Optional[str] = None
     more_time: Optional[float] = None  # on resume: train this many seconds beyond the run's elapsed time
+    valid_extra: Optional[str] = None  # a second validation set: PREFIX of raw PREFIX.SRC/PREFIX.TGT files
     extra: dict = field(default_factory=dict)
 
 
@@ -80,7 +81,7 @@ class Trainer(RunFolder, Validation):
         if not (train_config.max_steps or train_config.max_epochs or train_config.max_time or settings.more_time):
             raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
         data = TrainingData(model_config, train_config, settings.data_dir, self.dist.world_size, self.dist.rank,
-                            self.log)
+                            self.log, settings.valid_extra)
         self.data, self.meta, self.lm, self.collate = data, data.meta, data.lm, data.collate
         self.train_set, self.valid_set, self.sampler = data.train_set, data.valid_set, data.sampler
         self.train_indices, self.tokenizer, self.tokenizer_files = data.train_indices, data.tokenizer, data.tokenizer_files
@@ -205,6 +206,8 @@ class Trainer(RunFolder, Validation):
         reason = self._limit_reached()  # a resumed run may have nothing left to do
         if reason:
             self.log(f"nothing to do: {reason} already reached")
+        if reason is None and tc.valid_at_start and p.step == 0:
+            self._validate_and_track(scheduled=False)  # the starting point's scores first
         try:
             while reason is None:
                 batches = self.sampler.batches(p.epoch, start=p.batch_in_epoch)

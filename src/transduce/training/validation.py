@@ -58,22 +58,38 @@ class Validation:
                      f"({result['tokens']:,} tokens{' masked' if self.cfg.architecture == 'encoder-only' else ''}, "
                      f"{result['seconds']:.1f} s)")
         else:
+            extra = (f"; {self.data.extra_name}: BLEU {result['extra_bleu']:.2f}, chrF {result['extra_chrf']:.2f} "
+                     f"({result['extra_sentences']} sentences)" if "extra_bleu" in result else "")
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
                      f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} sentences, "
-                     f"{result['seconds']:.1f} s)")
+                     f"{result['seconds']:.1f} s){extra}")
         if self.on_validate is not None:
             self._stop_reason = self.on_validate(result) or self._stop_reason
 
     @torch.no_grad()
     def validate(self) -> dict:
-        """Validation loss/perplexity and BLEU/chrF of translations of the validation set (for a
-        language model: loss and perplexity of its objective on every validation block)."""
-        model, tc, cfg = self.model, self.tc, self.cfg
+        """Validation loss/perplexity and BLEU/chrF of translations of the validation set, and of
+        the second one (``--valid-extra``) under ``extra_*`` keys (for a language model: loss and
+        perplexity of its objective on every validation block)."""
         start = time.time()
-        model.eval()
-        ds = self.valid_set
+        self.model.eval()
         if self.lm:
             return self._validate_language_model(start)
+        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
+                  **self._translation_scores(self.valid_set)}
+        extra = self.data.extra_set
+        if extra is not None:
+            scores = self._translation_scores(extra)
+            result.update({f"extra_{key}": scores[key] for key in ("loss", "ppl", "bleu", "chrf", "sentences")})
+        seconds = time.time() - start
+        self.progress.valid_seconds += seconds
+        result.update(seconds=round(seconds, 2), elapsed=round(self.progress.elapsed, 1))
+        self._write_metrics(result)
+        return result
+
+    def _translation_scores(self, ds) -> dict:
+        """Loss and perplexity of ``ds``'s references, and BLEU/chrF of its translations."""
+        model, tc, cfg = self.model, self.tc, self.cfg
         sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, tc.max_tokens, shuffle=False)
         loss_sum = nll_sum = tokens = 0.0
         for indices in sampler.batches(0):
@@ -90,15 +106,9 @@ class Validation:
         references = ds.raw_text("tgt")[:n]
         scores = score(texts, references, tokenize=tc.bleu_tokenize)
         exact = sum(h == r for h, r in zip(texts, references)) / max(n, 1)
-        seconds = time.time() - start
-        self.progress.valid_seconds += seconds
-        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
-                  "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
-                  "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
-                  "exact": round(exact, 4), "sentences": n, "seconds": round(seconds, 2),
-                  "elapsed": round(self.progress.elapsed, 1)}
-        self._write_metrics(result)
-        return result
+        return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
+                "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
+                "exact": round(exact, 4), "sentences": n}
 
     def _validate_language_model(self, start: float) -> dict:
         tc, cfg, ds = self.tc, self.cfg, self.valid_set
