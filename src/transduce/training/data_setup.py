@@ -121,6 +121,7 @@ class TrainingData:
             chosen = self.train_indices if self.train_indices is not None else slice(None)
             self.sampler = TokenBatchSampler(self.train_set.src_lengths[chosen], self.train_set.tgt_lengths[chosen],
                                              tc.max_tokens, seed=tc.seed, world_size=world_size, rank=rank)
+        dataset_fingerprint(data_dir, self.meta)  # its tokenizer files are still the ones of its ids
         self.tokenizer_roles = tokenizer_files(data_dir, self.meta)  # by role: what checkpoints name
         self.tokenizer_files = list(dict.fromkeys(self.tokenizer_roles.values()))
         self.tokenizer = load_tokenizer(data_dir, self.meta)  # for validation BLEU, loaded once
