@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
                    help="model preset (a new run without one uses base, the paper's)")
     p.add_argument("--recipe", choices=["auto", "paper", "finetune"], default=None,
-                   help="the learning-rate schedule of a new run when you give none of its options: auto scales "
+                   help="the learning-rate schedule of a new run when you give none of its options (a peak_lr "
+                        "alone implies lr_schedule=inverse_sqrt_peak; finetune keeps the options you give): auto scales "
                         "warmup to the data (4 epochs, 100 to 4000 steps) with a peak of 1e-3 (7e-4 above "
                         "d_model 256), which learns on a few thousand pairs in minutes; paper: warmup 4000, "
                         "lr = d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (§5.3); finetune (with --init-from): "
@@ -157,8 +158,14 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
     train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
     given = set(toml.get("train", {})) | set(train_sets) | {k for k, v in flags.items() if v is not None}
     new_run = not (args.resume and saved_path.is_file())
-    if new_run and (args.recipe or "auto") in ("auto", "finetune") and not given & SCHEDULE_KEYS:
-        train = auto_schedule(train, model, args.data_dir, finetune=args.recipe == "finetune")
+    if "peak_lr" in given and "lr_schedule" not in given:
+        train = train.with_overrides({"lr_schedule": "inverse_sqrt_peak"})  # a peak is only the peak schedule's
+    if new_run and (args.recipe or "auto") == "auto" and not given & SCHEDULE_KEYS:
+        train = auto_schedule(train, model, args.data_dir)
+    if new_run and args.recipe == "finetune" and "lr_schedule" not in given:
+        # the recipe's schedule, with the parts of it given (--set peak_lr=..., a --config's) kept
+        chosen = {key: getattr(train, key) for key in given & SCHEDULE_KEYS}
+        train = auto_schedule(train, model, args.data_dir, finetune=True).with_overrides(chosen)
     if new_run and args.recipe == "finetune":
         import dataclasses
 
