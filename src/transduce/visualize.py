@@ -154,15 +154,22 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
                      label=f"{label}: train (label-smoothed)" if label else "train (label-smoothed)")
         axes[0].plot([r["step"] for r in valid], [r["loss"] for r in valid], "o-", color=color if label else "C1",
                      markersize=3, label=f"{label}: valid" if label else "valid")
+        extra = [r for r in valid if f"extra_{key}" in r]  # train --valid-extra: the second validation set
         axes[1].plot([r["step"] for r in valid], [r[key] for r in valid], "o-", markersize=3,
-                     color=color if label else "tab:green", label=label)
+                     color=color if label else "tab:green", label=label if label else "valid" if extra else None)
+        if extra:
+            name = f"{label}: valid-extra" if label else "valid-extra"
+            axes[0].plot([r["step"] for r in extra], [r["extra_loss"] for r in extra], "s--", markersize=3,
+                         color=color if label else "C2", label=name)
+            axes[1].plot([r["step"] for r in extra], [r[f"extra_{key}"] for r in extra], "s--", markersize=3,
+                         color=color if label else "tab:purple", label=name)
         axes[2].plot([r["step"] for r in train], [r["lr"] for r in train], color=color if label else "tab:red",
                      label=label)
     axes[0].set_title("loss")
     axes[0].legend(fontsize=8)
     axes[1].set_title("validation perplexity" if key == "ppl" else "validation BLEU")
     axes[2].set_title("learning rate")
-    if len(curves) > 1:
+    if len(curves) > 1 or any(f"extra_{key}" in r for _, _, valid, _ in curves for r in valid):
         axes[1].legend(fontsize=8)
     for ax in axes:
         ax.set_xlabel("step")

@@ -87,7 +87,8 @@ def test_checkpoints_and_datasets_without_fingerprints_are_compared_by_their_fil
                 check=False), "changed after `transduce prepare`")
 
 
-def test_the_finetune_recipe_validates_first_keeps_the_model_and_scores_a_second_set(reverse_run, tmp_path):
+def test_the_finetune_recipe_validates_first_keeps_the_model_and_scores_a_second_set(reverse_run, tmp_path,
+                                                                                     monkeypatch):
     run = reverse_run / "run"
     extra = tmp_path / "general"
     write_reverse_task(extra, n_train=1, n_valid=15, seed=3)
@@ -109,6 +110,15 @@ def test_the_finetune_recipe_validates_first_keeps_the_model_and_scores_a_second
     info = json.loads((tmp_path / "ft" / "checkpoints" / "step_00000030" / "model.json").read_text())
     assert info["tokenizer"]["fingerprint"] == json.loads((run / "best" / "model.json").read_text())["tokenizer"][
         "fingerprint"]
+    # the plot draws the second set beside the first
+    import transduce.visualize as visualize
+
+    figures = []
+    monkeypatch.setattr(visualize, "_save", lambda fig, out, **kw: figures.append(fig) or Path(out))
+    cli("plot", str(tmp_path / "ft"))
+    bleu = figures[0].axes[1]
+    assert [line.get_label() for line in bleu.get_lines()] == ["valid", "valid-extra"]
+    assert list(bleu.get_lines()[1].get_ydata()) == [r["extra_bleu"] for r in valid]
     # resumed, the run keeps its second validation set
     cli("train", str(reverse_run / "data"), "--out", str(tmp_path / "ft"), "--resume", "--max-steps", "40",
         "--quiet")
