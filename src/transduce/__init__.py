@@ -17,7 +17,8 @@ __all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "load", 
 
 
 def load(path, device: str = "cpu", precision: str = "fp32", compile="auto"):
-    """Load a run directory or checkpoint as a ``Translator`` (see ``transduce.translator``).
+    """Load a run directory or checkpoint as a ``Translator`` (see ``transduce.translator``); a list
+    of them loads an ensemble, searched as one model (``transduce.decoding.Ensemble``).
 
     precision: fp32, bf16, fp16 (CUDA), int8 (CPU) or auto; compile: "auto", "on" or "off"."""
     from .translator import Translator

@@ -14,7 +14,7 @@ import torch
 from .checkpoint import load_model_from, resolve
 from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, tokenizer_from_info
-from .decoding import translate_ids
+from .decoding import Ensemble, translate_ids
 from .errors import TransduceError
 from .runtime import compile_choice, pick_device
 
@@ -47,6 +47,8 @@ class Translator:
         """
         from .runtime import resolve_precision
 
+        if isinstance(path, (list, tuple)):
+            return cls.load_ensemble(path, device, precision, compile)
         folder = resolve(path)
         dev = pick_device(device)
         precision = resolve_precision(precision, dev, inference=True)
@@ -68,8 +70,46 @@ class Translator:
         tokenizer = tokenizer_from_info(folder, info)
         return cls(model, tokenizer, info, dev, precision, folder, compile)
 
+    @classmethod
+    def load_ensemble(cls, paths: Sequence[str | Path], device: str = "auto", precision: str = "fp32",
+                      compile: str | bool = "auto") -> "Translator":
+        """Several runs or checkpoints searched as one (``decoding.Ensemble``: their probabilities
+        averaged at every step). They must share the tokenizer (the same fingerprint, or for
+        checkpoints written before fingerprints the same tokenizer files) and the languages."""
+        from .checkpoint import checkpoint_fingerprint
+
+        if len(paths) == 1:
+            return cls.load(paths[0], device, precision, compile)
+        members = [cls.load(p, device, precision, compile) for p in paths]
+        first = members[0]
+        mine = checkpoint_fingerprint(first.folder, first.info)[0]
+        for path, member in zip(paths[1:], members[1:]):
+            theirs = checkpoint_fingerprint(member.folder, member.info)[0]
+            if theirs != mine:
+                raise TransduceError(f"{path} has another tokenizer than {paths[0]} (fingerprint {theirs}, not {mine}): "
+                                     "an ensemble's models must share one, as models trained on the same prepared "
+                                     "data do")
+            if (member.info.get("src"), member.info.get("tgt")) != (first.info.get("src"), first.info.get("tgt")):
+                raise TransduceError(f"{path} translates {member.info.get('src')} -> {member.info.get('tgt')}, but "
+                                     f"{paths[0]} {first.info.get('src')} -> {first.info.get('tgt')}")
+        try:
+            model = Ensemble([m.model for m in members])
+        except ValueError as error:
+            raise TransduceError(f"{' '.join(map(str, paths))}: {error}") from None
+        info = {**first.info, "ensemble": [str(m.folder) for m in members]}
+        return cls(model, first.tokenizer, info, first.device, first.precision, first.folder, compile)
+
+    @property
+    def members(self) -> list:
+        """The models searched: the model, or an ensemble's members."""
+        return list(self.model.models) if isinstance(self.model, Ensemble) else [self.model]
+
     def prepare_compile(self, compiled: bool) -> None:
         """Compile the encoder (once per process) when the decode step is to be captured too."""
+        if isinstance(self.model, Ensemble):  # each member's encoder
+            for member in self.members:
+                Translator(member, self.tokenizer, self.info, self.device, self.precision).prepare_compile(compiled)
+            return
         if compiled and not getattr(self.model, "_encoder_compiled", False):
             import sys
 

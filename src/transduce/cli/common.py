@@ -133,15 +133,24 @@ def read_text_lines(path: str | Path, what: str = "") -> list[str]:
         raise TransduceError(f"{what + ' ' if what else ''}{error}") from None
 
 
-def model_inputs(model: Optional[str]) -> list[Path]:
-    """The folders a command reads a model from, for the outputs-never-inside-inputs rule: the
-    checkpoint folder a run or checkpoint path resolves to (a run's other files may be written
-    beside it; ``files.check_not_input`` guards the run's own checkpoints)."""
+def model_inputs(model) -> list[Path]:
+    """The folders a command reads a model (or an ensemble's models) from, for the
+    outputs-never-inside-inputs rule: the checkpoint folder each run or checkpoint path resolves to
+    (a run's other files may be written beside it; ``files.check_not_input`` guards the run's own
+    checkpoints)."""
     if not model:
         return []
+    if isinstance(model, (list, tuple)):
+        return [folder for path in model for folder in model_inputs(path)]
     from ..checkpoint import resolve
 
     try:
         return [resolve(model)]
     except TransduceError:
         return [Path(model)]  # (loading it says what is wrong)
+
+
+def describe(translator) -> str:
+    """The checkpoint a translator came from, or an ensemble's checkpoints."""
+    folders = translator.info.get("ensemble")
+    return f"an ensemble of {', '.join(folders)}" if folders else str(translator.folder)

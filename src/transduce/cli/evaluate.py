@@ -11,6 +11,7 @@ from ..files import check_output_file, write_text
 from .common import (
     add_decode_options,
     decode_config,
+    describe,
     model_inputs,
     read_text_lines,
     set_threads,
@@ -19,8 +20,9 @@ from .common import (
 
 def add_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU and chrF")
-    p.add_argument("model", nargs="?", help="a run directory or checkpoint (not needed with --hyp); a run "
-                                            "directory means its averaged/, else best/, else the latest checkpoint")
+    p.add_argument("model", nargs="*", help="a run directory or checkpoint (not needed with --hyp); a run "
+                                            "directory means its averaged/, else best/, else the latest checkpoint; "
+                                            "several: an ensemble")
     p.add_argument("--src", help="source sentences, one a line")
     p.add_argument("--ref", required=True, help="reference translations, one a line")
     p.add_argument("--hyp", help="score this existing output instead of translating")
@@ -73,7 +75,7 @@ def run(args) -> int:
                                  "source and reference must be aligned line by line")
         set_threads(args.threads)
         translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
-        model = str(translator.folder)
+        model = describe(translator)
         if not args.json:
             print(f"translating with {model}", file=sys.stderr)
         hyps = translator.translate(srcs, decode=decode, progress=True)

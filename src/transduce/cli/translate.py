@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import TransduceError
-from .common import add_decode_options, decode_config, model_inputs, number, set_threads
+from .common import add_decode_options, decode_config, describe, model_inputs, number, set_threads
 
 UTF8_ADVICE = "translate reads UTF-8: convert the text first (e.g. with iconv)"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("translate", help="translate text with a trained model")
-    p.add_argument("model", help="a run directory or checkpoint folder (a run: averaged/, else best/, else the "
-                                 "latest checkpoint)")
+    p.add_argument("model", nargs="+", help="a run directory or checkpoint folder (a run: averaged/, else best/, "
+                                            "else the latest checkpoint); several: an ensemble, their "
+                                            "probabilities averaged at every step")
     p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
     p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
     p.add_argument("--prefix", help="force every translation to start with this text")
@@ -98,7 +99,7 @@ def run(args) -> int:
         check_output_file(args.output, [p for p in (args.input, *model_inputs(args.model)) if p], "--output")
     set_threads(args.threads)
     translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
-    print(f"translating with {translator.folder}", file=sys.stderr)
+    print(f"translating with {describe(translator)}", file=sys.stderr)
     interactive = args.input is None and sys.stdin.isatty()
     if interactive:
         print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from ..inference import encode, fast_decoder, unsupported
+from .ensemble import Ensemble
 
 
 @dataclass
@@ -59,6 +60,11 @@ class Stepper:
     def __init__(self, model, src: Tensor, beam: int, options: "SearchOptions", steps: int) -> None:
         self.model = model
         self.beam = beam
+        # an ensemble: a state per member (each with its own cache and fast step), mixed per step
+        self.members = [Stepper(m, src, beam, options, steps) for m in model.models] \
+            if isinstance(model, Ensemble) else None
+        if self.members is not None:
+            return
         self.use_cache = options.use_cache
         self.fast = None
         self.src = src  # (B, S)
@@ -85,6 +91,8 @@ class Stepper:
     @torch.no_grad()
     def logprobs(self, tokens: Tensor) -> Tensor:
         """``tokens (N, t)`` (start token first) -> next-token log-probabilities ``(N, V)``, float32."""
+        if self.members is not None:
+            return self.model.combine([member.logprobs(tokens) for member in self.members])
         if self.lm and not (self.use_cache and self.cache.length):  # the start, the prompt, what search chose
             tokens = torch.cat([tokens[:, :1], self.prompt, tokens[:, 1:]], dim=1)
         elif self.lm:  # the prompt is in the cache: only the newest token is fed
@@ -101,6 +109,10 @@ class Stepper:
         return torch.log_softmax(logits.float(), dim=-1)
 
     def reorder(self, rows: Tensor) -> None:
+        if self.members is not None:
+            for member in self.members:
+                member.reorder(rows)
+            return
         if self.use_cache:
             self.cache.reorder(rows)
         if self.lm:  # (rows stay within their sentence, whose beams share one prompt)
@@ -108,6 +120,10 @@ class Stepper:
 
     def select(self, sentences: Tensor) -> None:
         """Keep only ``sentences`` (indices into the current B)."""
+        if self.members is not None:
+            for member in self.members:
+                member.select(sentences)
+            return
         self.src = self.src.index_select(0, sentences)
         if self.lm:
             rows = (sentences[:, None] * self.beam + torch.arange(self.beam, device=sentences.device)).view(-1)
