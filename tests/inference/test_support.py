@@ -42,6 +42,9 @@ SAMPLES = {
     "decoder_start_id": [None, 0, 9],
     "max_positions": [64, 20],
     "mask_id": [None, 4],
+    "moe_experts": [1, 3],
+    "moe_top_k": [1, 2],
+    "moe_aux_weight": [0.0, 0.1],
 }
 
 

@@ -19,8 +19,10 @@ NORM_TYPES = ("layernorm", "rmsnorm")
 POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none")
 TYINGS = ("none", "decoder", "all")
 ATTENTION_SCALES = ("sqrt_dk", "none")
+FFNS = ("dense", "moe")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 MAX_LAYERS = 1024  # per stack
+MAX_EXPERTS = 4096  # per layer
 
 # Each preset is a set of overrides on the paper's defaults (which are the `base` row).
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -97,6 +99,16 @@ class ModelConfig(ConfigMixin):
         output_transform: a dense layer, the activation and a norm before the output projection
             (BERT's masked-LM head).
         mask_id: the <mask> token of a masked language model (encoder-only); None otherwise.
+        ffn: "dense" (the paper's feed-forward network) or "moe": a mixture of experts in every
+            layer (Switch Transformer, Mixtral): a router sends each token to ``moe_top_k`` of
+            ``moe_experts`` feed-forward networks (each as the dense one: d_ff, the activation) and
+            adds their outputs weighted by the router's probabilities (renormalized over the chosen
+            experts when k > 1; the raw probability when k = 1, so that the router learns).
+            Dropless: every token is computed by its k experts, with no capacity limit.
+        moe_experts: E, experts per layer (8). moe_top_k: k, experts per token (2).
+        moe_aux_weight: the weight of the router's load-balancing loss in training (Switch's:
+            E * sum_e f_e * P_e, f_e the share of routing choices and P_e the mean router probability
+            of expert e; 0.01).
     """
 
     architecture: str = field(default="encoder-decoder", metadata={"choices": ARCHITECTURES})
@@ -131,6 +143,10 @@ class ModelConfig(ConfigMixin):
     embed_norm: bool = False
     output_transform: bool = False
     mask_id: Optional[int] = None
+    ffn: str = field(default="dense", metadata={"choices": FFNS})
+    moe_experts: int = 8
+    moe_top_k: int = 2
+    moe_aux_weight: float = 0.01
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -173,6 +189,13 @@ class ModelConfig(ConfigMixin):
         if self.tying == "all" and self.tgt_vocab_size is not None:
             raise ValueError("tying='all' shares one matrix across source, target and output, so it needs "
                              "a shared vocabulary: set tgt_vocab_size=None, or use tying='decoder'")
+        if self.ffn == "moe" and not 1 <= self.moe_top_k <= self.moe_experts:
+            raise ValueError(f"ffn='moe' needs 1 <= moe_top_k <= moe_experts (at least one expert, and each token "
+                             f"sent to at most all of them), got moe_top_k={self.moe_top_k}, "
+                             f"moe_experts={self.moe_experts}")
+        if self.moe_experts > MAX_EXPERTS or self.moe_aux_weight < 0:
+            raise ValueError(f"moe_experts must be at most {MAX_EXPERTS} and moe_aux_weight at least 0, got "
+                             f"{self.moe_experts} and {self.moe_aux_weight}")
         specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
         if self.mask_id is not None:
             specials["mask_id"] = self.mask_id
@@ -201,9 +224,11 @@ class ModelConfig(ConfigMixin):
     def beyond_paper(self) -> Optional[str]:
         """The first option (``name=value``) whose attention or assembly the paper's encoder-decoder
         cannot express, or None. Marian and CTranslate2 express only the paper's shape: both
-        stacks, h heads of d_model / h scaled by 1/sqrt(d_k), every key and value head, no window."""
+        stacks, h heads of d_model / h scaled by 1/sqrt(d_k), every key and value head, no window,
+        one dense feed-forward network per layer."""
         checks = [("architecture", "encoder-decoder"), ("n_kv_heads", None), ("attention_window", 0),
-                  ("attention_scale", "sqrt_dk"), ("embed_norm", False), ("output_transform", False)]
+                  ("attention_scale", "sqrt_dk"), ("embed_norm", False), ("output_transform", False),
+                  ("ffn", "dense")]
         for name, paper in checks:
             if getattr(self, name) != paper and not (name == "n_kv_heads" and self.kv_heads == self.n_heads):
                 return f"{name}={getattr(self, name)!r}"
@@ -218,6 +243,8 @@ class ModelConfig(ConfigMixin):
         D, F, inner, kv = self.d_model, self.d_ff, self.n_heads * self.d_k, self.kv_heads * self.d_k
         attention = D * (inner + 2 * kv) + inner * D + 2 * (inner + kv) + D
         ffn = D * F * (3 if self.activation == "swiglu" else 2) + F + D
+        if self.ffn == "moe":
+            ffn = self.moe_experts * (ffn + D)  # the experts and the router
         layer = attention + ffn + 4 * D
         cross = (attention + 2 * D) if self.architecture == "encoder-decoder" else 0
         shared = self.tying == "all" or self.architecture != "encoder-decoder"  # one token table

@@ -56,6 +56,10 @@ SUPPORTED: dict[str, Rule] = {
     "embed_norm": (False,),  # BERT's: the step embeds without a norm
     "output_transform": (False,),  # BERT's: the step projects the decoder's output directly
     "mask_id": ANY,
+    "ffn": ("dense",),  # a mixture of experts decodes with the model's own pass
+    "moe_experts": ANY,  # (read only by ffn="moe")
+    "moe_top_k": ANY,
+    "moe_aux_weight": ANY,
 }
 
 

@@ -1,4 +1,5 @@
-"""§3.3 Position-wise feed-forward networks, and the norms that wrap every sub-layer."""
+"""§3.3 Position-wise feed-forward networks (and their mixture of experts, an option), and the
+norms that wrap every sub-layer."""
 
 from __future__ import annotations
 
@@ -36,6 +37,52 @@ class FeedForward(nn.Module):
         if self.w3 is not None:
             h = h * self.w3(x)
         return self.w2(self.dropout(h))
+
+
+class MixtureOfExperts(nn.Module):
+    """``ffn="moe"``: a router sends each position to ``moe_top_k`` of ``moe_experts`` feed-forward
+    networks and sums their outputs, weighted by the router's probabilities (renormalized over the
+    chosen ones for k > 1, as Mixtral; the raw probability for k = 1, as Switch, so that the router
+    still gets a gradient). Dropless: each expert computes exactly the positions routed to it.
+
+    ``aux_loss`` holds the last forward pass's load-balancing loss (Switch Transformer's
+    E * sum_e f_e * P_e: 1 when routing is uniform, E when one expert takes everything), which
+    training adds to the loss with weight ``moe_aux_weight``.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.router = nn.Linear(config.d_model, config.moe_experts, bias=False)
+        self.experts = nn.ModuleList(FeedForward(config) for _ in range(config.moe_experts))
+        self.top_k = config.moe_top_k
+        self.aux_loss: Tensor | None = None
+
+    def route(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``x (N, D)`` -> the router's probabilities ``(N, E)``, and per position its k experts
+        ``(N, k)`` with their weights ``(N, k)``."""
+        probs = torch.softmax(self.router(x).float(), dim=-1)  # (N, E)
+        weights, chosen = probs.topk(self.top_k, dim=-1)  # (N, k), the likeliest first
+        if self.top_k > 1:
+            weights = weights / weights.sum(-1, keepdim=True)
+        return probs, chosen, weights
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, T, D)`` -> ``(B, T, D)``."""
+        flat = x.reshape(-1, x.size(-1))  # (N, D)
+        probs, chosen, weights = self.route(flat)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)  # the positions routed to expert e
+            if rows.numel():
+                contribution = expert(flat.index_select(0, rows)) * weights[rows, slot, None].to(flat.dtype)
+                out.index_add_(0, rows, contribution.to(out.dtype))
+        share = torch.zeros_like(probs).scatter_(1, chosen, 1.0).mean(0) / self.top_k  # f_e
+        self.aux_loss = len(self.experts) * (share * probs.mean(0)).sum()
+        return out.view_as(x)
+
+
+def make_ffn(config: ModelConfig) -> nn.Module:
+    return MixtureOfExperts(config) if config.ffn == "moe" else FeedForward(config)
 
 
 class RMSNorm(nn.Module):

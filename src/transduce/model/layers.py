@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from .attention import CrossAttention, SelfAttention
 from .cache import LayerCache
-from .feed_forward import FeedForward, make_norm
+from .feed_forward import make_ffn, make_norm
 from .positions import Rotary
 
 Weights = Optional[Tensor]
@@ -38,7 +38,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.self_attn = SelfAttention(config)
-        self.ffn = FeedForward(config)
+        self.ffn = make_ffn(config)
         self.self_attn_block = Residual(config)  # the residual connection and norm around self_attn
         self.ffn_block = Residual(config)
 
@@ -62,7 +62,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = SelfAttention(config)
         self.cross_attn = CrossAttention(config) if cross else None
-        self.ffn = FeedForward(config)
+        self.ffn = make_ffn(config)
         self.self_attn_block = Residual(config)  # the residual connection and norm around self_attn
         self.cross_attn_block = Residual(config) if cross else None
         self.ffn_block = Residual(config)

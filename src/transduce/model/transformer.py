@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from .cache import DecoderCache, LayerCache
-from .feed_forward import make_norm
+from .feed_forward import MixtureOfExperts, make_norm
 from .layers import DecoderLayer, EncoderLayer
 from .masks import local_mask, padding_mask
 from .positions import ALiBi, Embeddings, Rotary
@@ -219,7 +219,17 @@ class Transformer(nn.Module):
         if self.output_bias is not None:
             counts["output"] += self.output_bias.numel()
         counts["total"] = sum(counts.values())
+        # a mixture of experts computes k of its E experts per position: the parameters a token meets
+        idle = sum((len(m.experts) - m.top_k) * sum(p.numel() for p in m.experts[0].parameters())
+                   for m in self.modules() if isinstance(m, MixtureOfExperts))
+        counts["active"] = counts["total"] - idle
         return counts
+
+    def moe_loss(self) -> Optional[Tensor]:
+        """The mean load-balancing loss of the mixture-of-experts layers in the last forward pass
+        (None for the dense feed-forward networks)."""
+        losses = [m.aux_loss for m in self.modules() if isinstance(m, MixtureOfExperts) and m.aux_loss is not None]
+        return torch.stack(losses).mean() if losses else None
 
 
 class OutputTransform(nn.Module):

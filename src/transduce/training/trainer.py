@@ -138,6 +138,7 @@ class Trainer(RunFolder, Validation):
         cuda = self.device.type == "cuda"
         loss_sum = torch.zeros((), device=self.device)
         nll_sum = torch.zeros((), device=self.device)
+        moe_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(micro_batches):
             real = (batch.tgt_out != self.cfg.pad_id).flatten()  # (B*T,) on the host: no device sync
             # Under torch.compile the whole (B, T) is projected: a varying number of real positions
@@ -153,7 +154,11 @@ class Trainer(RunFolder, Validation):
             with (nullcontext() if sync else self.ddp.no_sync()), autocast(self.device, self.settings.precision):
                 logits = self.forward_model(*batch.inputs, select=select)  # (N, V)
                 loss, nll = label_smoothed_nll(logits.flatten(0, -2), target, tc.label_smoothing, self.cfg.pad_id)
+                balance = self.model.moe_loss()  # the experts' load-balancing loss (None: dense layers)
             scaled = loss * world / total_tokens
+            if balance is not None:
+                scaled = scaled + self.cfg.moe_aux_weight * balance / len(micro_batches)
+                moe_sum = moe_sum + balance.detach() / len(micro_batches)
             (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
             loss_sum += loss.detach()
             nll_sum += nll.detach()
@@ -179,7 +184,7 @@ class Trainer(RunFolder, Validation):
         if self.ema is not None and finite:
             self.ema.update(self.model)
         return {"loss": sums[0] / total_tokens, "nll": sums[1] / total_tokens, "lr": lr, "grad_norm": grad_norm,
-                "tokens": total_tokens, "finite": finite}
+                "tokens": total_tokens, "finite": finite, "moe_aux": moe_sum if self.cfg.ffn == "moe" else None}
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -340,6 +345,8 @@ class Trainer(RunFolder, Validation):
                   "grad_norm": round(float(last["grad_norm"]), 4),
                   "tokens_per_s": round(window["tokens"] / seconds, 1),
                   "elapsed": round(self.progress.elapsed, 1)}
+        if last.get("moe_aux") is not None:  # the last update's load-balancing loss (1: uniform routing)
+            record["moe_aux"] = round(float(last["moe_aux"]), 4)
         bar.set_postfix(step=self.progress.step, loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}",
                         tok_s=f"{record['tokens_per_s']:.0f}")
         if bar.disable:
