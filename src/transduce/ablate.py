@@ -12,6 +12,9 @@ the paper's base is d_model 512, h 8, N 6):
     (D) dropout in {0, 0.2}, label smoothing in {0, 0.2}
     (E) learned positions instead of sinusoids
     (scale) no 1/sqrt(d_k) in the attention (§3.2.1's argument)
+    (moe) not a row of Table 3 but a descendant: the feed-forward networks as mixtures of experts
+        at the base's active parameters per token: 4 experts of d_ff with k = 1 (Switch), and 4 of
+        d_ff / 2 with k = 2 (each token meets two half-width experts)
     (positions) not a row of Table 3 but §3.5's conjecture: sinusoidal, learned, RoPE and ALiBi
         positions, each trained only on pairs of at most ``train_max_len`` tokens, then evaluated
         on validation sentences of each length bucket (``evaluate_by_length``): do they extrapolate?
@@ -51,7 +54,7 @@ PAPER_TABLE3 = {
     "ls0": ("eps_ls 0", 4.67, 25.3), "ls0.2": ("eps_ls 0.2", 5.47, 25.7),
     "learned": ("learned positions", 4.92, 25.7),
 }
-GROUPS = TABLE3 + ("positions",)
+GROUPS = TABLE3 + ("moe", "positions")
 SCHEMES = ("sinusoidal", "learned", "rope", "alibi")
 
 
@@ -102,6 +105,9 @@ def table3_rows(base: ModelConfig, groups: Sequence[str] = TABLE3, train_max_len
         rows.append(Row("E-learned", "E", {"positional": "learned"}, paper="learned"))
     if "scale" in groups and base.attention_scale != "none":
         rows.append(Row("scale-none", "scale", {"attention_scale": "none"}))
+    if "moe" in groups and base.ffn != "moe":
+        rows.append(Row("moe-E4k1", "moe", {"ffn": "moe", "moe_experts": 4, "moe_top_k": 1}))
+        rows.append(Row("moe-E4k2", "moe", {"ffn": "moe", "moe_experts": 4, "moe_top_k": 2, "d_ff": ff // 2}))
     if "positions" in groups:
         if train_max_len < 1:
             raise ValueError("the positions study needs train_max_len (--train-max-len L): the length to train up to")
@@ -230,7 +236,8 @@ def run_ablation(out: str | Path, base: ModelConfig, recipe: TrainConfig, base_a
     for row in rows:
         config = base.with_overrides(row.model)
         with torch.device("meta"):
-            params = Transformer(config).num_parameters()["total"]
+            counts = Transformer(config).num_parameters()
+        params, active = counts["total"], counts["active"]
         train_config = recipe.with_overrides(row.train)
         for seed in seeds:
             run = out / f"{row.name}-s{seed}"
@@ -250,14 +257,15 @@ def run_ablation(out: str | Path, base: ModelConfig, recipe: TrainConfig, base_a
                 except TransduceError as error:
                     log(f"{row.name}, seed {seed}: failed: {error}")
                     results.append({"row": row.name, "group": row.group, "seed": seed, "params": params,
-                                    "paper": row.paper, "failed": str(error), **_shape(config, train_config)})
+                                    "active": active, "paper": row.paper, "failed": str(error), **_shape(config, train_config)})
                     continue
                 signal = stopped_by_signal(run)
                 if signal:  # the user (or a scheduler) stopped it: stop here, not at the next row
                     raise AblationStopped(f"{row.name}, seed {seed}: {signal}; the ablation stops here (its "
                                           f"checkpoint is saved: run the same command again to resume)")
                 record = last_validation(run)
-            results.append({"row": row.name, "group": row.group, "seed": seed, "params": params, "paper": row.paper,
+            results.append({"row": row.name, "group": row.group, "seed": seed, "params": params, "active": active,
+                            "paper": row.paper,
                             "steps": record["step"] if record else None,
                             "dev_ppl": record["ppl"] if record else None,
                             "dev_bleu": record["bleu"] if record else None, **_shape(config, train_config)})
@@ -278,6 +286,7 @@ def summarize(results: list[dict]) -> list[dict]:
         ok = [r for r in runs if r.get("dev_bleu") is not None]
         line = {k: runs[0][k] for k in ("row", "group", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop",
                                         "eps_ls", "positional", "scale", "params")}
+        line["active"] = runs[0].get("active", line["params"])
         line["paper"] = PAPER_TABLE3.get(runs[0].get("paper"))
         line["seeds"] = len(runs)
         line["steps"] = ok[0]["steps"] if ok else None
@@ -306,7 +315,9 @@ def markdown(lines: list[dict], note: str = "") -> str:
 
         out.append(f"| {line['row']} | {line['N']} | {line['d_model']} | {line['d_ff']} | {line['h']} | {line['d_k']} "
                    f"| {line['d_v']} | {line['P_drop']:g} | {line['eps_ls']:g} | {line['positional']} | "
-                   f"{'1/sqrt(d_k)' if line['scale'] == 'sqrt_dk' else 'none'} | {line['params']:,} | "
+                   f"{'1/sqrt(d_k)' if line['scale'] == 'sqrt_dk' else 'none'} | {line['params']:,}"
+                   + (f" ({line['active']:,} active)" if line.get("active", line["params"]) != line["params"] else "")
+                   + " | "
                    f"{line['steps'] if line['steps'] is not None else '-'} | {value('dev_ppl')} | {value('dev_bleu')} | "
                    + (" | ".join([paper[0], f"{paper[1]:.2f}", f"{paper[2]:.1f}"]) if (paper := line.get("paper"))
                       else "- | - | -") + " |")
@@ -323,7 +334,7 @@ def plot(lines: list[dict], out: Path) -> Optional[Path]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(done) + 1.5))
     colors = {"base": "tab:gray", "A": "tab:blue", "B": "tab:cyan", "C": "tab:green", "D": "tab:orange",
-              "E": "tab:purple", "scale": "tab:red"}
+              "E": "tab:purple", "scale": "tab:red", "moe": "tab:brown"}
     names = [line["row"] for line in done][::-1]
     values = [line["dev_bleu"] for line in done][::-1]
     ax.barh(names, values, color=[colors.get(line["group"], "tab:gray") for line in done][::-1])

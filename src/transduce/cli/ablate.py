@@ -10,7 +10,8 @@ from ..errors import TransduceError
 from .common import THREADS, config_number, number
 
 ROWS_HELP = ("comma-separated groups: base, A (heads at constant compute), B (smaller d_k), C (size), D (dropout "
-             "and label smoothing), E (learned positions), scale (no 1/sqrt(d_k)); and positions (sinusoidal, "
+             "and label smoothing), E (learned positions), scale (no 1/sqrt(d_k)); moe (mixtures of experts at the "
+             "base's active parameters); and positions (sinusoidal, "
              "learned, RoPE, ALiBi trained on pairs up to --train-max-len, evaluated on longer ones)")
 
 
