@@ -1,27 +1,34 @@
 #!/usr/bin/env bash
-# The Multi30k English-German recipe, from raw files to BLEU on test_2016_flickr.
-#   bash recipes/multi30k/run.sh [RAW_DIR] [MINUTES]
-# RAW_DIR holds train/val/test_2016_flickr .en.gz/.de.gz (default: ../shared/data/multi30k, or
-# downloaded into data/multi30k-raw when that is missing). Interrupt it at any time and run it
-# again: training resumes from its last checkpoint and stops at MINUTES of training in all.
-# Everything is chosen on the validation set (which weights: the last checkpoint, the average of
-# the last 3 or the EMA; then the length penalty); the test set is scored once, with the choice.
+# The Multi30k recipe, English-German (the default) or English-French, from raw files to BLEU on
+# test_2016_flickr.
+#   bash recipes/multi30k/run.sh [RAW_DIR] [MINUTES] [TGT]
+# RAW_DIR holds train/val/test_2016_flickr .en.gz/.TGT.gz (default: ../shared/data/multi30k, or
+# downloaded into data/multi30k-raw when that is missing); TGT is de (default) or fr. Interrupt it
+# at any time and run it again: training resumes from its last checkpoint and stops at MINUTES of
+# training in all. Everything is chosen on the validation set (which weights: the last checkpoint,
+# the average of the last 3 or the EMA; then the length penalty); the test set is scored once, with
+# the choice (skipped, with a message, when RAW_DIR has no test file for TGT).
 set -euo pipefail
 RAW=${1:-../shared/data/multi30k}
 MINUTES=${2:-60}
+TGT=${3:-de}
 RUN=runs/multi30k-small
-if [ ! -f "$RAW/train.en.gz" ]; then
+DATA=data/multi30k
+if [ "$TGT" != de ]; then RUN=$RUN-$TGT; DATA=$DATA-en$TGT; fi
+if [ ! -f "$RAW/train.en.gz" ] || [ ! -f "$RAW/train.$TGT.gz" ]; then
   RAW=data/multi30k-raw
   transduce download multi30k "$RAW"
 fi
-transduce prepare --train-prefix "$RAW/train" --valid-prefix "$RAW/val" --test-prefix "$RAW/test_2016_flickr" \
-  --src en --tgt de --out data/multi30k --vocab-size 8000
+TEST=""
+if [ -f "$RAW/test_2016_flickr.$TGT.gz" ]; then TEST="--test-prefix $RAW/test_2016_flickr"; fi
+transduce prepare --train-prefix "$RAW/train" --valid-prefix "$RAW/val" $TEST \
+  --src en --tgt "$TGT" --out "$DATA" --vocab-size 8000
 RESUME=""
 [ -f "$RUN/config.json" ] && RESUME="--resume"
-transduce train data/multi30k --out "$RUN" --config recipes/multi30k/small.toml --max-time "${MINUTES}m" $RESUME
+transduce train "$DATA" --out "$RUN" --config recipes/multi30k/small.toml --max-time "${MINUTES}m" $RESUME
 transduce plot "$RUN"
 valid_bleu() {  # candidate alpha -> validation BLEU (beam 4)
-  transduce evaluate "$1" --src "$RAW/val.en.gz" --ref "$RAW/val.de.gz" --alpha "$2" --json \
+  transduce evaluate "$1" --src "$RAW/val.en.gz" --ref "$RAW/val.$TGT.gz" --alpha "$2" --json \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])'
 }
 better() { python3 -c "import sys; sys.exit(0 if $1 > $2 else 1)"; }
@@ -41,7 +48,12 @@ for a in 1.0 1.4; do
   if better "$bleu" "$best_bleu"; then alpha=$a; best_bleu=$bleu; fi
 done
 echo "chosen on validation: $best, alpha $alpha ($best_bleu)"
-transduce evaluate "$best" --src "$RAW/test_2016_flickr.en.gz" --ref "$RAW/test_2016_flickr.de.gz" --alpha "$alpha" \
-  --save-hyp "$RUN/test.de"
+if [ -z "$TEST" ]; then
+  echo "no test set for $TGT in $RAW: run \`transduce download multi30k DIR\` on a machine with a network, then"
+  echo "  bash recipes/multi30k/run.sh DIR $MINUTES $TGT"
+  exit 0
+fi
+transduce evaluate "$best" --src "$RAW/test_2016_flickr.en.gz" --ref "$RAW/test_2016_flickr.$TGT.gz" --alpha "$alpha" \
+  --save-hyp "$RUN/test.$TGT"
 echo "lowercased, 13a-tokenized:"
-transduce evaluate --hyp "$RUN/test.de" --ref "$RAW/test_2016_flickr.de.gz" --lowercase --tokenize 13a
+transduce evaluate --hyp "$RUN/test.$TGT" --ref "$RAW/test_2016_flickr.$TGT.gz" --lowercase --tokenize 13a

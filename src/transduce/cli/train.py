@@ -160,6 +160,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
     new_run = not (args.resume and saved_path.is_file())
     if "peak_lr" in given and "lr_schedule" not in given:
         train = train.with_overrides({"lr_schedule": "inverse_sqrt_peak"})  # a peak is only the peak schedule's
+    # (said when the run starts: a schedule given in full is not the recipe's)
+    args.schedule_from_recipe = (args.recipe == "finetune" and "lr_schedule" not in given) or \
+        (args.recipe or "auto") != "finetune" and not given & SCHEDULE_KEYS
     if new_run and (args.recipe or "auto") == "auto" and not given & SCHEDULE_KEYS:
         train = auto_schedule(train, model, args.data_dir)
     if new_run and args.recipe == "finetune" and "lr_schedule" not in given:
@@ -291,7 +294,8 @@ def run(args) -> int:
                    f"{len(trainer.train_indices if trainer.train_indices is not None else trainer.train_set):,} pairs")
                 + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}")
     trainer.log(describe_schedule(trainer.tc, model_config) +
-                ("" if args.resume else f" (--recipe {args.recipe or 'auto'})"))
+                ("" if args.resume else f" (--recipe {args.recipe or 'auto'})" if args.schedule_from_recipe else
+                 " (as given)"))
     trainer.train()
     trainer.log(next_commands(args.out, args.data_dir, meta))
     return 0
