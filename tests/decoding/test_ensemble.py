@@ -119,3 +119,11 @@ def test_the_command_line_translates_with_an_ensemble_of_runs_that_share_a_token
     (other / "model.json").write_text(json.dumps(info))
     result = cli("translate", str(run), str(other), input=lines, check=False)
     assert result.returncode == 2 and "has another tokenizer" in result.stderr and "Traceback" not in result.stderr
+    # and one that translates another language pair
+    french = tmp_path / "french"
+    shutil.copytree(run / "best", french)
+    info = json.loads((french / "model.json").read_text())
+    info["tgt"] = "fr"
+    (french / "model.json").write_text(json.dumps(info))
+    result = cli("translate", str(run), str(french), input=lines, check=False)
+    assert result.returncode == 2 and "translates en -> fr" in result.stderr

@@ -78,6 +78,21 @@ def test_a_decoding_step_equals_the_full_pass(device):
     assert [h.logprob for h in cached] == pytest.approx([h.logprob for h in full], abs=1e-4)
 
 
+@pytest.mark.parametrize("preset", ["gpt-tiny", "bert-tiny"])
+def test_the_descendants_take_mixtures_of_experts_too(preset):
+    torch.manual_seed(4)
+    config = ModelConfig.preset(preset, vocab_size=60, ffn="moe", moe_experts=3, moe_top_k=1, dropout=0.0)
+    model = Transformer(config).eval()
+    layers = [m for m in model.modules() if isinstance(m, MixtureOfExperts)]
+    assert len(layers) == 2
+    tokens = torch.randint(5, 60, (2, 9))
+    with torch.no_grad():
+        assert model(tokens).shape == (2, 9, 60)
+    assert model.moe_loss() is not None
+    counts = model.num_parameters()
+    assert counts["active"] < counts["total"]
+
+
 def test_parameters_count_total_and_active():
     dense = Transformer(tiny_config()).num_parameters()
     counts = Transformer(moe_config(moe_experts=4, moe_top_k=1)).num_parameters()
