@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pytest
 import torch
 
@@ -48,3 +49,16 @@ def test_compile_choice_refuses_what_cannot_be_captured():
         compile_choice("sometimes", cpu)
     with pytest.raises(TransduceError, match="int8"):
         compile_choice("on", cpu, "int8")
+
+
+def test_training_bounds_onednns_kernel_cache_unless_the_user_set_it(reverse_run, tmp_path, monkeypatch):
+    from transduce.runtime import KERNEL_CACHE, bound_kernel_cache
+
+    from .helpers import cli
+
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
+    assert not bound_kernel_cache() and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    cli("train", str(reverse_run / "data"), "--out", str(tmp_path / "run"), "--preset", "tiny", "--max-steps", "1",
+        "--quiet")
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(KERNEL_CACHE)
