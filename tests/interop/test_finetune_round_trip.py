@@ -91,6 +91,8 @@ def test_a_finetuned_marian_model_translates_alike_in_transduce_transformers_and
 
     # back to Hugging Face: MarianTokenizer reads the same files, generate gives the same tokens and text
     cli("export", str(tmp_path / "tuned"), "--to", "hf", str(tmp_path / "hf"))
+    for name in ("source.spm", "target.spm", "vocab.json") + (("target_vocab.json",) if separate else ()):
+        assert (tmp_path / "hf" / name).read_bytes() == (hf_dir / name).read_bytes()  # the same tokenizer files
     tokenizer = transformers.MarianTokenizer.from_pretrained(tmp_path / "hf")
     ids = tuned.tokenizer.encode_src(SENTENCES)
     encoded = tokenizer(SENTENCES, return_tensors="pt", padding=True)
