@@ -211,7 +211,7 @@ class StartingPoint:
 
     def describe(self, model: ModelConfig, train: TrainConfig, recipe: str | None) -> str:
         """What the new run keeps of the model it starts from and what it changes."""
-        theirs = self.info["model"]
+        theirs = ModelConfig.from_dict(self.info["model"]).to_dict()  # (fields added since: their defaults)
         changed = [f"{k} {theirs.get(k)} -> {v}" for k, v in model.to_dict().items() if theirs.get(k) != v]
         kept = f"{model.encoder_layers}+{model.decoder_layers} layers, d_model {model.d_model}" + \
             ("" if theirs.get("dropout") != model.dropout else f", dropout {model.dropout}")

@@ -17,6 +17,7 @@ import torch
 
 from ..checkpoint import (CheckpointError, checkpoint_file, list_checkpoints, load_weights, read_info,
                           read_training_state, resolve, upgrade_names, write_checkpoint)
+from ..config import ModelConfig
 from ..errors import TrainingError, TransduceError
 from ..files import check_output_dir, read_json, remove_output, write_marker
 from .data_setup import check_same_tokenizer
@@ -168,11 +169,12 @@ class RunFolder:
         try:
             folder = resolve(path)
             info = read_info(folder)
-        except TransduceError as error:
+            # (through ModelConfig: a checkpoint written before a field existed has its default)
+            theirs = ModelConfig.from_dict(info["model"]).to_dict()
+        except (TransduceError, TypeError, ValueError) as error:
             raise TrainingError(f"--init-from {path}: {error}") from None
         mine = self.cfg.to_dict()
-        diff = sorted(k for k in set(info["model"]) | set(mine) if info["model"].get(k) != mine.get(k)
-                      and k not in REGULARIZATION)
+        diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k) and k not in REGULARIZATION)
         if diff:
             raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
         check_same_tokenizer(self.settings.data_dir, self.meta, folder, info, "--init-from", self.warn)
