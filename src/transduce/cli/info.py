@@ -29,7 +29,9 @@ def run(args) -> int:
         print(f"  {key:20s} {value}")
     print("parameters")
     for key, value in counts.items():
-        print(f"  {key:20s} {value:,}")
+        if key == "active" and value == counts["total"]:
+            continue  # (a dense model: every parameter meets every token)
+        print(f"  {'active per token' if key == 'active' else key:20s} {value:,}")
     if config.has_decoder:
         with torch.device("meta"):
             per_token = Transformer(config).cache_bytes_per_token()
