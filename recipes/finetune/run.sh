@@ -8,7 +8,8 @@
 # trains on the other 27,000 pairs for PRETRAIN_STEPS updates. Then, on the dog pairs encoded with
 # the general model's own tokenizer, for FINETUNE_STEPS updates each:
 #   finetuned: --init-from the general model, --recipe finetune;
-#   scratch:   the same data, the same updates, from random weights (the Multi30k recipe's options).
+#   scratch:   the same data, the same updates, from random weights (the Multi30k recipe's options);
+#   scratch-auto: the same, with the automatic schedule sized to the data (warmup 100, peak 1e-3).
 # Every choice (early stopping, best/) is made on the validation pairs; the test pairs are scored
 # once. Run it again after an interruption: each finished step is reused, training resumes.
 set -euo pipefail
@@ -52,6 +53,8 @@ transduce train "$W/data/dogs" --out "$W/finetuned" --init-from "$W/general" --r
   --valid-extra "$RAW/val" --max-steps "$FINETUNE" --set valid_every=50 --quiet $(resume "$W/finetuned")
 transduce train "$W/data/dogs" --out "$W/scratch" --config recipes/multi30k/small.toml --max-steps "$FINETUNE" \
   --set valid_every=50 --set ema=0 --valid-extra "$RAW/val" --quiet $(resume "$W/scratch")
+transduce train "$W/data/dogs" --out "$W/scratch-auto" --preset small --max-steps "$FINETUNE" --set valid_every=50 \
+  --valid-extra "$RAW/val" --quiet $(resume "$W/scratch-auto")
 transduce plot "$W/finetuned"
 
 # 4. scored once: BLEU (beam 4) on the new domain's test pairs and on Multi30k's test_2016_flickr
@@ -60,6 +63,6 @@ bleu() {
 }
 echo "| model | dog pairs (test, 250) | general (test_2016_flickr) |"
 echo "|---|---|---|"
-for run in general finetuned scratch; do
+for run in general finetuned scratch scratch-auto; do
   echo "| $run | $(bleu "$W/$run" "$W/raw/dogs.test") | $(bleu "$W/$run" "$RAW/test_2016_flickr" .gz) |"
 done
