@@ -13,7 +13,7 @@ import torch
 
 from .checkpoint import load_model_from, resolve
 from .config import DecodeConfig
-from .data.tokenizer import Tokenizer, tokenizer_from_info
+from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Ensemble, translate_ids
 from .errors import TransduceError
 from .runtime import compile_choice, pick_device
@@ -89,7 +89,8 @@ class Translator:
                 raise TransduceError(f"{path} has another tokenizer than {paths[0]} (fingerprint {theirs}, not {mine}): "
                                      "an ensemble's models must share one, as models trained on the same prepared "
                                      "data do")
-            if (member.info.get("src"), member.info.get("tgt")) != (first.info.get("src"), first.info.get("tgt")):
+            pair, theirs = named_languages(first.info), named_languages(member.info)
+            if pair and theirs and pair != theirs:  # (an import names none: its fine-tuned runs may join it)
                 raise TransduceError(f"{path} translates {member.info.get('src')} -> {member.info.get('tgt')}, but "
                                      f"{paths[0]} {first.info.get('src')} -> {first.info.get('tgt')}")
         try:

@@ -127,3 +127,7 @@ def test_the_command_line_translates_with_an_ensemble_of_runs_that_share_a_token
     (french / "model.json").write_text(json.dumps(info))
     result = cli("translate", str(run), str(french), input=lines, check=False)
     assert result.returncode == 2 and "translates en -> fr" in result.stderr
+    # one that names no languages (as an import from Hugging Face) joins runs fine-tuned from it
+    info["src"], info["tgt"] = "src", "tgt"
+    (french / "model.json").write_text(json.dumps(info))
+    assert cli("translate", str(run), str(french), "--beam", "3", input=lines).stdout == alone.stdout

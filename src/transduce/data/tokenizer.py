@@ -69,6 +69,12 @@ class Tokenizer:
         self._src_inverse = {i: p for p, i in self.src_vocab.items()} if self.src_vocab else None
         self._tgt_inverse = {i: p for p, i in self.tgt_vocab.items()} if self.tgt_vocab else None
 
+    @classmethod
+    def from_roles(cls, files: dict, unk_id: int = SPECIAL_IDS["unk_id"]) -> "Tokenizer":
+        """From tokenizer files by role (``checkpoint.TOKENIZER_KEYS``: src, tgt, and the optional
+        vocab, tgt_vocab), as checkpoints and prepared datasets name them."""
+        return cls(files["src"], files["tgt"], files.get("vocab"), files.get("tgt_vocab"), unk_id=unk_id)
+
     @property
     def joint(self) -> bool:
         return self.src is self.tgt and self.src_vocab is self.tgt_vocab
@@ -113,14 +119,20 @@ def tokenizer_from_info(folder: str | Path, info: dict) -> Tokenizer:
 
     paths = tokenizer_paths(folder, info)
     try:
-        return Tokenizer(paths["src"], paths["tgt"], paths.get("vocab"), paths.get("tgt_vocab"),
-                         unk_id=info["model"].get("unk_id", 3))
+        return Tokenizer.from_roles(paths, unk_id=info["model"].get("unk_id", 3))
     except (OSError, RuntimeError, ValueError) as error:
         raise CheckpointError(f"{folder}: a tokenizer file is damaged ({error})") from None
 
 
 # the languages model.json names when it does not know them (an import from Hugging Face)
 UNNAMED_LANGUAGES = ("src", "tgt", "text")
+
+
+def named_languages(info: dict) -> tuple[str, str] | None:
+    """The (source, target) languages a model.json or meta.json names, or None when it does not
+    know them: what may be compared with another's."""
+    pair = (info.get("src"), info.get("tgt"))
+    return None if any(lang in UNNAMED_LANGUAGES or not isinstance(lang, str) for lang in pair) else pair
 
 
 @dataclass
@@ -142,12 +154,10 @@ class ModelTokenizer:
     @property
     def languages(self) -> tuple[str, str] | None:
         """The model's (source, target) languages, or None when it does not know them."""
-        pair = (self.info.get("src"), self.info.get("tgt"))
-        return None if any(lang in UNNAMED_LANGUAGES or not isinstance(lang, str) for lang in pair) else pair
+        return named_languages(self.info)
 
     def load(self) -> Tokenizer:
-        return Tokenizer(self.files["src"], self.files["tgt"], self.files.get("vocab"), self.files.get("tgt_vocab"),
-                         unk_id=self.config.unk_id)
+        return Tokenizer.from_roles(self.files, unk_id=self.config.unk_id)
 
 
 def model_tokenizer(path: str | Path) -> ModelTokenizer:

@@ -13,7 +13,7 @@ from ..checkpoint import checkpoint_fingerprint
 from ..data import (BlockSampler, ParallelDataset, TokenBatchSampler, TokenStream, collate, collate_masked,
                     collate_next_token, load_meta, load_tokenizer)
 from ..data.dataset import EncodedPairs, dataset_fingerprint, tokenizer_files
-from ..data.tokenizer import UNNAMED_LANGUAGES
+from ..data.tokenizer import named_languages
 from ..errors import TrainingError
 
 
@@ -60,17 +60,18 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> 
             raise TrainingError(f"{data_dir} uses {name}={value} but the model has {getattr(config, name)}")
 
 
-def check_same_tokenizer(data_dir: str, meta: dict, folder: Path, info: dict, flag: str,
+def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: str,
                          warn: Callable[[str], None]) -> None:
-    """The weights of ``folder`` were trained on the ids ``data_dir`` holds: the same tokenizer
+    """The weights of ``folder`` were trained on the ids ``data`` holds: the same tokenizer
     (fingerprint) and, where the model names them, the same languages. A checkpoint or dataset
     written before fingerprints is compared by its tokenizer files, with a warning."""
-    pair, theirs = (meta["src"], meta["tgt"]), (info.get("src"), info.get("tgt"))
-    if not set(pair + theirs) & set(UNNAMED_LANGUAGES) and pair != theirs:
+    data_dir, meta = data.data_dir, data.meta
+    pair, theirs = named_languages(meta), named_languages(info)
+    if pair and theirs and pair != theirs:
         raise TrainingError(f"{flag} {folder}: the model translates {theirs[0]} -> {theirs[1]}, but {data_dir} holds "
                             f"{pair[0]} -> {pair[1]}; give data in the model's languages")
     model_fp, model_recorded = checkpoint_fingerprint(folder, info)
-    data_fp, data_recorded = dataset_fingerprint(data_dir, meta)
+    data_fp, data_recorded = data.fingerprint
     if model_fp is None:
         warn(f"warning: {flag} {folder} has no tokenizer of its own; nothing shows that {data_dir}'s ids mean to it "
              "what they mean to the data")
@@ -121,7 +122,8 @@ class TrainingData:
             chosen = self.train_indices if self.train_indices is not None else slice(None)
             self.sampler = TokenBatchSampler(self.train_set.src_lengths[chosen], self.train_set.tgt_lengths[chosen],
                                              tc.max_tokens, seed=tc.seed, world_size=world_size, rank=rank)
-        dataset_fingerprint(data_dir, self.meta)  # its tokenizer files are still the ones of its ids
+        # (fingerprint, recorded); raises when its tokenizer files are no longer the ones of its ids
+        self.fingerprint = dataset_fingerprint(data_dir, self.meta)
         self.tokenizer_roles = tokenizer_files(data_dir, self.meta)  # by role: what checkpoints name
         self.tokenizer_files = list(dict.fromkeys(self.tokenizer_roles.values()))
         self.tokenizer = load_tokenizer(data_dir, self.meta)  # for validation BLEU, loaded once
