@@ -19,11 +19,11 @@ FINETUNE=${3:-300}
 W=runs/finetune
 mkdir -p "$W/raw"
 python3 - "$RAW" "$W/raw" <<'PY'
-import gzip, re, sys
+import re, sys
 from pathlib import Path
+from transduce.data.corpus import read_lines  # (split on \n only, as prepare reads them)
 raw, out = Path(sys.argv[1]), Path(sys.argv[2])
-read = lambda name: gzip.open(raw / name, "rt", encoding="utf-8").read().splitlines()
-en, de = read("train.en.gz"), read("train.de.gz")
+en, de = list(read_lines(raw / "train.en.gz")), list(read_lines(raw / "train.de.gz"))
 dog = re.compile(r"\b(dog|dogs|puppy|puppies)\b", re.IGNORECASE)
 general = [(e, d) for e, d in zip(en, de) if not dog.search(e)]
 dogs = [(e, d) for e, d in zip(en, de) if dog.search(e)]
@@ -31,9 +31,9 @@ splits = {"general.train": general, "dogs.train": dogs[:-500], "dogs.valid": dog
 for name, pairs in splits.items():
     for side, lang in ((0, "en"), (1, "de")):
         target = out / f"{name}.{lang}"
-        text = "".join(p[side] + "\n" for p in pairs)
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
+        text = "".join(p[side] + "\n" for p in pairs).encode("utf-8")
+        if not target.is_file() or target.read_bytes() != text:
+            target.write_bytes(text)
 print(", ".join(f"{name} {len(pairs):,} pairs" for name, pairs in splits.items()))
 PY
 resume() { [ -f "$1/config.json" ] && echo "--resume" || true; }

@@ -265,9 +265,9 @@ def describe_schedule(train: TrainConfig, model: ModelConfig) -> str:
 
 def run(args) -> int:
     from ..runtime import bound_kernel_cache, pick_device, resolve_precision
+    from ..training import RunSettings, Trainer
 
     bound_kernel_cache()  # before the first kernel: the varying batch shapes would fill the default one
-    from ..training import RunSettings, Trainer
 
     threads = set_threads(args.threads)
     device = pick_device(args.device)

@@ -68,9 +68,8 @@ def dataset_fingerprint(data_dir: str | Path, meta: dict) -> tuple[str, bool]:
 
 def load_tokenizer(data_dir: str | Path, meta: dict | None = None) -> Tokenizer:
     meta = meta or load_meta(data_dir)
-    files = tokenizer_files(data_dir, meta)
-    return Tokenizer(files["src"], files["tgt"], files.get("vocab"), files.get("tgt_vocab"),
-                     unk_id=meta.get("special_ids", {}).get("unk_id", SPECIAL_IDS["unk_id"]))
+    return Tokenizer.from_roles(tokenizer_files(data_dir, meta),
+                                unk_id=meta.get("special_ids", {}).get("unk_id", SPECIAL_IDS["unk_id"]))
 
 
 class ParallelDataset:

@@ -185,8 +185,7 @@ def _encode_with_model(tmp: Path, files: dict, o: PrepareOptions, fp: str, log, 
     """Encode with a model's own tokenizer: no vocabulary is trained; the ids are the model's."""
     config = borrowed.config
     names = _copy_tokenizer(tmp, borrowed, o)
-    tokenizer = Tokenizer(*(tmp / names[r] if r in names else None for r in ("src", "tgt", "vocab", "tgt_vocab")),
-                          unk_id=config.unk_id)
+    tokenizer = Tokenizer.from_roles({role: tmp / name for role, name in names.items()}, unk_id=config.unk_id)
     max_len = min(o.max_len, config.max_positions - 1)
     if max_len < o.max_len:
         log(f"the model holds {config.max_positions} positions: dropping training pairs over {max_len} tokens")

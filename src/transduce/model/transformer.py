@@ -70,6 +70,8 @@ class Transformer(nn.Module):
         self._init_weights()
         if c.tying in ("decoder", "all"):  # the output shares the (target's, or only) embedding
             self.output.weight = tgt_tokens.weight if c.has_decoder else tokens.weight
+        # the mixture-of-experts layers, found once (a tuple: not registered twice), for the train step
+        self._experts = tuple(m for m in self.modules() if isinstance(m, MixtureOfExperts))
 
     def _init_weights(self) -> None:
         # The paper does not say; Xavier for projections (as torch.nn.Transformer) and N(0, D^-1/2)
@@ -221,14 +223,14 @@ class Transformer(nn.Module):
         counts["total"] = sum(counts.values())
         # a mixture of experts computes k of its E experts per position: the parameters a token meets
         idle = sum((len(m.experts) - m.top_k) * sum(p.numel() for p in m.experts[0].parameters())
-                   for m in self.modules() if isinstance(m, MixtureOfExperts))
+                   for m in self._experts)
         counts["active"] = counts["total"] - idle
         return counts
 
     def moe_loss(self) -> Optional[Tensor]:
         """The mean load-balancing loss of the mixture-of-experts layers in the last forward pass
         (None for the dense feed-forward networks)."""
-        losses = [m.aux_loss for m in self.modules() if isinstance(m, MixtureOfExperts) and m.aux_loss is not None]
+        losses = [m.aux_loss for m in self._experts if m.aux_loss is not None]
         return torch.stack(losses).mean() if losses else None
 
 

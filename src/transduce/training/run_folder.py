@@ -111,7 +111,7 @@ class RunFolder:
                 self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
                 continue
             # a run goes on only on the ids it was trained on (not on data prepared again since)
-            check_same_tokenizer(self.settings.data_dir, self.meta, folder, info, "--resume", self.warn)
+            check_same_tokenizer(self.data, folder, info, "--resume", self.warn)
             try:  # reading the state and loading the weights are the checks: a damaged file fails them
                 state, trainer = read_training_state(folder)
                 self._load_weights(folder)
@@ -177,7 +177,7 @@ class RunFolder:
         diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k) and k not in REGULARIZATION)
         if diff:
             raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
-        check_same_tokenizer(self.settings.data_dir, self.meta, folder, info, "--init-from", self.warn)
+        check_same_tokenizer(self.data, folder, info, "--init-from", self.warn)
         return folder
 
     def _init_from(self, folder: Path) -> None:
