@@ -167,10 +167,17 @@ class FastDecoder:
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
         t = cache.length
-        if t >= cache.kv.size(4) or t >= self.config.max_positions:
+        starts = getattr(cache, "starts", None)  # a running cache's rows each start at their own slot
+        if t >= cache.kv.size(4) or (starts is None and t >= self.config.max_positions):
             raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
                              f"the model {self.config.max_positions}")
-        if self.compiled is not None:
+        if starts is not None:
+            if self.compiled is not None:
+                raise ValueError("a running cache (rows at positions of their own) is stepped eagerly, not captured")
+            with self._precision():
+                logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
+                                       cache.views, starts)
+        elif self.compiled is not None:
             position = torch.tensor(t, device=tokens.device)
             # a fresh tensor: search passes a column of its growing token matrix, whose stride
             # changes every step, and a new stride would recompile the step (until dynamo gives up);
@@ -220,11 +227,15 @@ class FastDecoder:
         return config.patch(**{name: max(getattr(config, name), 64)})
 
     def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_bias: Tensor, views: Optional[tuple] = None) -> Tensor:
+                 cross_bias: Tensor, views: Optional[tuple] = None, starts: Optional[Tensor] = None) -> Tensor:
         """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
         tensor (static shapes for capture: attend over the whole capacity, later positions masked).
         ``views``: ``cache_views(kv)`` (eager, made once per cache); the captured step takes its
-        views of ``kv`` inside the graph, each layer's after writing it."""
+        views of ``kv`` inside the graph, each layer's after writing it.
+
+        ``starts (N,)``: each row's first slot (a running search, whose rows joined at different
+        steps): ``t`` is then the slot written, row n's position is ``t - starts[n]`` and it attends
+        over its own slots ``starts[n] .. t`` only (ALiBi's distances are differences of slots)."""
         static = isinstance(t, Tensor)
         N, H, Dh = tokens.size(0), self.heads, self.head_dim
         K = cross_bias.size(1)
@@ -234,18 +245,24 @@ class FastDecoder:
 
         dense = TunedLinear.plain if static else TunedLinear.__call__
 
+        position = t if starts is None else t - starts  # (N,) per row in a running search
         x = F.embedding(tokens, self.embed_weight)  # (N, D)
         if self.positions is not None:
-            x = torch.add(_row(self.positions, t).to(x.dtype), x, alpha=self.embed_scale)
+            table = _row(self.positions, t) if starts is None else self.positions.index_select(0, position)
+            x = torch.add(table.to(x.dtype), x, alpha=self.embed_scale)
         elif self.embed_scale != 1.0:
             x = x * self.embed_scale
-        key_bias = None  # ALiBi and, for static shapes, the mask of unfilled positions
-        if self.alibi is not None or static:
+        key_bias = None  # ALiBi and, for static shapes or rows that start late, the mask of unseen slots
+        if self.alibi is not None or static or starts is not None:
             keys = torch.arange(length, device=x.device)  # positions of the attended keys
             if self.alibi is not None:
                 key_bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
             if static:
                 hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
+                key_bias = hidden if key_bias is None else key_bias + hidden
+            if starts is not None:  # (N, 1, 1, keys): the slots before a row's start are another's past
+                hidden = torch.zeros(N, 1, 1, length, dtype=x.dtype, device=x.device).masked_fill(
+                    keys < starts[:, None, None, None], float("-inf"))
                 key_bias = hidden if key_bias is None else key_bias + hidden
             # (N*H, 1, keys): added to the scores as they come out of bmm; the per-head form (scores
             # viewed (N, H, 1, keys) + bias) makes inductor's attention pattern fail on this mask
@@ -257,8 +274,8 @@ class FastDecoder:
             h = layer.norms[0](x) if self.pre else x
             qkv = dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
             if self.rotary is not None:
-                q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), t)
-                k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), t)
+                q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), position)
+                k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), position)
                 _write(slots[i], t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)]))
             else:
                 q = qkv.select(2, 0).view(N * H, 1, Dh)
@@ -301,9 +318,15 @@ class FastDecoder:
             x = self.final_norm(x)
         return dense(self.output, x)  # (N, V)
 
-    def _rotate(self, x: Tensor, t: int) -> Tensor:
-        cos = _row(self.rotary.cos, t).to(x.dtype)  # (Dh/2,)
-        sin = _row(self.rotary.sin, t).to(x.dtype)
+    def _rotate(self, x: Tensor, t) -> Tensor:
+        """``x (N*H, 1, Dh)`` rotated to position ``t``: an int, a 0-d tensor or ``(N,)`` per row."""
+        if isinstance(t, Tensor) and t.dim() == 1:  # (N*H, 1, Dh/2): each row's angles for its heads
+            heads = x.size(0) // t.numel()
+            cos, sin = (table.index_select(0, t).repeat_interleave(heads, 0)[:, None].to(x.dtype)
+                        for table in (self.rotary.cos, self.rotary.sin))
+        else:
+            cos = _row(self.rotary.cos, t).to(x.dtype)  # (Dh/2,)
+            sin = _row(self.rotary.sin, t).to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 

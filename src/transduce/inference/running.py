@@ -1,0 +1,106 @@
+"""The fast step's cache for a running search: sentences join and leave between steps.
+
+A ``StepCache`` holds every row at the same position: slot ``t`` of the keys and values is
+position ``t`` of every hypothesis. A running search (continuous batching) adds sentences while
+others are half-way through, so a ``RunningCache`` separates the two: the step still writes every
+row's new key and value at one shared *slot* (``length``), but each row remembers the slot it
+started at (``starts``), its position is ``length - starts[n]``, and it attends over its own slots
+only (``FastDecoder._forward`` masks the earlier ones). A joining row's slots are zeros, so the
+masked products read finite numbers. When the slots run out, every row's kept slots move to the
+front (``compact``), and the capacity doubles if that is not enough.
+
+The cross-attention tensors are per sentence, padded to the longest source in flight (the padding
+masked, as in any batch); they are rebuilt when sentences join or leave.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .cache import StepCache, cache_views
+
+
+class RunningCache(StepCache):
+    """A ``StepCache`` whose rows start at slots of their own; see the module docstring.
+
+    Attributes (beyond ``StepCache``'s): starts ``(N,)`` each row's first slot; lengths ``(B,)`` each
+    sentence's source length (eos included), to trim the cross tensors' padding when the longest
+    sentence leaves.
+    """
+
+    @classmethod
+    def empty_like(cls, first: StepCache, lengths: Tensor) -> "RunningCache":
+        """A running cache holding ``first``'s rows (a fresh ``FastDecoder.start``), all starting at slot 0."""
+        running = cls(first.kv, first.cross_k, first.cross_v, first.cross_bias, first.heads, first.beam)
+        running.kv.zero_()
+        running.starts = torch.zeros(first.kv.size(2), dtype=torch.long, device=first.kv.device)
+        running.lengths = lengths
+        return running
+
+    @property
+    def rows(self) -> int:
+        return self.kv.size(2)
+
+    def join(self, new: StepCache, lengths: Tensor) -> None:
+        """Add ``new``'s sentences (a ``FastDecoder.start`` over them) after the ones in flight; their
+        rows start at the current slot."""
+        L, _, N, H, C, Dh = self.kv.shape
+        n = new.kv.size(2)
+        kv = self.kv.new_zeros(L, 2, N + n, H, C, Dh)
+        t = self.length
+        if t:
+            kv[:, :, :N, :, :t] = self.kv[:, :, :, :, :t]
+        self.kv, self.views = kv, cache_views(kv)
+        start = torch.full((n,), t, dtype=torch.long, device=self.starts.device)
+        self.starts = torch.cat([self.starts, start])
+        wide = max(self.cross_bias.size(-1), new.cross_bias.size(-1))
+        self.cross_k = [torch.cat([_pad_last(a, wide), _pad_last(b, wide)]) for a, b in zip(self.cross_k, new.cross_k)]
+        self.cross_v = [torch.cat([_pad_rows_of(a, wide), _pad_rows_of(b, wide)])
+                        for a, b in zip(self.cross_v, new.cross_v)]
+        self.cross_bias = torch.cat([_pad_last(self.cross_bias, wide, float("-inf")),
+                                     _pad_last(new.cross_bias, wide, float("-inf"))])
+        self.lengths = torch.cat([self.lengths, lengths])
+
+    def select_sentences(self, sentences: Tensor) -> None:
+        """Keep only ``sentences``; the cross tensors lose the padding no sentence left needs."""
+        K = self.beam
+        rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
+        super().select_sentences(sentences)
+        self.starts = self.starts.index_select(0, rows)
+        self.lengths = self.lengths.index_select(0, sentences)
+        wide = int(self.lengths.max()) if self.lengths.numel() else 0
+        if wide < self.cross_bias.size(-1):
+            self.cross_k = [k[..., :wide].contiguous() for k in self.cross_k]
+            self.cross_v = [v[:, :wide].contiguous() for v in self.cross_v]
+            self.cross_bias = self.cross_bias[..., :wide].contiguous()
+        if not self.starts.numel():
+            self.length = 0
+
+    def make_room(self) -> None:
+        """Before a step: if every slot is written, move each row's slots to the front (by the
+        oldest row's start), doubling the capacity when that frees less than half of it."""
+        C = self.kv.size(4)
+        if self.length < C:
+            return
+        first = int(self.starts.min()) if self.starts.numel() else self.length
+        used = self.length - first
+        capacity = C if used <= C // 2 else 2 * C
+        L, _, N, H, _, Dh = self.kv.shape
+        kv = self.kv.new_zeros(L, 2, N, H, capacity, Dh)
+        if used:
+            kv[:, :, :, :, :used] = self.kv[:, :, :, :, first : self.length]
+        self.kv, self.views = kv, cache_views(kv)
+        self.starts = self.starts - first
+        self.length = used
+
+
+def _pad_last(x: Tensor, wide: int, value: float = 0.0) -> Tensor:
+    """``x (..., S)`` padded to ``(..., wide)`` with ``value``."""
+    return x if x.size(-1) == wide else F.pad(x, (0, wide - x.size(-1)), value=value)
+
+
+def _pad_rows_of(x: Tensor, wide: int) -> Tensor:
+    """``x (M, S, Dh)`` padded with zero rows to ``(M, wide, Dh)``."""
+    return x if x.size(1) == wide else F.pad(x, (0, 0, 0, wide - x.size(1)))

@@ -1,0 +1,132 @@
+"""The running search (continuous batching): whatever joins or leaves around a sentence, its
+output is the one it gets searched alone."""
+
+import random
+
+import pytest
+import torch
+
+from transduce import Transformer
+from transduce.config import DecodeConfig
+from transduce.decoding import Ensemble, translate_ids
+from transduce.decoding.running import RunningSearch
+
+from ..conftest import tiny_config
+
+SEARCHES = {
+    "greedy": DecodeConfig(beam=1, max_len_b=8),
+    "beam3-nbest2": DecodeConfig(beam=3, nbest=2, max_len_b=8),
+    "beam4-k_finished": DecodeConfig(beam=4, stop="k_finished", max_len_b=8, min_len=2),
+}
+
+
+def sources(n: int, seed: int = 1, vocab: int = 40) -> list[list[int]]:
+    g = random.Random(seed)
+    return [[g.randrange(4, vocab) for _ in range(g.randrange(1, 14))] for _ in range(n)]
+
+
+def run_staggered(search: RunningSearch, srcs, seed: int = 2, drop_every: int = 0) -> tuple[list, dict]:
+    """Sentences join in groups of 1-3 at random steps (sometimes while nothing is in flight);
+    returns every sentence's hypotheses and what happened (steps, compactions seen)."""
+    g = random.Random(seed)
+    out: list = [None] * len(srcs)
+    nxt, step, events = 0, 0, {"max_in_flight": 0, "steps": 0}
+    while nxt < len(srcs) or len(search):
+        if nxt < len(srcs) and g.random() < 0.4:
+            k = min(g.randrange(1, 4), len(srcs) - nxt)
+            search.join(srcs[nxt : nxt + k], range(nxt, nxt + k))
+            nxt += k
+        for key, hyps in search.step():
+            assert out[key] is None
+            out[key] = hyps
+        step += 1
+        events["max_in_flight"] = max(events["max_in_flight"], len(search))
+    events["steps"] = step
+    return out, events
+
+
+def assert_same(alone, running, tolerance=1e-4):
+    for number, (a, b) in enumerate(zip(alone, running)):
+        assert [h.tokens for h in a] == [h.tokens for h in b], f"sentence {number}"
+        for x, y in zip(a, b):
+            assert abs(x.score - y.score) <= tolerance and abs(x.logprob - y.logprob) <= tolerance, f"sentence {number}"
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi"])
+@pytest.mark.parametrize("name", list(SEARCHES))
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-step", "model-decode"])
+def test_each_sentence_equals_its_search_alone(positional, name, fast, device):
+    model = Transformer(tiny_config(positional=positional)).to(device).eval()
+    decode = SEARCHES[name]
+    srcs = sources(24)
+    alone = [translate_ids(model, [s], decode)[0] for s in srcs]
+    running = RunningSearch(model, decode, fast=fast)
+    out, events = run_staggered(running, srcs)
+    assert events["max_in_flight"] >= 4  # (sentences did share steps)
+    assert_same(alone, out)
+
+
+def test_the_slots_run_out_and_the_rows_move_to_the_front(device):
+    model = Transformer(tiny_config()).to(device).eval()
+    decode = DecodeConfig(beam=2, max_len_b=4)
+    srcs = sources(60, seed=3)
+    alone = [translate_ids(model, [s], decode)[0] for s in srcs]
+    running = RunningSearch(model, decode)
+    capacities = set()
+    original = running.rows.logprobs
+
+    def watched(last):
+        out = original(last)
+        capacities.add((running.rows.cache.kv.size(4), running.rows.cache.length))
+        return out
+
+    running.rows.logprobs = watched
+    out, events = run_staggered(running, srcs, seed=4)
+    assert events["steps"] > 2 * max(c for c, _ in capacities)  # many more steps than slots: compacted
+    assert_same(alone, out)
+
+
+def test_an_ensemble_runs_as_it_searches_alone(device):
+    models = [Transformer(tiny_config(positional=p)).to(device).eval() for p in ("sinusoidal", "rope")]
+    ensemble = Ensemble(models)
+    decode = DecodeConfig(beam=3, max_len_b=6)
+    srcs = sources(12, seed=5)
+    alone = [translate_ids(ensemble, [s], decode)[0] for s in srcs]
+    out, _ = run_staggered(RunningSearch(ensemble, decode), srcs)
+    assert_same(alone, out)
+
+
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_int8_and_bf16_steps_run_as_they_search_alone(precision):
+    model = Transformer(tiny_config()).eval()
+    decode = DecodeConfig(beam=2, max_len_b=6)
+    srcs = sources(10, seed=6)
+    alone = [translate_ids(model, [s], decode, precision=precision)[0] for s in srcs]
+    out, _ = run_staggered(RunningSearch(model, decode, precision=precision), srcs)
+    # the rows' products run at other batch sizes than alone: low precision rounds differently
+    for a, b in zip(alone, out):
+        assert a[0].tokens == b[0].tokens or abs(a[0].score - b[0].score) < 0.05
+
+
+def test_dropped_sentences_leave_and_the_others_are_unchanged(device):
+    model = Transformer(tiny_config()).to(device).eval()
+    decode = DecodeConfig(beam=2, max_len_b=8)
+    srcs = sources(8, seed=7)
+    alone = [translate_ids(model, [s], decode)[0] for s in srcs]
+    running = RunningSearch(model, decode)
+    running.join(srcs[:4], range(4))
+    running.step()
+    running.drop({1, 2})
+    running.join(srcs[4:], range(4, 8))
+    out = {}
+    while len(running):
+        out.update(running.step())
+    assert set(out) == {0, 3, 4, 5, 6, 7}
+    assert_same([alone[i] for i in sorted(out)], [out[i] for i in sorted(out)])
+    running.drop({0})  # (nothing in flight: nothing to do)
+    assert len(running) == 0 and running.step() == []
+
+
+def test_a_running_search_does_not_sample():
+    with pytest.raises(ValueError, match="does not sample"):
+        RunningSearch(Transformer(tiny_config()).eval(), DecodeConfig(sampling=True, beam=1))
