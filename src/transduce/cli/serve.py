@@ -26,7 +26,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="serve a model over HTTP, with dynamic batching and a page that shows attention",
+    p = sub.add_parser("serve", help="serve a model over HTTP, with continuous batching and a page that shows attention",
                        description="Serve a model over HTTP: POST /v1/translate, GET /v1/model, /health, /metrics, "
                                    "the page at / and the API's documentation at /docs. Needs the serve extra: "
                                    "pip install 'transduce[serve]'.")
@@ -36,8 +36,10 @@ def add_parser(sub) -> None:
                         "without authentication)")
     p.add_argument("--port", type=number(int, 0, 65_535), default=8000, help="the port (0: a free one, printed at the start)")
     g = p.add_argument_group("batching and limits")
-    g.add_argument("--batching", choices=["on", "off"], default="on",
-                   help="on: sentences of concurrent requests share a search; off: one request per search")
+    g.add_argument("--batching", choices=["continuous", "dynamic", "off", "on"], default="continuous",
+                   help="continuous: sentences join the running search at every step and leave it as soon as "
+                        "they are done; dynamic (or on): waiting sentences are gathered into a batch, searched "
+                        "to its end; off: one request per search")
     g.add_argument("--max-wait-ms", type=number(float, 0, 10_000), default=10.0,
                    help="a batch waits for more sentences while they keep coming, each within this of the "
                         "last (at most 5x this in all)")
@@ -70,7 +72,7 @@ def _settings(args):
         raise TransduceError(f"--beam {decode.beam} is more than --max-beam {args.max_beam}: raise --max-beam or "
                              "lower --beam")
     try:
-        return ServeSettings(decode=decode, max_wait_ms=args.max_wait_ms, batching=args.batching == "on",
+        return ServeSettings(decode=decode, max_wait_ms=args.max_wait_ms, batching="dynamic" if args.batching == "on" else args.batching,
                              max_request_sentences=args.max_request_sentences, max_chars=args.max_chars,
                              max_body_bytes=args.max_body_bytes, queue_limit=args.queue_limit,
                              max_beam=args.max_beam, drain_timeout=args.drain_timeout, host=args.host,
@@ -121,7 +123,7 @@ def run(args) -> int:
     from .. import load
     from ..checkpoint import resolve
     from ..runtime import compile_choice
-    from ..serving.app import create_app
+    from ..serving.app import batching_mode, create_app
     from ..serving.server import GracefulServer, head_deadline
 
     settings = _settings(args)
@@ -142,10 +144,14 @@ def run(args) -> int:
     decode = settings.decode
     print(f"serving {translator.folder} (step {info.get('step')}, {info.get('src')} -> {info.get('tgt')}), loaded in "
           f"{time.monotonic() - started:.1f} s", file=sys.stderr)
+    mode = batching_mode(settings, compiled)
+    budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} sentences"
+    described = {"continuous": f"continuous ({budget} in flight)",
+                 "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} ms)", "off": "off"}
     print(f"device {translator.device}, precision {translator.precision}, {threads} thread(s)"
-          f"{', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; batching "
-          + (f"on (up to {decode.max_tokens} tokens / {decode.max_sentences} sentences a batch, waiting at most "
-             f"{settings.max_wait_ms:g} ms)" if settings.batching else "off"), file=sys.stderr)
+          f"{', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; batching {described[mode]}"
+          + ("; the compiled step needs dynamic batching's fixed shapes" if mode != settings.batching else ""),
+          file=sys.stderr)
     if args.host not in LOOPBACK:
         print(f"warning: listening on {args.host}: anyone who can reach this machine can use the model "
               "(there is no authentication)", file=sys.stderr)

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import HTTPException
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
 from ..config import DecodeConfig
+from .answers import respond, stream
 from .batcher import Batcher, QueueFull
+from .continuous import ContinuousBatcher
 from .gate import API_PATHS, LOOPBACK_HOSTS, Gate, Gatekeeper
 from .metrics import Metrics
-from .schemas import DIGITS, ApiError, ServeSettings, TranslateRequest, TranslateResponse, parse_request
+from .schemas import ApiError, ServeSettings, TranslateRequest, TranslateResponse, parse_request
 
 if TYPE_CHECKING:  # (a Translator is handed in; serving does not build one)
     from ..translator import Translator
@@ -71,8 +73,10 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
 
     gate = Gate()
     metrics = Metrics()
-    batcher = Batcher(translator, settings.max_wait_ms / 1000, settings.batching, settings.queue_limit,
-                      on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds), compiled=compiled)
+    mode = batching_mode(settings, compiled)
+    kind = ContinuousBatcher if mode == "continuous" else Batcher
+    batcher = kind(translator, settings.max_wait_ms / 1000, mode != "off", settings.queue_limit,
+                   on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds, r.done), compiled=compiled)
     metrics.gauges = {
         "transduce_queue_sentences": ("Sentences waiting for a batch.", lambda: batcher.waiting),
         "transduce_busy_sentences": ("Sentences in the search running now.", lambda: batcher.busy),
@@ -151,7 +155,7 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
             "limits": {"max_request_sentences": settings.max_request_sentences, "max_chars": settings.max_chars,
                        "max_body_bytes": settings.max_body_bytes, "queue_limit": settings.queue_limit,
                        "max_source_tokens": translator.max_source_tokens},
-            "batching": {"enabled": settings.batching, "max_wait_ms": settings.max_wait_ms,
+            "batching": {"mode": mode, "enabled": mode != "off", "max_wait_ms": settings.max_wait_ms,
                          "max_tokens": decode.max_tokens, "max_sentences": decode.max_sentences},
             "transduce_version": __version__,
         }
@@ -173,12 +177,21 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
             if len(ids) > translator.max_source_tokens:
                 raise ApiError(413, f"text[{i}] is {len(ids)} tokens long, more than the model's "
                                     f"{translator.max_source_tokens}; split the sentence")
+        answers: Optional[asyncio.Queue] = None
+        if ask.stream:  # each sentence as it is done, from the worker thread to this request's loop
+            answers, loop = asyncio.Queue(), asyncio.get_running_loop()
+
+            def on_result(i, result):
+                loop.call_soon_threadsafe(answers.put_nowait, (i, result))
         try:
-            job = batcher.submit(sources, search, attention=ask.attention)
+            job = batcher.submit(sources, search, attention=ask.attention, on_result=on_result if ask.stream else None)
         except QueueFull as full:
             raise ApiError(503, f"the queue is full: {full.waiting} sentences wait and this request brings "
                                 f"{full.wanted}, over the limit of {full.limit} (--queue-limit); retry later",
                            headers={"Retry-After": "1"}) from None
+        if answers is not None:
+            return StreamingResponse(stream(ask, todo, job, answers, tokenizer, name, arrived),
+                                     media_type="application/x-ndjson")
         try:
             await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
@@ -213,31 +226,7 @@ def check_request(ask: TranslateRequest, settings: ServeSettings, decode: Decode
         raise ApiError(422, str(error)) from None
 
 
-def respond(ask: TranslateRequest, todo: list[int], job, tokenizer, name: str, arrived: float) -> dict:
-    """The response body: translations in request order (and hypotheses, attention on request)."""
-    translations = [""] * len(ask.text)
-    hypotheses: list[list[dict]] = [[] for _ in ask.text]
-    attention: list[Optional[dict]] = [None] * len(ask.text)
-    for k, (i, result) in enumerate(zip(todo, job.results)):
-        texts = [(tokenizer.decode_tgt(h.tokens), h.score) for h in result.hypotheses]
-        translations[i] = texts[0][0]
-        hypotheses[i] = [{"text": t, "score": round(s, DIGITS)} for t, s in texts]
-        if result.attention is not None:
-            best = result.hypotheses[0].tokens
-            item = {"source": tokenizer.src_pieces(job.sources[k]) + ["</s>"],
-                    "target": tokenizer.tgt_pieces(best) + ["</s>"],
-                    "weights": result.attention[-1].astype(float).round(DIGITS).tolist()}
-            if ask.attention_layers:
-                item["layers"] = result.attention.astype(float).round(DIGITS).tolist()
-            attention[i] = item
-    body: dict = {"translations": translations}
-    if ask.nbest > 1:
-        body["hypotheses"] = hypotheses
-    if ask.attention:
-        body["attention"] = attention
-    now = time.monotonic()
-    body["model"] = name
-    body["timing_ms"] = {"total": round(1000 * (now - arrived), 2),
-                         "queue": round(1000 * ((job.started or now) - job.arrived), 2),
-                         "search": round(1000 * job.search_seconds, 2), "batch_sentences": job.batch_sizes}
-    return body
+def batching_mode(settings: ServeSettings, compiled: bool) -> str:
+    """The batching the server runs: the settings', except that a captured (compiled) step needs the
+    fixed shapes of dynamic batching's searches."""
+    return "dynamic" if settings.batching == "continuous" and compiled else settings.batching

@@ -1,4 +1,5 @@
-"""Dynamic batching: sentences of concurrent requests share one search.
+"""Dynamic batching: sentences of concurrent requests share one search (``continuous.py``: they
+join and leave a running one instead).
 
 One worker thread owns the model. A request puts its sentences on a queue and gets a future.
 The worker takes the oldest waiting sentence and waits for company while sentences keep coming,
@@ -74,6 +75,7 @@ class Job:
     started: Optional[float] = None  # when its first batch began
     search_seconds: float = 0.0  # the time of the batches its sentences were in
     batch_sizes: list[int] = field(default_factory=list)
+    on_result: Optional[Callable[[int, "Result"], None]] = None  # each sentence's result as it is done (worker thread)
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.sources)
@@ -82,13 +84,15 @@ class Job:
 
 @dataclass
 class BatchRecord:
-    """What one search did: for instruments (metrics, tests)."""
+    """What one search did (with continuous batching: one step of the running search, one token
+    for each sentence in flight): for instruments (metrics, tests)."""
 
     sentences: int
     requests: int
     tokens: int  # target tokens generated (eos included)
     seconds: float
     beam: int
+    done: Optional[int] = None  # sentences answered (None: all of them; a step answers only some)
 
 
 class Batcher:
@@ -120,9 +124,11 @@ class Batcher:
         self._thread = threading.Thread(target=self._run, name="transduce-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, sources: Sequence[Sequence[int]], decode: DecodeConfig, attention: bool = False) -> Job:
-        """Queue one request's sentences; ``job.future`` resolves to the job when all are done."""
-        job = Job([list(s) for s in sources], decode, attention)
+    def submit(self, sources: Sequence[Sequence[int]], decode: DecodeConfig, attention: bool = False,
+               on_result: Optional[Callable[[int, Result], None]] = None) -> Job:
+        """Queue one request's sentences; ``job.future`` resolves to the job when all are done, and
+        ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done."""
+        job = Job([list(s) for s in sources], decode, attention, on_result=on_result)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
@@ -236,6 +242,8 @@ class Batcher:
         for n, (job, i) in enumerate(batch):
             job.results[i] = Result(hyps[n], attention.get(n))
             job.remaining -= 1
+            if job.on_result is not None:
+                job.on_result(i, job.results[i])
             if job.remaining == 0:
                 _resolve(job.future, job)
         record = BatchRecord(len(batch), len(jobs), sum(len(h[0].tokens) + 1 for h in hyps), seconds,

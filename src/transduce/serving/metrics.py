@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Optional
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -62,11 +62,13 @@ class Metrics:
             self.requests[(path, status)] += 1
             self.latency.setdefault(path, Histogram(LATENCY_BUCKETS)).observe(seconds)
 
-    def batch(self, sentences: int, tokens: int, seconds: float) -> None:
+    def batch(self, sentences: int, tokens: int, seconds: float, done: Optional[int] = None) -> None:
+        """A search (or a step of the running search) of ``sentences``, which answered ``done`` of them
+        (None: all)."""
         now = time.monotonic()
         with self._lock:
             self.batch_sentences.observe(sentences)
-            self.sentences += sentences
+            self.sentences += sentences if done is None else done
             self.tokens += tokens
             self.search_seconds += seconds
             self._recent.append((now, tokens, seconds))
@@ -96,7 +98,7 @@ class Metrics:
                     "# TYPE transduce_request_duration_seconds histogram"]
             for path, histogram in sorted(self.latency.items()):
                 out += histogram.lines("transduce_request_duration_seconds", f'path="{path}"')
-            out += ["# HELP transduce_batch_sentences Sentences per search batch (dynamic batching).",
+            out += ["# HELP transduce_batch_sentences Sentences per search batch (continuous: in flight per step).",
                     "# TYPE transduce_batch_sentences histogram"]
             out += self.batch_sentences.lines("transduce_batch_sentences")
             for name, help_, value in (

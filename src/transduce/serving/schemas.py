@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..config import DecodeConfig, at_least
 
 DIGITS = 4  # attention weights and scores in responses
+BATCHING = ("continuous", "dynamic", "off")
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,10 @@ class ServeSettings:
         request; the batch budget ``max_tokens``/``max_sentences`` is the batcher's).
     max_wait_ms: a batch waits for more sentences while they keep coming, each within this of the
         last (at most ``batcher.LINGER`` times this in all).
-    batching: False serves one request per search (the baseline for ``benchmarks/serve_load.py``).
+    batching: "continuous" (sentences join and leave the running search at every step,
+        ``continuous.py``), "dynamic" (a batch is gathered, then searched to its end, ``batcher.py``)
+        or "off" (one request per search: the baseline of ``benchmarks/serve_load.py``); True and
+        False mean "dynamic" and "off".
     max_request_sentences, max_chars, max_body_bytes, queue_limit, max_beam: request limits;
     queue_limit counts waiting sentences.
     drain_timeout: seconds a stopping server lets in-flight requests finish.
@@ -33,7 +37,7 @@ class ServeSettings:
 
     decode: DecodeConfig = DecodeConfig()
     max_wait_ms: float = 10.0
-    batching: bool = True
+    batching: str = "continuous"
     max_request_sentences: int = 64
     max_chars: int = 2000
     max_body_bytes: int = 1_000_000
@@ -45,6 +49,10 @@ class ServeSettings:
     body_timeout: float = 30.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.batching, bool):
+            object.__setattr__(self, "batching", "dynamic" if self.batching else "off")
+        if self.batching not in BATCHING:
+            raise ValueError(f"batching {self.batching!r}: choose one of {', '.join(BATCHING)}")
         at_least(self, 1, "max_request_sentences", "max_chars", "max_body_bytes", "queue_limit", "max_beam")
         if not 0 <= self.max_wait_ms <= 10_000:
             raise ValueError(f"max_wait_ms must be between 0 and 10000, got {self.max_wait_ms}")
@@ -68,6 +76,10 @@ class TranslateRequest(BaseModel):
     attention: bool = Field(False, description="Add each sentence's pieces and cross-attention (last layer, "
                                                 "mean of the heads) as `attention`.")
     attention_layers: bool = Field(False, description="With `attention`: every layer's cross-attention too.")
+    stream: bool = Field(False, description="Answer each sentence as soon as it is translated: newline-delimited "
+                                            "JSON (application/x-ndjson), one object per sentence in the order "
+                                            "they finish, each with its `index` in `text`, then a last object "
+                                            "with `done: true`, `model` and `timing_ms`.")
 
 
 class Hypothesis(BaseModel):

@@ -1,0 +1,133 @@
+"""Continuous batching: sentences join the running search at a step boundary and leave it when done.
+
+The dynamic ``Batcher`` searches a batch until its longest sentence is done, then gathers the next
+one: a short sentence waits for the longest of its batch, and the worker idles while the clients it
+just answered send their next requests. Here the worker keeps one ``RunningSearch`` and, between
+two steps:
+
+- **joins**: waiting sentences with the running search's settings, oldest first, while the
+  sentences in flight stay within ``max_sentences`` and ``max_tokens`` (in flight x longest source
+  in flight, the budget of a batch). Admission is strictly first-come: it stops at the first
+  waiting sentence that does not fit, or that asks for other settings; the search then runs
+  without new company until that one fits, or until it has drained and a search with the other
+  settings starts. So no sentence waits for ever behind a stream of shorter or other ones.
+- **leaves**: a finished sentence's hypotheses go to its request at once (a streaming request
+  sends them on); a request whose client went away has its sentences dropped from the search.
+
+Each sentence's output equals its output searched alone (``decoding.running``). Queue bound,
+errors and draining are the ``Batcher``'s: ``close`` finishes what is queued and in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import torch
+
+from ..decoding.running import RunningSearch
+from ..runtime import autocast
+from .batcher import Batcher, BatchRecord, Job, Result, _resolve, cross_attention
+
+
+class ContinuousBatcher(Batcher):
+    """The worker thread, its queue and its running search; see the module docstring."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.search: Optional[RunningSearch] = None
+        self._flight: dict[tuple[int, int], tuple[Job, int]] = {}  # key -> (job, sentence index)
+
+    @property
+    def busy(self) -> int:
+        return len(self._flight)
+
+    def _admit(self) -> list[tuple[Job, int]]:
+        """Under the lock: the waiting sentences that join now (taken off the queue)."""
+        self._drop_cancelled()
+        if not self._queue:
+            return []
+        decode = self._queue[0][0].decode
+        if self._flight and decode != self.search.decode:
+            return []  # the oldest waits for the running search to drain
+        lengths = [len(job.sources[i]) + 1 for job, i in self._flight.values()]
+        longest, count = max(lengths, default=0), len(lengths)
+        taken = []
+        for job, i in self._queue:
+            wider = max(longest, len(job.sources[i]) + 1)
+            fits = count + 1 <= decode.max_sentences and (count + 1) * wider <= decode.max_tokens
+            if job.decode != decode or (count and not fits):
+                break
+            taken.append((job, i))
+            longest, count = wider, count + 1
+        for _ in taken:
+            self._queue.popleft()
+        return taken
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._flight and not self._closed:
+                    self._cond.wait()
+                joining = self._admit()
+                if not joining and not self._flight:
+                    if self._closed and not self._queue:
+                        return
+                    continue
+            try:
+                self._step(joining)
+            except BaseException as error:  # every request in flight learns of it; the worker goes on
+                for job in {id(job): job for job, _ in [*joining, *self._flight.values()]}.values():
+                    _resolve(job.future, error=error)
+                with self._cond:
+                    self._flight.clear()
+                    self.search = None
+
+    def _step(self, joining: list[tuple[Job, int]]) -> None:
+        """Join ``joining``, drop the vanished, step once, answer the finished."""
+        start = time.monotonic()
+        translator = self.translator
+        if joining and (self.search is None or joining[0][0].decode != self.search.decode):
+            engine = translator.precision if translator.precision in ("int8", "bf16") else "fp32"
+            self.search = RunningSearch(translator.model, joining[0][0].decode, precision=engine)
+        search = self.search
+        gone = {key for key, (job, _) in self._flight.items() if job.future.cancelled()}
+        precision = "fp32" if translator.precision == "int8" else translator.precision
+        with torch.inference_mode(), autocast(translator.device, precision):
+            if gone:
+                search.drop(gone)
+                for key in gone:
+                    del self._flight[key]
+            if joining:
+                keys = [(id(job), i) for job, i in joining]
+                search.join([job.sources[i] for job, i in joining], keys)
+                with self._cond:
+                    self._flight.update(zip(keys, joining))
+                for job in {id(job): job for job, _ in joining}.values():
+                    job.started = job.started if job.started is not None else start
+                    job.batch_sizes.append(len(self._flight))
+            in_flight = len(self._flight)
+            finished = search.step()
+        done = [self._flight[key] for key, _ in finished]
+        wanted = [n for n, (job, _) in enumerate(done) if job.attention]
+        weights = cross_attention(translator, [done[n][0].sources[done[n][1]] for n in wanted],
+                                  [finished[n][1][0].tokens for n in wanted])
+        attention = dict(zip(wanted, weights))
+        now = time.monotonic()
+        with self._cond:
+            for key, _ in finished:
+                del self._flight[key]
+        jobs = {id(job): job for job, _ in self._flight.values()}
+        for n, ((job, i), (_, hyps)) in enumerate(zip(done, finished)):
+            jobs[id(job)] = job
+            job.results[i] = Result(hyps, attention.get(n))
+            job.remaining -= 1
+            if job.on_result is not None:
+                job.on_result(i, job.results[i])
+            if job.remaining == 0:
+                job.search_seconds = now - job.started
+                _resolve(job.future, job)
+        record = BatchRecord(in_flight, len(jobs), in_flight, now - start, search.decode.beam, len(finished))
+        self.history.append(record)
+        if self.on_batch is not None:
+            self.on_batch(record)
