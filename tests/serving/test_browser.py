@@ -91,13 +91,14 @@ def test_the_page_translates_and_shows_attention(served_run, start_server, tmp_p
         assert len(driver.find_element(By.ID, "layer").find_elements(By.TAG_NAME, "option")) == 2  # tiny: 2 layers
         driver.save_screenshot(str(tmp_path / "page.png"))
         assert (tmp_path / "page.png").stat().st_size > 10_000
-        # the keyboard: Ctrl+Enter in the text box translates two lines
+        # the keyboard: Ctrl+Enter in the text box translates two lines, each shown as it is done (a stream)
         source.clear()
         source.send_keys("a small house", Keys.SHIFT, Keys.ENTER, Keys.SHIFT, "the cat sat")
         source.send_keys(Keys.CONTROL, Keys.ENTER)
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results li")) == 2)
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "the first line after"))
         shown = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#results li button")]
         assert shown == [api_translation(server.url, s) for s in ("a small house", "the cat sat")]
+        assert all(b.is_enabled() for b in driver.find_elements(By.CSS_SELECTOR, "#results li button"))
         # a request the server refuses shows its message
         driver.execute_script("document.getElementById('beam').value = 99")
         driver.find_element(By.ID, "translate").click()
