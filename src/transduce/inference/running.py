@@ -7,7 +7,8 @@ row's new key and value at one shared *slot* (``length``), but each row remember
 started at (``starts``), its position is ``length - starts[n]``, and it attends over its own slots
 only (``FastDecoder._forward`` masks the earlier ones). A joining row's slots are zeros, so the
 masked products read finite numbers. When the slots run out, every row's kept slots move to the
-front (``compact``), and the capacity doubles if that is not enough.
+front (``make_room``), and the capacity doubles if that is not enough. The buffer has room for more
+rows than are in flight, so that a join writes into it rather than copying it.
 
 The cross-attention tensors are per sentence, padded to the longest source in flight (the padding
 masked, as in any batch); they are rebuilt when sentences join or leave.
@@ -27,34 +28,45 @@ class RunningCache(StepCache):
 
     Attributes (beyond ``StepCache``'s): starts ``(N,)`` each row's first slot; lengths ``(B,)`` each
     sentence's source length (eos included), to trim the cross tensors' padding when the longest
-    sentence leaves.
+    sentence leaves. ``kv`` has room for more rows than the ``N`` in flight (joins fill it, leaves
+    move the kept rows to the front, in place); ``views`` cover the first ``N``.
     """
 
     @classmethod
     def empty_like(cls, first: StepCache, lengths: Tensor) -> "RunningCache":
         """A running cache holding ``first``'s rows (a fresh ``FastDecoder.start``), all starting at slot 0."""
         running = cls(first.kv, first.cross_k, first.cross_v, first.cross_bias, first.heads, first.beam)
-        running.kv.zero_()
         running.starts = torch.zeros(first.kv.size(2), dtype=torch.long, device=first.kv.device)
         running.lengths = lengths
         return running
 
     @property
     def rows(self) -> int:
-        return self.kv.size(2)
+        return self.starts.numel()
+
+    def _new_kv(self, rows: int, capacity: int, first: int = 0) -> None:
+        """Move the rows in flight to a buffer of ``rows`` rows and ``capacity`` slots, their slots
+        from ``first`` on to the front (``starts`` are the caller's to shift)."""
+        L, _, _, H, _, Dh = self.kv.shape
+        kv = self.kv.new_empty(L, 2, rows, H, capacity, Dh)
+        used = self.length - first
+        if used and self.rows:
+            kv[:, :, : self.rows, :, :used] = self.kv[:, :, : self.rows, :, first : self.length]
+        self.kv, self.length = kv, used
+        self._view()
+
+    def _view(self) -> None:
+        self.views = cache_views(self.kv.narrow(2, 0, self.rows))
 
     def join(self, new: StepCache, lengths: Tensor) -> None:
         """Add ``new``'s sentences (a ``FastDecoder.start`` over them) after the ones in flight; their
-        rows start at the current slot."""
-        L, _, N, H, C, Dh = self.kv.shape
-        n = new.kv.size(2)
-        kv = self.kv.new_zeros(L, 2, N + n, H, C, Dh)
-        t = self.length
-        if t:
-            kv[:, :, :N, :, :t] = self.kv[:, :, :, :, :t]
-        self.kv, self.views = kv, cache_views(kv)
-        start = torch.full((n,), t, dtype=torch.long, device=self.starts.device)
-        self.starts = torch.cat([self.starts, start])
+        rows start at the current slot, and the slots before it are zeros (read under a mask)."""
+        N, n, t = self.rows, new.kv.size(2), self.length
+        if N + n > self.kv.size(2):
+            self._new_kv(max(N + n, 2 * self.kv.size(2)), self.kv.size(4))
+        self.kv[:, :, N : N + n, :, :t] = 0
+        self.starts = torch.cat([self.starts, torch.full((n,), t, dtype=torch.long, device=self.starts.device)])
+        self._view()
         wide = max(self.cross_bias.size(-1), new.cross_bias.size(-1))
         self.cross_k = [torch.cat([_pad_last(a, wide), _pad_last(b, wide)]) for a, b in zip(self.cross_k, new.cross_k)]
         self.cross_v = [torch.cat([_pad_rows_of(a, wide), _pad_rows_of(b, wide)])
@@ -64,18 +76,26 @@ class RunningCache(StepCache):
         self.lengths = torch.cat([self.lengths, lengths])
 
     def select_sentences(self, sentences: Tensor) -> None:
-        """Keep only ``sentences``; the cross tensors lose the padding no sentence left needs."""
-        K = self.beam
+        """Keep only ``sentences`` (their rows move to the front, in place); the cross tensors lose
+        the padding no sentence left needs."""
+        H, K, t = self.heads, self.beam, self.length
         rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
-        super().select_sentences(sentences)
+        if t:
+            for block in self.kv.flatten(0, 1).unbind(0):  # (R, H, C, Dh): keys or values of a layer
+                filled = block.narrow(2, 0, t)
+                filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
         self.starts = self.starts.index_select(0, rows)
         self.lengths = self.lengths.index_select(0, sentences)
+        self._view()
         wide = int(self.lengths.max()) if self.lengths.numel() else 0
-        if wide < self.cross_bias.size(-1):
-            self.cross_k = [k[..., :wide].contiguous() for k in self.cross_k]
-            self.cross_v = [v[:, :wide].contiguous() for v in self.cross_v]
-            self.cross_bias = self.cross_bias[..., :wide].contiguous()
-        if not self.starts.numel():
+
+        def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (kept*H, ...)
+            return x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1)
+
+        self.cross_k = [per_sentence(k)[..., :wide].contiguous() for k in self.cross_k]
+        self.cross_v = [per_sentence(v)[:, :wide].contiguous() for v in self.cross_v]
+        self.cross_bias = per_sentence(self.cross_bias)[..., :wide].contiguous()
+        if not self.rows:
             self.length = 0
 
     def make_room(self) -> None:
@@ -84,16 +104,9 @@ class RunningCache(StepCache):
         C = self.kv.size(4)
         if self.length < C:
             return
-        first = int(self.starts.min()) if self.starts.numel() else self.length
-        used = self.length - first
-        capacity = C if used <= C // 2 else 2 * C
-        L, _, N, H, _, Dh = self.kv.shape
-        kv = self.kv.new_zeros(L, 2, N, H, capacity, Dh)
-        if used:
-            kv[:, :, :, :, :used] = self.kv[:, :, :, :, first : self.length]
-        self.kv, self.views = kv, cache_views(kv)
+        first = int(self.starts.min()) if self.rows else self.length
+        self._new_kv(self.kv.size(2), C if self.length - first <= C // 2 else 2 * C, first)
         self.starts = self.starts - first
-        self.length = used
 
 
 def _pad_last(x: Tensor, wide: int, value: float = 0.0) -> Tensor:
