@@ -11,8 +11,8 @@ Multi30k's test_2016_flickr English side (``../shared/data``) per request, in tu
 sentences drawn at random per request (so of mixed lengths), asked as a stream (``"stream": true``),
 timed to its first sentence as well. Reported per run: requests/s, sentences/s, p50/p99 request
 latency, the median time to the first sentence (mixed), errors (any status but 200, or a stream
-cut short), the mean sentences per batch from the server's /metrics (continuous: in flight per step)
-and the server's peak resident memory (VmHWM); then, per trial, continuous over dynamic: the ratio
+cut short), the mean sentences per batch from the server's /metrics (continuous: in flight per step),
+the share of the time its worker spent searching, and the server's peak resident memory (VmHWM); then, per trial, continuous over dynamic: the ratio
 of sentences/s and of p99 latency. The clients share the machine with the server (2 cores here), as
 they would on a laptop. Writes ``benchmarks/results/serve_load.json`` and prints markdown tables.
 """
@@ -154,6 +154,8 @@ def run_mode(args, batching: str, texts: list[str], clients: int, mixed: bool) -
         after = httpx.get(url + "/metrics").text
         batches = metric(after, "transduce_batch_sentences_count") - metric(before, "transduce_batch_sentences_count")
         sents = metric(after, "transduce_batch_sentences_sum") - metric(before, "transduce_batch_sentences_sum")
+        busy = metric(after, "transduce_search_seconds_total") - metric(before, "transduce_search_seconds_total")
+        result["worker_busy"] = round(busy / result["seconds"], 2)
         result = dict(batching=batching, load="mixed" if mixed else "single", clients=clients, **result,
                       mean_batch=round(sents / max(batches, 1), 2), peak_memory_mb=round(peak_memory_mb(process.pid), 1))
     finally:
@@ -195,7 +197,7 @@ def main() -> None:
                "max_wait_ms": args.max_wait_ms, "seconds": args.seconds, "max_requests": args.max_requests,
                "rows": rows, "ratios": ratios}
     print(table(rows, ["trial", "load", "clients", "batching", "requests", "errors", "sentences_per_s", "p50_ms",
-                       "p99_ms", "first_p50_ms", "mean_batch", "peak_memory_mb"]))
+                       "p99_ms", "first_p50_ms", "mean_batch", "worker_busy", "peak_memory_mb"]))
     if ratios:
         print("\ncontinuous / dynamic batching, per trial (sentences/s; p99 latency):")
         print(table(ratios, ["trial", "load", "clients", "sentences_per_s", "p99"]))

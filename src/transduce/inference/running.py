@@ -22,6 +22,8 @@ from torch import Tensor
 
 from .cache import StepCache, cache_views
 
+MIN_COMPACTION = 8  # unread slots worth a compaction before the slots run out
+
 
 class RunningCache(StepCache):
     """A ``StepCache`` whose rows start at slots of their own; see the module docstring.
@@ -99,12 +101,14 @@ class RunningCache(StepCache):
             self.length = 0
 
     def make_room(self) -> None:
-        """Before a step: if every slot is written, move each row's slots to the front (by the
-        oldest row's start), doubling the capacity when that frees less than half of it."""
+        """Before a step: move each row's slots to the front (by the oldest row's start) when every
+        slot is written, or when the slots no row reads any more are as many as those in use (a
+        step's attention and a beam reorder read every slot up to the current one: the copy pays
+        for itself); double the capacity when that frees less than half of it."""
         C = self.kv.size(4)
-        if self.length < C:
-            return
         first = int(self.starts.min()) if self.rows else self.length
+        if self.length < C and (first < MIN_COMPACTION or first < self.length - first):
+            return
         self._new_kv(self.kv.size(2), C if self.length - first <= C // 2 else 2 * C, first)
         self.starts = self.starts - first
 

@@ -7,7 +7,9 @@ two steps:
 
 - **joins**: waiting sentences with the running search's settings, oldest first, while the
   sentences in flight stay within ``max_sentences`` and ``max_tokens`` (in flight x longest source
-  in flight, the budget of a batch). Admission is strictly first-come: it stops at the first
+  in flight, the budget of a batch). They join once they are a quarter of the sentences in flight,
+  or once the oldest has waited ``max_wait``: a join's encoder pass costs nearly as much for one
+  sentence as for several. Admission is strictly first-come: it stops at the first
   waiting sentence that does not fit, or that asks for other settings; the search then runs
   without new company until that one fits, or until it has drained and a search with the other
   settings starts. So no sentence waits for ever behind a stream of shorter or other ones.
@@ -28,6 +30,8 @@ import torch
 from ..decoding.running import RunningSearch
 from ..runtime import autocast
 from .batcher import Batcher, BatchRecord, Job, Result, _resolve, cross_attention
+
+JOIN_SHARE = 4  # sentences join at once when they are this share of those in flight (1/4), or after max_wait
 
 
 class ContinuousBatcher(Batcher):
@@ -60,6 +64,11 @@ class ContinuousBatcher(Batcher):
                 break
             taken.append((job, i))
             longest, count = wider, count + 1
+        # a join encodes its sentences in one pass, which costs about as much for one as for several:
+        # a few arrivals wait for company, at most max_wait after the oldest came
+        few = len(taken) < max(1, len(self._flight) // JOIN_SHARE)
+        if self._flight and few and not self._closed and time.monotonic() - self._queue[0][0].arrived < self.max_wait:
+            return []
         for _ in taken:
             self._queue.popleft()
         return taken
