@@ -4,6 +4,7 @@
 #   2. a 1-GPU training from the command line, and a 2-GPU torchrun training if 2 GPUs exist,
 #   3. translation with the captured decode step (torch.compile, CUDA graphs) equal to eager decoding,
 #      and both timed, in batches and one line at a time (benchmarks/gpu_translate.py; STREAM=N lines),
+#   3b. continuous batching's running search against batches (benchmarks/continuous_search.py),
 #   4. bf16 and fp16 training throughput of `base` (target tokens/s, MFU) and translation throughput.
 # Usage: bash benchmarks/gpu_check.sh   (from the repository root; writes a summary at the end)
 set -uo pipefail
@@ -51,6 +52,11 @@ for _ in 1 2 3; do cat "$work/raw/valid.en"; done > "$work/lines.txt"  # 300 lin
 # then STREAM lines one at a time (batch 1, a server's case: where capture could pay on a GPU)
 step "captured decode step (CUDA graphs) equals eager" timeout 300 python3 benchmarks/gpu_translate.py "$work/run1" \
   "$work/lines.txt" --refs "$work/raw/valid.de" --stream "${STREAM:-10}"
+# continuous batching's search against batches, where a step's time hardly grows with its rows
+if [ -d ../shared/data/multi30k ] || [ -d shared/data/multi30k ]; then
+  step "running search against batches (continuous batching)" timeout 120 python3 benchmarks/continuous_search.py \
+    --run "$work/run1" --device cuda --sentences 300 --in-flight 16 64
+fi
 if [ "$GPUS" -ge 2 ]; then
   step "torchrun on 2 GPUs" timeout 180 python3 -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m transduce train "$work/data" --out "$work/run2" --preset small --device cuda --max-steps 100 --quiet

@@ -11,6 +11,9 @@ other beams of their sentence) and ``select`` (sentences leave).
   tests): the sentences that joined together form a cohort with its own ``DecoderCache``, each
   cohort one call per step.
 - ``EnsembleRows``: a state per member, their probabilities mixed (``Ensemble.combine``).
+
+When sentences leave, ``kept_order`` says where the others go: ``FastRows`` fills each leaver's
+place with a sentence from the end (only those rows move), the others keep the sentences in order.
 """
 
 from __future__ import annotations
@@ -35,7 +38,19 @@ def joinable_rows(model, beam: int, precision: str = "fp32", fast: bool = True):
     return CohortRows(model, beam)
 
 
+def kept_order(done: list[bool], fill_from_end: bool) -> list[int]:
+    """The sentences not ``done``, in their new order: in order, or (``fill_from_end``) each in its
+    place except that the places of those done before the end are taken by the last ones kept."""
+    keep = [i for i, gone in enumerate(done) if not gone]
+    if not fill_from_end:
+        return keep
+    tail = [i for i in keep if i >= len(keep)]
+    return [j if not done[j] else tail.pop() for j in range(len(keep))]
+
+
 class FastRows:
+    fill_from_end = True
+
     def __init__(self, model, beam: int, precision: str) -> None:
         self.model, self.beam, self.precision = model, beam, precision
         self.fast = fast_decoder(model, precision)
@@ -66,6 +81,8 @@ class FastRows:
 
 
 class CohortRows:
+    fill_from_end = False  # (a cohort's sentences stay together)
+
     def __init__(self, model, beam: int) -> None:
         self.model, self.beam = model, beam
         self.cohorts: list[list] = []  # [DecoderCache, sentences] in the order they joined
@@ -104,6 +121,7 @@ class CohortRows:
 class EnsembleRows:
     def __init__(self, model: Ensemble, members: list) -> None:
         self.model, self.members = model, members
+        self.fill_from_end = all(member.fill_from_end for member in members)
 
     def join(self, src: Tensor, capacity: int) -> None:
         for member in self.members:

@@ -24,7 +24,7 @@ from ..config import DecodeConfig
 from ..data.dataset import pad_sequences
 from .beam import NEG_INF, _hypotheses, length_penalty, merge_finished, top_candidates
 from .common import Hypothesis, banned_tokens, max_lengths
-from .joinable import joinable_rows
+from .joinable import joinable_rows, kept_order
 from .sampling import _finish
 
 
@@ -116,14 +116,14 @@ class RunningSearch:
             else:
                 finished.append((self.keys[i], _hypotheses(self.fin_tokens[i], self.fin_logprob[i],
                                                            self.fin_scores[i], self.decode.nbest, self.config)))
-        self._keep((~done).nonzero().squeeze(1))
+        self._keep(done.tolist())
         return finished
 
     def drop(self, keys: set) -> None:
         """Remove the sentences of ``keys`` (their rows leave the decoding state)."""
-        keep = [i for i, key in enumerate(self.keys) if key not in keys]
-        if len(keep) < len(self.keys):
-            self._keep(torch.tensor(keep, dtype=torch.long, device=self.device))
+        done = [key in keys for key in self.keys]
+        if any(done):
+            self._keep(done)
 
     def _constrain(self, logprobs: Tensor) -> Tensor:
         """``constrain``'s rules with each sentence's own step: never pad/start/bos; no eos before
@@ -174,9 +174,10 @@ class RunningSearch:
             best_possible = torch.where(self.fin_scores[:, K - 1] > NEG_INF, NEG_INF, float("inf")).to(self.scores)
         return (self.scores[:, 0] == NEG_INF) | (self.fin_scores[:, decode.nbest - 1] >= best_possible)
 
-    def _keep(self, sentences: Tensor) -> None:
-        """Only ``sentences`` (indices, ascending) stay in flight."""
+    def _keep(self, done: list[bool]) -> None:
+        """The sentences ``done`` leave; the others stay in flight (in the order ``kept_order`` gives)."""
         K = self.K
+        sentences = torch.tensor(kept_order(done, self.rows.fill_from_end), dtype=torch.long, device=self.device)
         rows = (sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1)
         index = sentences.tolist()
         self.keys = [self.keys[i] for i in index]

@@ -176,7 +176,7 @@ class FastDecoder:
                 raise ValueError("a running cache (rows at positions of their own) is stepped eagerly, not captured")
             with self._precision():
                 logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
-                                       cache.views, starts)
+                                       cache.views, starts, cache.first)
         elif self.compiled is not None:
             position = torch.tensor(t, device=tokens.device)
             # a fresh tensor: search passes a column of its growing token matrix, whose stride
@@ -227,7 +227,8 @@ class FastDecoder:
         return config.patch(**{name: max(getattr(config, name), 64)})
 
     def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_bias: Tensor, views: Optional[tuple] = None, starts: Optional[Tensor] = None) -> Tensor:
+                 cross_bias: Tensor, views: Optional[tuple] = None, starts: Optional[Tensor] = None,
+                 first: int = 0) -> Tensor:
         """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
         tensor (static shapes for capture: attend over the whole capacity, later positions masked).
         ``views``: ``cache_views(kv)`` (eager, made once per cache); the captured step takes its
@@ -235,7 +236,8 @@ class FastDecoder:
 
         ``starts (N,)``: each row's first slot (a running search, whose rows joined at different
         steps): ``t`` is then the slot written, row n's position is ``t - starts[n]`` and it attends
-        over its own slots ``starts[n] .. t`` only (ALiBi's distances are differences of slots)."""
+        over its own slots ``starts[n] .. t`` only (ALiBi's distances are differences of slots);
+        ``first`` (the smallest start) is the first slot any row reads."""
         static = isinstance(t, Tensor)
         N, H, Dh = tokens.size(0), self.heads, self.head_dim
         K = cross_bias.size(1)
@@ -254,21 +256,21 @@ class FastDecoder:
             x = x * self.embed_scale
         key_bias = None  # ALiBi and, for static shapes or rows that start late, the mask of unseen slots
         if self.alibi is not None or static or starts is not None:
-            keys = torch.arange(length, device=x.device)  # positions of the attended keys
+            keys = torch.arange(first, length, device=x.device)  # positions of the attended keys
             if self.alibi is not None:
                 key_bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
             if static:
                 hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
                 key_bias = hidden if key_bias is None else key_bias + hidden
             if starts is not None:  # (N, 1, 1, keys): the slots before a row's start are another's past
-                hidden = torch.zeros(N, 1, 1, length, dtype=x.dtype, device=x.device).masked_fill(
+                hidden = torch.zeros(N, 1, 1, length - first, dtype=x.dtype, device=x.device).masked_fill(
                     keys < starts[:, None, None, None], float("-inf"))
                 key_bias = hidden if key_bias is None else key_bias + hidden
             # (N*H, 1, keys): added to the scores as they come out of bmm; the per-head form (scores
             # viewed (N, H, 1, keys) + bias) makes inductor's attention pattern fail on this mask
             # ("Attempting to broadcast a dimension"), and baddbmm made the captured step slower
             # (benchmarks/step_profile.py --compile --rows 128)
-            key_bias = key_bias.expand(N, H, 1, length).reshape(N * H, 1, length)
+            key_bias = key_bias.expand(N, H, 1, length - first).reshape(N * H, 1, length - first)
         for i, layer in enumerate(self.layers):
             # masked self-attention: the new query against positions 0..t
             h = layer.norms[0](x) if self.pre else x
@@ -283,7 +285,7 @@ class FastDecoder:
             if static:
                 keys, values = attended(kv[i])
             else:
-                keys, values = all_keys[i].narrow(2, 0, length), all_values[i].narrow(1, 0, length)
+                keys, values = all_keys[i].narrow(2, first, length - first), all_values[i].narrow(1, first, length - first)
             scores = torch.bmm(q, keys)  # (N*H, 1, keys)
             if key_bias is not None:
                 scores = scores + key_bias

@@ -6,8 +6,9 @@ others are half-way through, so a ``RunningCache`` separates the two: the step s
 row's new key and value at one shared *slot* (``length``), but each row remembers the slot it
 started at (``starts``), its position is ``length - starts[n]``, and it attends over its own slots
 only (``FastDecoder._forward`` masks the earlier ones). A joining row's slots are zeros, so the
-masked products read finite numbers. When the slots run out, every row's kept slots move to the
-front (``make_room``), and the capacity doubles if that is not enough. The buffer has room for more
+masked products read finite numbers. No row reads the slots before the oldest row's start
+(``first``): a step attends, and a beam reorder copies, from there on; when the slots run out, the
+rows' slots move to the front (``make_room``), and the capacity doubles if that is not enough. The buffer has room for more
 rows than are in flight, so that a join writes into it rather than copying it.
 
 The cross-attention tensors are per sentence, padded to the longest source in flight (the padding
@@ -22,7 +23,6 @@ from torch import Tensor
 
 from .cache import StepCache, cache_views
 
-MIN_COMPACTION = 8  # unread slots worth a compaction before the slots run out
 
 
 class RunningCache(StepCache):
@@ -39,7 +39,7 @@ class RunningCache(StepCache):
         """A running cache holding ``first``'s rows (a fresh ``FastDecoder.start``), all starting at slot 0."""
         running = cls(first.kv, first.cross_k, first.cross_v, first.cross_bias, first.heads, first.beam)
         running.starts = torch.zeros(first.kv.size(2), dtype=torch.long, device=first.kv.device)
-        running.lengths = lengths
+        running.lengths, running.first = lengths, 0
         return running
 
     @property
@@ -78,39 +78,63 @@ class RunningCache(StepCache):
         self.lengths = torch.cat([self.lengths, lengths])
 
     def select_sentences(self, sentences: Tensor) -> None:
-        """Keep only ``sentences`` (their rows move to the front, in place); the cross tensors lose
-        the padding no sentence left needs."""
-        H, K, t = self.heads, self.beam, self.length
-        rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).reshape(-1)
-        if t:
-            for block in self.kv.flatten(0, 1).unbind(0):  # (R, H, C, Dh): keys or values of a layer
-                filled = block.narrow(2, 0, t)
-                filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
+        """Keep only ``sentences``, in that order (any order: a search that fills each leaver's place
+        with a sentence from the end moves only those). Only the rows that change place are copied;
+        the cross tensors keep their padding until the longest source in flight is a quarter shorter."""
+        H, K, t, first = self.heads, self.beam, self.length, min(self.first, self.length)
+        index = sentences.tolist()
+        moved = [j for j, i in enumerate(index) if i != j]
+        if moved:
+            dev = sentences.device
+            src = torch.tensor([index[j] for j in moved], device=dev)
+            dst = torch.tensor(moved, device=dev)
+            beams = torch.arange(K, device=dev)
+            src_rows, dst_rows = (src[:, None] * K + beams).view(-1), (dst[:, None] * K + beams).view(-1)
+            if t > first:  # (the slots before ``first`` are no row's: a joining row zeroes its own)
+                for block in self.kv.flatten(0, 1).unbind(0):  # (R, H, C, Dh): keys or values of a layer
+                    filled = block.narrow(2, first, t - first)
+                    filled.index_copy_(0, dst_rows, filled.index_select(0, src_rows))
+            for x in (*self.cross_k, *self.cross_v, self.cross_bias):  # (B*H, ...) per sentence
+                per = x.view(-1, H, *x.shape[1:])
+                per.index_copy_(0, dst, per.index_select(0, src))
+        n = len(index)
+        rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).view(-1)
         self.starts = self.starts.index_select(0, rows)
         self.lengths = self.lengths.index_select(0, sentences)
         self._view()
-        wide = int(self.lengths.max()) if self.lengths.numel() else 0
+        wide = int(self.lengths.max()) if n else 0
+        trim = wide <= 3 * self.cross_bias.size(-1) // 4
 
-        def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (kept*H, ...)
-            return x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1)
+        def kept(x: Tensor, dim: int) -> Tensor:  # the first n sentences' rows, narrowed to ``wide``
+            x = x.narrow(0, 0, n * H)
+            return x.narrow(dim, 0, wide).contiguous() if trim else x
 
-        self.cross_k = [per_sentence(k)[..., :wide].contiguous() for k in self.cross_k]
-        self.cross_v = [per_sentence(v)[:, :wide].contiguous() for v in self.cross_v]
-        self.cross_bias = per_sentence(self.cross_bias)[..., :wide].contiguous()
+        self.cross_k = [kept(k, 2) for k in self.cross_k]
+        self.cross_v = [kept(v, 1) for v in self.cross_v]
+        self.cross_bias = kept(self.cross_bias, 2)
         if not self.rows:
             self.length = 0
 
     def make_room(self) -> None:
-        """Before a step: move each row's slots to the front (by the oldest row's start) when every
-        slot is written, or when the slots no row reads any more are as many as those in use (a
-        step's attention and a beam reorder read every slot up to the current one: the copy pays
-        for itself); double the capacity when that frees less than half of it."""
+        """Before a step: note the first slot any row reads (``first``: a step attends, and a beam
+        reorder copies, from there on); when every slot is written, move each row's slots to the
+        front by it, doubling the capacity when that frees less than half of it."""
         C = self.kv.size(4)
-        first = int(self.starts.min()) if self.rows else self.length
-        if self.length < C and (first < MIN_COMPACTION or first < self.length - first):
+        self.first = int(self.starts.min()) if self.rows else self.length
+        if self.length < C:
             return
-        self._new_kv(self.kv.size(2), C if self.length - first <= C // 2 else 2 * C, first)
-        self.starts = self.starts - first
+        self._new_kv(self.kv.size(2), C if self.length - self.first <= C // 2 else 2 * C, self.first)
+        self.starts = self.starts - self.first
+        self.first = 0
+
+    def reorder(self, rows: Tensor) -> None:
+        """As ``StepCache.reorder``, over the slots from ``first`` on (no row reads the earlier ones)."""
+        t, first = self.length, self.first
+        if t <= first:
+            return
+        for block in self.kv.flatten(0, 1).unbind(0):
+            filled = block.narrow(2, first, t - first)
+            filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
 
 
 def _pad_last(x: Tensor, wide: int, value: float = 0.0) -> Tensor:
