@@ -9,11 +9,11 @@ each batch searched until its longest sentence is done (dynamic batching's searc
 waiting); ``running``, one ``RunningSearch`` that sentences join, in the same order, as soon as
 fewer than K are in flight (continuous batching's, joining a quarter of K at a time as the server
 does). Reported: sentences/s, the running search's decode steps, the ratio running / batches, and
-how many sentences got the same tokens both ways (all, up to float rounding between batch shapes). The difference is in how each step is spent: a running search keeps
-every step full, a batch's last steps hold only its longest sentences; what that is worth depends
-on how a step's time grows with its rows (on a CPU nearly in proportion, on a GPU hardly).
-Writes ``benchmarks/results/continuous_search.json`` and prints a markdown table.
-"""
+how many sentences got the same tokens both ways (all, up to float rounding between batch shapes).
+The difference is in how each step is spent: a running search keeps every step full, a batch's last
+steps hold only its longest sentences; what that is worth depends on how a step's time grows with
+its rows (on a CPU nearly in proportion, on a GPU hardly). Writes
+``benchmarks/results/continuous_search.json`` and prints a markdown table."""
 
 from __future__ import annotations
 

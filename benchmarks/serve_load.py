@@ -10,12 +10,12 @@ after another until ``--seconds`` or ``--max-requests`` is reached: ``single``, 
 Multi30k's test_2016_flickr English side (``../shared/data``) per request, in turn; ``mixed``, 1-20
 sentences drawn at random per request (so of mixed lengths), asked as a stream (``"stream": true``),
 timed to its first sentence as well. Reported per run: requests/s, sentences/s, p50/p99 request
-latency, the median time to the first sentence (mixed), errors (any status but 200, or a stream
-cut short), the mean sentences per batch from the server's /metrics (continuous: in flight per step),
-the share of the time its worker spent searching, and the server's peak resident memory (VmHWM); then, per trial, continuous over dynamic: the ratio
-of sentences/s and of p99 latency. The clients share the machine with the server (2 cores here), as
-they would on a laptop. Writes ``benchmarks/results/serve_load.json`` and prints markdown tables.
-"""
+latency, the median time to the first sentence (mixed), errors (any status but 200, or a stream cut
+short), the mean sentences per batch from the server's /metrics (continuous: in flight per step),
+the share of the time its worker spent searching, and the server's peak resident memory (VmHWM);
+then, per trial, continuous over dynamic: the ratio of sentences/s and of p99 latency. The clients
+share the machine with the server (2 cores here), as they would on a laptop. Writes
+``benchmarks/results/serve_load.json`` and prints markdown tables."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -131,7 +130,8 @@ async def load(url: str, texts: list[str], clients: int, seconds: float, max_req
     result = {"requests": len(latencies), "errors": errors, "seconds": round(elapsed, 2),
               "requests_per_s": round(len(latencies) / elapsed, 2),
               "sentences_per_s": round(sentences_done / elapsed, 2),
-              "p50_ms": round(1000 * percentile(latencies, 0.5), 1), "p99_ms": round(1000 * percentile(latencies, 0.99), 1)}
+              "p50_ms": round(1000 * percentile(latencies, 0.5), 1),
+              "p99_ms": round(1000 * percentile(latencies, 0.99), 1)}
     if firsts:
         result["first_p50_ms"] = round(1000 * percentile(firsts, 0.5), 1)
     return result
@@ -157,7 +157,8 @@ def run_mode(args, batching: str, texts: list[str], clients: int, mixed: bool) -
         busy = metric(after, "transduce_search_seconds_total") - metric(before, "transduce_search_seconds_total")
         result["worker_busy"] = round(busy / result["seconds"], 2)
         result = dict(batching=batching, load="mixed" if mixed else "single", clients=clients, **result,
-                      mean_batch=round(sents / max(batches, 1), 2), peak_memory_mb=round(peak_memory_mb(process.pid), 1))
+                      mean_batch=round(sents / max(batches, 1), 2),
+                      peak_memory_mb=round(peak_memory_mb(process.pid), 1))
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)

@@ -75,7 +75,7 @@ class RunningSearch:
         n = src.size(0)
         max_len = max_lengths(self.model, src, decode)  # (n,)
         self._widen(int(max_len.max()))
-        self.rows.join(src, capacity=2 * self.width)
+        self.rows.join(src, capacity=self.width + 1)
         self.keys += list(keys)
         self.sources += [len(s) + 1 for s in sources]
         self.steps = torch.cat([self.steps, torch.zeros(n, dtype=torch.long, device=dev)])

@@ -285,7 +285,8 @@ class FastDecoder:
             if static:
                 keys, values = attended(kv[i])
             else:
-                keys, values = all_keys[i].narrow(2, first, length - first), all_values[i].narrow(1, first, length - first)
+                seen = length - first
+                keys, values = all_keys[i].narrow(2, first, seen), all_values[i].narrow(1, first, seen)
             scores = torch.bmm(q, keys)  # (N*H, 1, keys)
             if key_bias is not None:
                 scores = scores + key_bias

@@ -1,24 +1,24 @@
 """The fast step's cache for a running search: sentences join and leave between steps.
 
-A ``StepCache`` holds every row at the same position: slot ``t`` of the keys and values is
-position ``t`` of every hypothesis. A running search (continuous batching) adds sentences while
-others are half-way through, so a ``RunningCache`` separates the two: the step still writes every
-row's new key and value at one shared *slot* (``length``), but each row remembers the slot it
-started at (``starts``), its position is ``length - starts[n]``, and it attends over its own slots
-only (``FastDecoder._forward`` masks the earlier ones). A joining row's slots are zeros, so the
-masked products read finite numbers. No row reads the slots before the oldest row's start
-(``first``): a step attends, and a beam reorder copies, from there on; when the slots run out, the
-rows' slots move to the front (``make_room``), and the capacity doubles if that is not enough. The buffer has room for more
-rows than are in flight, so that a join writes into it rather than copying it.
+A ``StepCache`` holds every row at the same position: slot ``t`` of the keys and values is position
+``t`` of every hypothesis. A running search (continuous batching) adds sentences while others are
+half-way through, so a ``RunningCache`` separates the two: the step still writes every row's new key
+and value at one shared *slot* (``length``), but each row remembers the slot it started at
+(``starts``), its position is ``length - starts[n]``, and it attends over its own slots only
+(``FastDecoder._forward`` masks the earlier ones). A joining row's slots are zeros, so the masked
+products read finite numbers. No row reads the slots before the oldest row's start (``first``): a
+step attends, and a beam reorder copies, from there on; when the slots run out, the rows' slots move
+to the front (``make_room``), and the capacity doubles if that is not enough. The buffer has room
+for more rows than are in flight, so that a join writes into it rather than copying it.
 
 The cross-attention tensors are per sentence, padded to the longest source in flight (the padding
-masked, as in any batch); they are rebuilt when sentences join or leave.
+masked, as in any batch). Like the keys and values, they live in buffers with room to spare, so a
+join writes its sentences in and a leave moves only the sentences that change place.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .cache import StepCache, cache_views
@@ -29,9 +29,11 @@ class RunningCache(StepCache):
     """A ``StepCache`` whose rows start at slots of their own; see the module docstring.
 
     Attributes (beyond ``StepCache``'s): starts ``(N,)`` each row's first slot; lengths ``(B,)`` each
-    sentence's source length (eos included), to trim the cross tensors' padding when the longest
-    sentence leaves. ``kv`` has room for more rows than the ``N`` in flight (joins fill it, leaves
-    move the kept rows to the front, in place); ``views`` cover the first ``N``.
+    sentence's source length (eos included). The buffers have room for more rows and sentences than
+    are in flight (joins write into it, leaves move the kept ones to the front, in place), and the
+    cross-attention buffers for longer sources than the longest in flight (a sentence's columns
+    past its source are zeros, masked): ``views`` and ``cross_k``, ``cross_v``, ``cross_bias`` are
+    views of the part in use.
     """
 
     @classmethod
@@ -40,6 +42,9 @@ class RunningCache(StepCache):
         running = cls(first.kv, first.cross_k, first.cross_v, first.cross_bias, first.heads, first.beam)
         running.starts = torch.zeros(first.kv.size(2), dtype=torch.long, device=first.kv.device)
         running.lengths, running.first = lengths, 0
+        running._cross = [*first.cross_k, *first.cross_v, first.cross_bias]  # the buffers
+        running.width = first.cross_bias.size(-1)
+        running._view()
         return running
 
     @property
@@ -59,6 +64,16 @@ class RunningCache(StepCache):
 
     def _view(self) -> None:
         self.views = cache_views(self.kv.narrow(2, 0, self.rows))
+        L, used, w = len(self.cross_k), self.rows // self.beam * self.heads, self.width
+        ks, vs, bias = self._cross[:L], self._cross[L : 2 * L], self._cross[-1]
+        self.cross_k = [k.narrow(0, 0, used).narrow(2, 0, w) for k in ks]  # (B*H, Dh, S)
+        self.cross_v = [v.narrow(0, 0, used).narrow(1, 0, w) for v in vs]  # (B*H, S, Dh)
+        self.cross_bias = bias.narrow(0, 0, used).narrow(2, 0, w)  # (B*H, K, S)
+
+    def _source_dims(self) -> list[int]:
+        """Per cross buffer, the dimension of the source positions."""
+        L = len(self.cross_k)
+        return [2] * L + [1] * L + [2]
 
     def join(self, new: StepCache, lengths: Tensor) -> None:
         """Add ``new``'s sentences (a ``FastDecoder.start`` over them) after the ones in flight; their
@@ -68,19 +83,33 @@ class RunningCache(StepCache):
             self._new_kv(max(N + n, 2 * self.kv.size(2)), self.kv.size(4))
         self.kv[:, :, N : N + n, :, :t] = 0
         self.starts = torch.cat([self.starts, torch.full((n,), t, dtype=torch.long, device=self.starts.device)])
-        self._view()
-        wide = max(self.cross_bias.size(-1), new.cross_bias.size(-1))
-        self.cross_k = [torch.cat([_pad_last(a, wide), _pad_last(b, wide)]) for a, b in zip(self.cross_k, new.cross_k)]
-        self.cross_v = [torch.cat([_pad_rows_of(a, wide), _pad_rows_of(b, wide)])
-                        for a, b in zip(self.cross_v, new.cross_v)]
-        self.cross_bias = torch.cat([_pad_last(self.cross_bias, wide, float("-inf")),
-                                     _pad_last(new.cross_bias, wide, float("-inf"))])
+        used, extra, S = N // self.beam * self.heads, new.cross_bias.size(0), new.cross_bias.size(-1)
+        buffers, dims = self._cross, self._source_dims()
+        if used + extra > buffers[-1].size(0) or S > buffers[-1].size(-1):  # room for more sentences, or longer
+            rows = max(used + extra, 2 * buffers[-1].size(0)) if used + extra > buffers[-1].size(0) \
+                else buffers[-1].size(0)
+            wide = max(S, buffers[-1].size(-1))
+            grown = []
+            for x, dim, fill in zip(buffers, dims, [0.0] * (len(buffers) - 1) + [float("-inf")]):
+                shape = list(x.shape)
+                shape[0], shape[dim] = rows, wide
+                bigger = x.new_full(shape, fill)
+                bigger.narrow(0, 0, used).narrow(dim, 0, x.size(dim)).copy_(x.narrow(0, 0, used))
+                grown.append(bigger)
+            self._cross = buffers = grown
+        parts = [*new.cross_k, *new.cross_v, new.cross_bias]
+        for x, part, dim, fill in zip(buffers, parts, dims, [0.0] * (len(buffers) - 1) + [float("-inf")]):
+            mine = x.narrow(0, used, extra)
+            mine.narrow(dim, 0, S).copy_(part)
+            mine.narrow(dim, S, x.size(dim) - S).fill_(fill)  # (another sentence's columns may be there)
+        self.width = max(self.width, S)
         self.lengths = torch.cat([self.lengths, lengths])
+        self._view()
 
     def select_sentences(self, sentences: Tensor) -> None:
         """Keep only ``sentences``, in that order (any order: a search that fills each leaver's place
-        with a sentence from the end moves only those). Only the rows that change place are copied;
-        the cross tensors keep their padding until the longest source in flight is a quarter shorter."""
+        with a sentence from the end moves only those). Only the rows and sentences that change place
+        are copied."""
         H, K, t, first = self.heads, self.beam, self.length, min(self.first, self.length)
         index = sentences.tolist()
         moved = [j for j, i in enumerate(index) if i != j]
@@ -94,26 +123,16 @@ class RunningCache(StepCache):
                 for block in self.kv.flatten(0, 1).unbind(0):  # (R, H, C, Dh): keys or values of a layer
                     filled = block.narrow(2, first, t - first)
                     filled.index_copy_(0, dst_rows, filled.index_select(0, src_rows))
-            for x in (*self.cross_k, *self.cross_v, self.cross_bias):  # (B*H, ...) per sentence
+            for x in self._cross:  # (B*H, ...) per sentence
                 per = x.view(-1, H, *x.shape[1:])
                 per.index_copy_(0, dst, per.index_select(0, src))
-        n = len(index)
         rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).view(-1)
         self.starts = self.starts.index_select(0, rows)
         self.lengths = self.lengths.index_select(0, sentences)
-        self._view()
-        wide = int(self.lengths.max()) if n else 0
-        trim = wide <= 3 * self.cross_bias.size(-1) // 4
-
-        def kept(x: Tensor, dim: int) -> Tensor:  # the first n sentences' rows, narrowed to ``wide``
-            x = x.narrow(0, 0, n * H)
-            return x.narrow(dim, 0, wide).contiguous() if trim else x
-
-        self.cross_k = [kept(k, 2) for k in self.cross_k]
-        self.cross_v = [kept(v, 1) for v in self.cross_v]
-        self.cross_bias = kept(self.cross_bias, 2)
+        self.width = int(self.lengths.max()) if index else 0
         if not self.rows:
             self.length = 0
+        self._view()
 
     def make_room(self) -> None:
         """Before a step: note the first slot any row reads (``first``: a step attends, and a beam
@@ -135,13 +154,3 @@ class RunningCache(StepCache):
         for block in self.kv.flatten(0, 1).unbind(0):
             filled = block.narrow(2, first, t - first)
             filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
-
-
-def _pad_last(x: Tensor, wide: int, value: float = 0.0) -> Tensor:
-    """``x (..., S)`` padded to ``(..., wide)`` with ``value``."""
-    return x if x.size(-1) == wide else F.pad(x, (0, wide - x.size(-1)), value=value)
-
-
-def _pad_rows_of(x: Tensor, wide: int) -> Tensor:
-    """``x (M, S, Dh)`` padded with zero rows to ``(M, wide, Dh)``."""
-    return x if x.size(1) == wide else F.pad(x, (0, 0, 0, wide - x.size(1)))

@@ -63,6 +63,7 @@ async def stream(ask: TranslateRequest, todo: list[int], job: Job, answers: asyn
     def line(item: dict) -> bytes:
         return (json.dumps(item, ensure_ascii=False) + "\n").encode("utf-8")
 
+    getter: Optional[asyncio.Future] = None
     try:
         translated = set(todo)
         for i in range(len(ask.text)):
@@ -85,5 +86,7 @@ async def stream(ask: TranslateRequest, todo: list[int], job: Job, answers: asyn
                 return
         yield line({"done": True, "model": name, "timing_ms": timing(job, arrived)})
     finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
         if not job.future.done():
             job.future.cancel()  # the client went away: its sentences leave the search

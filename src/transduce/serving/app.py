@@ -10,6 +10,7 @@ is stopping; the message names the limit and its value.
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import math
 import time
@@ -177,14 +178,11 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
             if len(ids) > translator.max_source_tokens:
                 raise ApiError(413, f"text[{i}] is {len(ids)} tokens long, more than the model's "
                                     f"{translator.max_source_tokens}; split the sentence")
-        answers: Optional[asyncio.Queue] = None
-        if ask.stream:  # each sentence as it is done, from the worker thread to this request's loop
-            answers, loop = asyncio.Queue(), asyncio.get_running_loop()
-
-            def on_result(i, result):
-                loop.call_soon_threadsafe(answers.put_nowait, (i, result))
+        answers: Optional[asyncio.Queue] = asyncio.Queue() if ask.stream else None
+        # streaming: each sentence as it is done, from the worker thread to this request's loop
+        on_result = functools.partial(deliver, asyncio.get_running_loop(), answers) if ask.stream else None
         try:
-            job = batcher.submit(sources, search, attention=ask.attention, on_result=on_result if ask.stream else None)
+            job = batcher.submit(sources, search, attention=ask.attention, on_result=on_result)
         except QueueFull as full:
             raise ApiError(503, f"the queue is full: {full.waiting} sentences wait and this request brings "
                                 f"{full.wanted}, over the limit of {full.limit} (--queue-limit); retry later",
@@ -224,6 +222,11 @@ def check_request(ask: TranslateRequest, settings: ServeSettings, decode: Decode
         return replace(decode, beam=beam, nbest=ask.nbest, alpha=decode.alpha if ask.alpha is None else ask.alpha)
     except ValueError as error:
         raise ApiError(422, str(error)) from None
+
+
+def deliver(loop: asyncio.AbstractEventLoop, answers: asyncio.Queue, index: int, result) -> None:
+    """Hand a sentence's result from the worker thread to the request's event loop."""
+    loop.call_soon_threadsafe(answers.put_nowait, (index, result))
 
 
 def batching_mode(settings: ServeSettings, compiled: bool) -> str:
