@@ -80,9 +80,10 @@ def test_slow_and_vanishing_clients_do_not_block_others(served_run, start_server
 
 
 def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, start_server):
-    """Three requests wait in the batcher (a long --max-wait-ms keeps them in flight) when SIGTERM
-    comes: a request sent then gets 503, the three get their translations, the process exits 0."""
-    server = start_server(served_run, "--max-wait-ms", "3000")
+    """Three requests wait in the batcher (dynamic batching's long --max-wait-ms keeps them in flight)
+    when SIGTERM comes: a request sent then gets 503, the three get their translations, the process
+    exits 0. (The continuous batcher's draining: tests/serving/test_continuous.py.)"""
+    server = start_server(served_run, "--batching", "dynamic", "--max-wait-ms", "3000")
     answers: dict[int, tuple] = {}
     bodies = [{"text": [s]} for s in ("the cat sat", "a dog runs", "red blue house")]
     threads = [threading.Thread(target=lambda n=n: answers.__setitem__(n, call(server.url + "/v1/translate",
