@@ -41,8 +41,9 @@ def add_parser(sub) -> None:
                         "they are done; dynamic (or on): waiting sentences are gathered into a batch, searched "
                         "to its end; off: one request per search")
     g.add_argument("--max-wait-ms", type=number(float, 0, 10_000), default=10.0,
-                   help="a batch waits for more sentences while they keep coming, each within this of the "
-                        "last (at most 5x this in all)")
+                   help="dynamic: a batch waits for more sentences while they keep coming, each within this "
+                        "of the last (at most 5x this in all); continuous: a few arrivals wait at most this long "
+                        "for company before they join the running search")
     g.add_argument("--max-request-sentences", type=number(int, 1, 1_000_000), default=64, help="sentences per request")
     g.add_argument("--max-chars", type=number(int, 1, 10**8), default=2000, help="characters per sentence")
     g.add_argument("--max-body-bytes", type=number(int, 1, 2**40), default=1_000_000, help="bytes per request body")

@@ -21,8 +21,9 @@ class ServeSettings:
 
     decode: the search settings a request does not give (beam, alpha and nbest can be given per
         request; the batch budget ``max_tokens``/``max_sentences`` is the batcher's).
-    max_wait_ms: a batch waits for more sentences while they keep coming, each within this of the
-        last (at most ``batcher.LINGER`` times this in all).
+    max_wait_ms: dynamic batching: a batch waits for more sentences while they keep coming, each
+        within this of the last (at most ``batcher.LINGER`` times this in all); continuous: a few
+        arrivals wait at most this long for company before joining the running search.
     batching: "continuous" (sentences join and leave the running search at every step,
         ``continuous.py``), "dynamic" (a batch is gathered, then searched to its end, ``batcher.py``)
         or "off" (one request per search: the baseline of ``benchmarks/serve_load.py``); True and
