@@ -8,7 +8,7 @@ then, for each preset, runs `transduce train` with the Multi30k recipe's options
 (recipes/multi30k/small.toml, the preset replaced) for ``--steps`` updates in a process of its own,
 reading its resident memory every second and the kernel's high-water mark (VmHWM) at the end.
 ``--kernel-cache`` runs each preset once per capacity of oneDNN's kernel cache (the environment
-variable ONEDNN_PRIMITIVE_CACHE_CAPACITY: 1024 is oneDNN's default, 128 what `transduce train` sets
+variable ONEDNN_PRIMITIVE_CACHE_CAPACITY: 1024 is oneDNN's default, 16 what `transduce train` sets
 when it is unset), side by side. Linux only (/proc). Results go to benchmarks/results/train_memory.json.
 """
 

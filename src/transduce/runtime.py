@@ -230,10 +230,10 @@ _LIBC = None
 # oneDNN (PyTorch's CPU kernels for bf16 products, among others) keeps a compiled kernel for every
 # operand shape it has seen, up to 1,024 by default; training's batch shapes change at every step,
 # and the kernels of a run's first thousands of updates, with their buffers, stay resident beyond
-# what trimming can return. A few hundred of them suffice for a step's shapes: measured on random
-# product shapes, 128 kept the resident memory half of the default's at the same speed
-# (python benchmarks/train_memory.py compares a run with the default).
-KERNEL_CACHE = 128
+# what trimming can return. Batches rarely repeat a shape, so a kept kernel is seldom used again:
+# `small` on Multi30k trained as fast with 16 kept as with 128 or 1,024, and held less memory
+# (python benchmarks/train_memory.py --kernel-cache 128 16 compares; docs/benchmarks.md).
+KERNEL_CACHE = 16
 
 
 def bound_kernel_cache(capacity: int = KERNEL_CACHE) -> bool:
