@@ -15,7 +15,7 @@ beam search otherwise. Sampling and forced prefixes stay with the batch searches
 
 from __future__ import annotations
 
-from typing import Hashable, Optional, Sequence
+from typing import Hashable, Sequence
 
 import torch
 from torch import Tensor
@@ -189,15 +189,3 @@ class RunningSearch:
         if not self.keys:
             self.width = 0
             self._empty()
-
-
-def search_alone(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
-                 precision: str = "fp32") -> list[list[Hypothesis]]:
-    """Every source through one running search joined at once (a test's and a benchmark's helper)."""
-    running = RunningSearch(model, decode, precision)
-    running.join(sources, range(len(sources)))
-    out: list[Optional[list[Hypothesis]]] = [None] * len(sources)
-    while len(running):
-        for key, hyps in running.step():
-            out[key] = hyps
-    return out  # type: ignore[return-value]
