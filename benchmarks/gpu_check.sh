@@ -53,10 +53,8 @@ for _ in 1 2 3; do cat "$work/raw/valid.en"; done > "$work/lines.txt"  # 300 lin
 step "captured decode step (CUDA graphs) equals eager" timeout 300 python3 benchmarks/gpu_translate.py "$work/run1" \
   "$work/lines.txt" --refs "$work/raw/valid.de" --stream "${STREAM:-10}"
 # continuous batching's search against batches, where a step's time hardly grows with its rows
-if [ -d ../shared/data/multi30k ] || [ -d shared/data/multi30k ]; then
-  step "running search against batches (continuous batching)" timeout 120 python3 benchmarks/continuous_search.py \
-    --run "$work/run1" --device cuda --sentences 300 --in-flight 16 64
-fi
+step "running search against batches (continuous batching)" timeout 120 python3 benchmarks/continuous_search.py \
+  --run "$work/run1" --device cuda --source "$work/lines.txt" --sentences 300 --in-flight 16 64
 if [ "$GPUS" -ge 2 ]; then
   step "torchrun on 2 GPUs" timeout 180 python3 -m torch.distributed.run --standalone --nproc_per_node=2 \
     -m transduce train "$work/data" --out "$work/run2" --preset small --device cuda --max-steps 100 --quiet
