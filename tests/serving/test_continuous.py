@@ -46,6 +46,32 @@ def wait_for(condition, timeout: float = 60.0) -> None:
         time.sleep(0.001)
 
 
+class StepGate:
+    """Holds the worker after its ``after``-th step until ``until()`` is true (or ``release()``), so
+    that sentences join at steps the test chooses, whatever the machine's speed."""
+
+    def __init__(self, batcher, after: int, until=None):
+        self.after, self.count, self.until = after, 0, until
+        self.reached, self.released = threading.Event(), threading.Event()
+        inner = batcher.on_batch
+
+        def on_batch(record):
+            if inner is not None:
+                inner(record)
+            self.count += 1
+            if self.count == self.after:
+                self.reached.set()
+                if self.until is not None:
+                    wait_for(self.until)
+                else:
+                    assert self.released.wait(60), "the test never released the worker"
+
+        batcher.on_batch = on_batch
+
+    def release(self) -> None:
+        self.released.set()
+
+
 def assert_alone(translator, job, decode: DecodeConfig) -> None:
     """Each sentence of ``job`` got what it gets searched alone: the same tokens and scores."""
     for source, result in zip(job.sources, job.results):
@@ -62,6 +88,10 @@ def test_concurrent_requests_equal_single_requests(translator):
     app = create_app(translator, ServeSettings(batching="continuous"))
     with TestClient(app, base_url=LOCAL) as client:
         alone = [client.post("/v1/translate", json=body).json() for body in bodies]
+        batcher = app.state.batcher
+        total = sum(1 for body in bodies for line in body["text"] if line)
+        # after the first step, the worker waits until every other request has come: they join together
+        StepGate(batcher, after=len(batcher.history) + 1, until=lambda: batcher.waiting + batcher.busy >= total)
         with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
             together = list(pool.map(lambda body: client.post("/v1/translate", json=body).json(), bodies))
     for a, b in zip(alone, together):
@@ -73,11 +103,14 @@ def test_concurrent_requests_equal_single_requests(translator):
 
 
 def test_a_sentence_joins_the_running_search_and_leaves_before_the_long_one(translator):
-    batcher = started_batcher(translator)
+    batcher = ContinuousBatcher(translator)
+    gate = StepGate(batcher, after=2)
+    batcher.start()
     decode = DecodeConfig(beam=4)
     long = batcher.submit([ids(translator, LONG)], decode)
-    wait_for(lambda: len(batcher.history) >= 2)  # the long sentence is two steps in
+    assert gate.reached.wait(60)  # the long sentence is two steps in
     short = batcher.submit([ids(translator, "red")], decode)
+    gate.release()
     short.future.result(timeout=60)
     assert not long.future.done()  # answered while the long one still runs
     long.future.result(timeout=60)
@@ -107,12 +140,15 @@ def test_admission_is_first_come_whatever_the_budget_or_settings(translator):
 
 
 def test_a_vanished_client_leaves_the_running_search(translator):
-    batcher = started_batcher(translator)
+    batcher = ContinuousBatcher(translator)
+    gate = StepGate(batcher, after=1)
     decode = DecodeConfig(beam=4)
     gone = batcher.submit([ids(translator, LONG)] * 3, decode)
     kept = batcher.submit([ids(translator, LONG)], decode)
-    wait_for(lambda: batcher.busy == 4)
-    gone.future.cancel()
+    batcher.start()  # both join at the first step
+    assert gate.reached.wait(60) and batcher.busy == 4
+    gone.future.cancel()  # (one step in: the long sentences are far from done)
+    gate.release()
     wait_for(lambda: batcher.busy <= 1)
     kept.future.result(timeout=60)
     batcher.close()
