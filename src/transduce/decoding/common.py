@@ -164,10 +164,12 @@ def banned_tokens(config, device: torch.device | str = "cpu") -> Tensor:
     return torch.tensor(banned, dtype=torch.long, device=device)
 
 
-def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int,
+def constrain(logprobs: Tensor, step: int | Tensor, config, max_len: Tensor, min_len: int,
               prefix: Optional[Tensor], per_row: int = 1, banned: Optional[Tensor] = None,
               last_step: Optional[int] = None) -> Tensor:
-    """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based).
+    """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based): an int
+    for the whole batch, or a tensor ``(B,)`` of each sentence's own (a running search, whose
+    sentences joined at different steps; no forced prefix then).
 
     Never pad or the start/bos tokens; no eos before ``min_len``; only eos at the last allowed
     position; only the prefix token while a forced prefix lasts. ``max_len`` and ``prefix`` are
@@ -177,7 +179,10 @@ def constrain(logprobs: Tensor, step: int, config, max_len: Tensor, min_len: int
     """
     neg_inf = float("-inf")
     logprobs.index_fill_(1, banned if banned is not None else banned_tokens(config, logprobs.device), neg_inf)
-    if step < min_len:
+    if isinstance(step, Tensor):
+        if min_len:
+            logprobs[(step < min_len).repeat_interleave(per_row), config.eos_id] = neg_inf
+    elif step < min_len:
         logprobs[:, config.eos_id] = neg_inf
     if last_step is None or step >= last_step:  # some sentence may have to end now
         last = (max_len - 1 <= step).repeat_interleave(per_row)  # (N,) rows that must end now

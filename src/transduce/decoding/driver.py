@@ -27,6 +27,12 @@ def search(model, src, decode: DecodeConfig, options: Optional[SearchOptions] = 
     return beam_search(model, src, decode, options)
 
 
+def search_precision(precision: str) -> tuple[str, str]:
+    """A translator's precision as search runs it: the fast step's (int8 and CPU bf16 weights of its
+    own, else fp32) and the autocast context's around it (fp32 for int8)."""
+    return (precision if precision in ("int8", "bf16") else "fp32"), ("fp32" if precision == "int8" else precision)
+
+
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
                   prefixes: Optional[Sequence[Sequence[int]]] = None, precision: str = "fp32",
                   progress: bool = False, compile: str | bool = False) -> list[list[Hypothesis]]:
@@ -47,13 +53,13 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
     lengths = [len(sources[i]) for i in order]
     batches = [[order[n] for n in batch] for batch in budget_batches(lengths, decode.max_tokens, decode.max_sentences)]
-    engine = precision if precision in ("int8", "bf16") else "fp32"
+    engine, context = search_precision(precision)
     with tqdm(total=len(sources), desc="translating", unit=" sent", disable=not progress or None, leave=False) as bar:
         for batch in batches:
             src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)
             options = SearchOptions(prefix=[prefixes[i] for i in batch] if prefixes else None, precision=engine,
                                     compile=compiled)
-            with torch.inference_mode(), autocast(device, "fp32" if precision == "int8" else precision):
+            with torch.inference_mode(), autocast(device, context):
                 out = search(model, src, decode, options, generator)
             for i, hyps in zip(batch, out):
                 results[i] = hyps

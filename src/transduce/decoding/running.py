@@ -5,7 +5,7 @@ return. ``RunningSearch`` keeps stepping: between two steps new sentences ``join
 their rows added to the decoding state, each at its own step count) and every sentence that is
 done leaves at once, its hypotheses returned by ``step``. Each sentence is searched by exactly the
 rules of the batch searches, with its own step number where they use the batch's: the length
-limits and ``min_len`` (``constrain``), the length penalty of what ends, the stopping rule; so its
+limits and ``min_len`` (``constrain`` with a step per sentence), the length penalty of what ends, the stopping rule; so its
 output is the one it gets searched alone, up to float rounding (``tests/decoding/test_running.py``).
 
 One search serves one set of search settings (beam, alpha, nbest, ...): greedy when
@@ -23,7 +23,7 @@ from torch import Tensor
 from ..config import DecodeConfig
 from ..data.dataset import pad_sequences
 from .beam import NEG_INF, _hypotheses, length_penalty, merge_finished, top_candidates
-from .common import Hypothesis, banned_tokens, max_lengths
+from .common import Hypothesis, banned_tokens, constrain, max_lengths
 from .joinable import joinable_rows, kept_order
 from .sampling import _finish
 
@@ -48,7 +48,6 @@ class RunningSearch:
         self.rows = joinable_rows(model, self.K, precision, fast)
         self.banned = banned_tokens(self.config, self.device)
         self.keys: list[Hashable] = []
-        self.sources: list[int] = []  # source tokens per sentence (eos included), for budgets
         self.width = 0  # columns of the histories: the longest output allowed in flight
         self._empty()
 
@@ -77,7 +76,6 @@ class RunningSearch:
         self._widen(int(max_len.max()))
         self.rows.join(src, capacity=self.width + 1)
         self.keys += list(keys)
-        self.sources += [len(s) + 1 for s in sources]
         self.steps = torch.cat([self.steps, torch.zeros(n, dtype=torch.long, device=dev)])
         self.max_len = torch.cat([self.max_len, max_len])
         self.last = torch.cat([self.last, torch.full((n * K,), c.start_id, dtype=torch.long, device=dev)])
@@ -103,7 +101,8 @@ class RunningSearch:
         """One token for every sentence in flight; the sentences that finished, with their n-best lists."""
         if not self.keys:
             return []
-        logprobs = self._constrain(self.rows.logprobs(self.last))  # (N, V)
+        logprobs = constrain(self.rows.logprobs(self.last), self.steps, self.config, self.max_len,
+                             self.decode.min_len, None, per_row=self.K, banned=self.banned)  # (N, V)
         done = self._greedy_step(logprobs) if self.greedy else self._beam_step(logprobs)
         self.steps += 1
         if not done.any():
@@ -124,22 +123,6 @@ class RunningSearch:
         done = [key in keys for key in self.keys]
         if any(done):
             self._keep(done)
-
-    def _constrain(self, logprobs: Tensor) -> Tensor:
-        """``constrain``'s rules with each sentence's own step: never pad/start/bos; no eos before
-        min_len; only eos at a sentence's last allowed position."""
-        c, K = self.config, self.K
-        logprobs.index_fill_(1, self.banned, NEG_INF)
-        steps = self.steps.repeat_interleave(K)  # (N,)
-        if self.decode.min_len:
-            early = steps < self.decode.min_len
-            logprobs[early, c.eos_id] = NEG_INF
-        last = (self.max_len - 1 <= self.steps).repeat_interleave(K)  # (N,) rows that must end now
-        if last.any():
-            eos = logprobs[last, c.eos_id].clone()
-            logprobs[last] = NEG_INF
-            logprobs[last, c.eos_id] = eos
-        return logprobs
 
     def _greedy_step(self, logprobs: Tensor) -> Tensor:
         chosen, nxt = logprobs.max(-1)  # (as greedy_search: the first maximal index)
@@ -181,7 +164,6 @@ class RunningSearch:
         rows = (sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1)
         index = sentences.tolist()
         self.keys = [self.keys[i] for i in index]
-        self.sources = [self.sources[i] for i in index]
         self.rows.select(sentences)
         for name in ("steps", "max_len", "scores", "lp_at_max", "fin_scores", "fin_logprob", "fin_tokens"):
             setattr(self, name, getattr(self, name)[sentences])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import Tensor
 
@@ -62,6 +64,11 @@ class StepCache:
             them under a mask).
     """
 
+    # every row starts at slot 0 and no slot is skipped; a running search's cache
+    # (``running.RunningCache``) gives each row its own first slot and reads from the oldest one
+    starts: Optional[Tensor] = None
+    first = 0
+
     def __init__(self, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor], cross_bias: Tensor,
                  heads: int, beam: int, static: bool = False) -> None:
         self.kv, self.cross_k, self.cross_v, self.cross_bias = kv, cross_k, cross_v, cross_bias
@@ -70,12 +77,13 @@ class StepCache:
         self.static = static
 
     def reorder(self, rows: Tensor) -> None:
-        """Hypothesis ``n`` continues hypothesis ``rows[n]``: only the filled positions move."""
-        t = self.length
-        if t == 0:
+        """Hypothesis ``n`` continues hypothesis ``rows[n]``: only the filled positions move (from
+        ``first`` on: no row reads the earlier ones)."""
+        t, first = self.length, self.first
+        if t <= first:
             return
         for block in self.kv.flatten(0, 1).unbind(0):  # (N, H, C, Dh) each: keys or values of a layer
-            filled = block.narrow(2, 0, t)  # (one index_select over the whole 6-d cache is slower: `python benchmarks/step_profile.py --rows 128`)
+            filled = block.narrow(2, first, t - first)  # (one index_select over the whole 6-d cache is slower: `python benchmarks/step_profile.py --rows 128`)
             filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
 
     def select_sentences(self, sentences: Tensor) -> None:

@@ -167,17 +167,13 @@ class FastDecoder:
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
         t = cache.length
-        starts = getattr(cache, "starts", None)  # a running cache's rows each start at their own slot
-        if t >= cache.kv.size(4) or (starts is None and t >= self.config.max_positions):
+        running = cache.starts is not None  # (each row at its own position: a running search's cache)
+        if t >= cache.kv.size(4) or (not running and t >= self.config.max_positions):
             raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
                              f"the model {self.config.max_positions}")
-        if starts is not None:
-            if self.compiled is not None:
-                raise ValueError("a running cache (rows at positions of their own) is stepped eagerly, not captured")
-            with self._precision():
-                logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
-                                       cache.views, starts, cache.first)
-        elif self.compiled is not None:
+        if running and self.compiled is not None:
+            raise ValueError("a running cache (rows at positions of their own) is stepped eagerly, not captured")
+        if self.compiled is not None:
             position = torch.tensor(t, device=tokens.device)
             # a fresh tensor: search passes a column of its growing token matrix, whose stride
             # changes every step, and a new stride would recompile the step (until dynamo gives up);
@@ -190,7 +186,7 @@ class FastDecoder:
         else:
             with self._precision():
                 logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
-                                       cache.views)
+                                       cache.views, cache.starts, cache.first)
         cache.length = t + 1
         return logits
 

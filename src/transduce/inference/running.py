@@ -37,13 +37,13 @@ class RunningCache(StepCache):
     """
 
     @classmethod
-    def empty_like(cls, first: StepCache, lengths: Tensor) -> "RunningCache":
-        """A running cache holding ``first``'s rows (a fresh ``FastDecoder.start``), all starting at slot 0."""
-        running = cls(first.kv, first.cross_k, first.cross_v, first.cross_bias, first.heads, first.beam)
-        running.starts = torch.zeros(first.kv.size(2), dtype=torch.long, device=first.kv.device)
-        running.lengths, running.first = lengths, 0
-        running._cross = [*first.cross_k, *first.cross_v, first.cross_bias]  # the buffers
-        running.width = first.cross_bias.size(-1)
+    def empty_like(cls, fresh: StepCache, lengths: Tensor) -> "RunningCache":
+        """A running cache holding ``fresh``'s rows (a new ``FastDecoder.start``), all starting at slot 0."""
+        running = cls(fresh.kv, fresh.cross_k, fresh.cross_v, fresh.cross_bias, fresh.heads, fresh.beam)
+        running.starts = torch.zeros(fresh.kv.size(2), dtype=torch.long, device=fresh.kv.device)
+        running.lengths = lengths
+        running._cross = [*fresh.cross_k, *fresh.cross_v, fresh.cross_bias]  # the buffers
+        running.width = fresh.cross_bias.size(-1)
         running._view()
         return running
 
@@ -145,12 +145,3 @@ class RunningCache(StepCache):
         self._new_kv(self.kv.size(2), C if self.length - self.first <= C // 2 else 2 * C, self.first)
         self.starts = self.starts - self.first
         self.first = 0
-
-    def reorder(self, rows: Tensor) -> None:
-        """As ``StepCache.reorder``, over the slots from ``first`` on (no row reads the earlier ones)."""
-        t, first = self.length, self.first
-        if t <= first:
-            return
-        for block in self.kv.flatten(0, 1).unbind(0):
-            filled = block.narrow(2, first, t - first)
-            filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))

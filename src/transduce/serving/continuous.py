@@ -27,6 +27,7 @@ from typing import Optional
 
 import torch
 
+from ..decoding.driver import search_precision
 from ..decoding.running import RunningSearch
 from ..runtime import autocast
 from .batcher import Batcher, BatchRecord, Job, Result, _resolve, cross_attention
@@ -96,13 +97,12 @@ class ContinuousBatcher(Batcher):
         """Join ``joining``, drop the vanished, step once, answer the finished."""
         start = time.monotonic()
         translator = self.translator
+        engine, context = search_precision(translator.precision)
         if joining and (self.search is None or joining[0][0].decode != self.search.decode):
-            engine = translator.precision if translator.precision in ("int8", "bf16") else "fp32"
             self.search = RunningSearch(translator.model, joining[0][0].decode, precision=engine)
         search = self.search
         gone = {key for key, (job, _) in self._flight.items() if job.future.cancelled()}
-        precision = "fp32" if translator.precision == "int8" else translator.precision
-        with torch.inference_mode(), autocast(translator.device, precision):
+        with torch.inference_mode(), autocast(translator.device, context):
             if gone:
                 search.drop(gone)
                 for key in gone:
