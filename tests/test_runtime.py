@@ -52,14 +52,18 @@ def test_compile_choice_refuses_what_cannot_be_captured():
         compile_choice("on", cpu, "int8")
 
 
-def test_training_bounds_onednns_kernel_cache_unless_the_user_set_it(reverse_run, tmp_path, monkeypatch):
-    from transduce.runtime import KERNEL_CACHE, bound_kernel_cache
+def test_training_bounds_the_kernel_caches_unless_the_user_set_them(reverse_run, tmp_path, monkeypatch):
+    from transduce.runtime import KERNEL_CACHE, KERNEL_CACHES, bound_kernel_cache
 
     from .helpers import cli
 
-    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
-    assert not bound_kernel_cache() and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
-    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    onednn, ideep = KERNEL_CACHES
+    monkeypatch.setenv(onednn, "1024")
+    monkeypatch.delenv(ideep, raising=False)
+    assert bound_kernel_cache() == [ideep]
+    assert os.environ[onednn] == "1024" and os.environ[ideep] == str(KERNEL_CACHE)
+    for name in KERNEL_CACHES:
+        monkeypatch.delenv(name)
     cli("train", str(reverse_run / "data"), "--out", str(tmp_path / "run"), "--preset", "tiny", "--max-steps", "1",
         "--quiet")
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(KERNEL_CACHE)
+    assert all(os.environ[name] == str(KERNEL_CACHE) for name in KERNEL_CACHES)

@@ -228,18 +228,21 @@ _LIBC = None
 
 
 # oneDNN (PyTorch's CPU kernels for bf16 products, among others) keeps a compiled kernel for every
-# operand shape it has seen, up to 1,024 by default; training's batch shapes change at every step,
-# and the kernels of a run's first thousands of updates, with their buffers, stay resident beyond
-# what trimming can return. Batches rarely repeat a shape, so a kept kernel is seldom used again:
-# `small` on Multi30k trained as fast with 16 kept as with 128 or 1,024, and held less memory
-# (python benchmarks/train_memory.py --kernel-cache 128 16 compares; docs/benchmarks.md).
+# operand shape it has seen, up to 1,024 by default, and so does ideep, PyTorch's layer over it,
+# each product with its buffers; training's batch shapes change at every step, so both fill up and
+# stay resident beyond what trimming can return (ideep's held about 270 MB of `small`'s bf16 run on
+# Multi30k). Batches rarely repeat a shape, so a kept kernel is seldom used again: `small` trained
+# as fast with 16 kept as with 1,024, and held less memory (python benchmarks/train_memory.py
+# --kernel-cache / --lru-cache compare; docs/benchmarks.md).
 KERNEL_CACHE = 16
+KERNEL_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")  # oneDNN's, ideep's
 
 
-def bound_kernel_cache(capacity: int = KERNEL_CACHE) -> bool:
-    """Bound oneDNN's cache of compiled kernels (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``) unless the user
-    set it; effective only before the process's first oneDNN kernel. Returns whether it set it."""
-    if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ:
-        return False
-    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(capacity)
-    return True
+def bound_kernel_cache(capacity: int = KERNEL_CACHE) -> list[str]:
+    """Bound the kernel caches of oneDNN and ideep (the environment variables ``KERNEL_CACHES``) that
+    the user did not set; effective only before the process's first oneDNN kernel. Returns the
+    variables it set."""
+    bounded = [name for name in KERNEL_CACHES if name not in os.environ]
+    for name in bounded:
+        os.environ[name] = str(capacity)
+    return bounded

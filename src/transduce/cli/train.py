@@ -267,7 +267,7 @@ def run(args) -> int:
     from ..runtime import bound_kernel_cache, pick_device, resolve_precision
     from ..training import RunSettings, Trainer
 
-    bound_kernel_cache()  # before the first kernel: the varying batch shapes would fill the default one
+    bound_kernel_cache()  # before the first kernel: the varying batch shapes would fill the default ones
 
     threads = set_threads(args.threads)
     device = pick_device(args.device)
