@@ -8,7 +8,8 @@ side by side, for each number K of sentences in flight: ``batches``, K at a time
 each batch searched until its longest sentence is done (dynamic batching's searches, without the
 waiting); ``running``, one ``RunningSearch`` that sentences join, in the same order, as soon as
 fewer than K are in flight (continuous batching's, joining a quarter of K at a time as the server
-does). Reported: sentences/s, the running search's decode steps, the ratio running / batches, and
+does). Reported: sentences/s, the decode steps each way and the rows they decoded (a sentence's
+beams, a step each, until it is done: the same total both ways), the ratio running / batches, and
 how many sentences got the same tokens both ways (all, up to float rounding between batch shapes).
 The difference is in how each step is spent: a running search keeps every step full, a batch's last
 steps hold only its longest sentences; what that is worth depends on how a step's time grows with
@@ -57,6 +58,7 @@ def main() -> None:
     decode = DecodeConfig(beam=args.beam)
     sync = torch.cuda.synchronize if translator.device.type == "cuda" else (lambda: None)
     translate_ids(model, sources[:8], decode)  # warm-up (the products' layouts are measured once)
+    counter = StepCounter()
     rows = []
     for k in args.in_flight:
         sync()
@@ -66,7 +68,8 @@ def main() -> None:
             batched += translate_ids(model, sources[i : i + k], decode)
         sync()
         batch_seconds = time.perf_counter() - start
-        start, steps, nxt = time.perf_counter(), 0, 0
+        batch_steps, batch_rows = counter.take()
+        start, nxt = time.perf_counter(), 0
         running = RunningSearch(model, decode)
         out: list = [None] * len(sources)
         with torch.inference_mode():
@@ -77,20 +80,47 @@ def main() -> None:
                     nxt += n
                 for key, hyps in running.step():
                     out[key] = hyps
-                steps += 1
         sync()
         run_seconds = time.perf_counter() - start
+        steps, run_rows = counter.take()
         same = sum([h.tokens for h in a] == [h.tokens for h in b] for a, b in zip(batched, out))
         rows.append({"in_flight": k, "batches_sent_per_s": round(len(sources) / batch_seconds, 1),
-                     "running_sent_per_s": round(len(sources) / run_seconds, 1), "running_steps": steps,
+                     "running_sent_per_s": round(len(sources) / run_seconds, 1), "batch_steps": batch_steps,
+                     "running_steps": steps, "batch_rows": batch_rows, "running_rows": run_rows,
                      "ratio": round(batch_seconds / run_seconds, 2), "same_outputs": f"{same}/{len(sources)}"})
         print(f"  {rows[-1]}", file=sys.stderr, flush=True)
-    print(table(rows, ["in_flight", "batches_sent_per_s", "running_sent_per_s", "running_steps", "ratio",
-                       "same_outputs"]))
+    counter.close()
+    print(table(rows, ["in_flight", "batches_sent_per_s", "running_sent_per_s", "batch_steps", "running_steps",
+                       "batch_rows", "running_rows", "ratio", "same_outputs"]))
     payload = {"machine": machine(), "run": args.run, "source": str(path), "device": str(translator.device),
                "beam": args.beam,
                "threads": args.threads, "sentences": len(sources), "rows": rows}
     print(f"wrote {save('continuous_search', payload)}", file=sys.stderr)
+
+
+class StepCounter:
+    """Counts the fast decode step's calls and the rows they decode (``FastDecoder.step`` wrapped
+    until ``close``): ``take()`` returns (steps, rows) since the last ``take``."""
+
+    def __init__(self) -> None:
+        from transduce.inference.decoder import FastDecoder
+
+        self.cls, self.original, self.steps, self.rows = FastDecoder, FastDecoder.step, 0, 0
+        counter = self
+
+        def step(decoder, tokens, cache):
+            counter.steps += 1
+            counter.rows += tokens.size(0)
+            return counter.original(decoder, tokens, cache)
+
+        FastDecoder.step = step
+
+    def take(self) -> tuple[int, int]:
+        taken, self.steps, self.rows = (self.steps, self.rows), 0, 0
+        return taken
+
+    def close(self) -> None:
+        self.cls.step = self.original
 
 
 if __name__ == "__main__":

@@ -230,8 +230,8 @@ _LIBC = None
 # oneDNN (PyTorch's CPU kernels for bf16 products, among others) keeps a compiled kernel for every
 # operand shape it has seen, up to 1,024 by default, and so does ideep, PyTorch's layer over it,
 # each product with its buffers; training's batch shapes change at every step, so both fill up and
-# stay resident beyond what trimming can return (ideep's held about 270 MB of `small`'s bf16 run on
-# Multi30k). Batches rarely repeat a shape, so a kept kernel is seldom used again: `small` trained
+# stay resident beyond what trimming can return (ideep's was most of what `small`'s bf16 run on
+# Multi30k kept). Batches rarely repeat a shape, so a kept kernel is seldom used again: `small` trained
 # as fast with 16 kept as with 1,024, and held less memory (python benchmarks/train_memory.py
 # --kernel-cache / --lru-cache compare; docs/benchmarks.md).
 KERNEL_CACHE = 16
