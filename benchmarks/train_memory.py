@@ -86,8 +86,8 @@ def main() -> None:
                         "8000"], check=True, capture_output=True)
         rows = [train(data, Path(tmp) / f"{preset}-{cache}-{lru}", preset, args.steps, args.threads, cache, lru)
                 for preset in args.presets for cache in args.kernel_cache for lru in args.lru_cache]
-    columns = ["preset", "kernel cache", "ideep cache", "updates", "seconds", "updates/s", "peak RSS (MB)", "RSS, first quarter (MB)",
-               "RSS, last quarter (MB)"]
+    columns = ["preset", "kernel cache", "ideep cache", "updates", "seconds", "updates/s", "peak RSS (MB)",
+               "RSS, first quarter (MB)", "RSS, last quarter (MB)"]
     print(table(rows, columns))
     save("train_memory", {"machine": machine(), "threads": args.threads, "rows": rows})
     print(json.dumps(rows))
