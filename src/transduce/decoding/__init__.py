@@ -13,5 +13,6 @@ from .running import RunningSearch
 from .sampling import filter_logits, sample
 from .scoring import score_targets
 
-__all__ = ["Ensemble", "RunningSearch", "beam_search", "greedy_search", "sample", "search", "score_targets", "translate_ids", "Hypothesis",
-           "SearchOptions", "length_penalty", "merge_finished", "top_candidates", "filter_logits"]
+__all__ = ["Ensemble", "RunningSearch", "beam_search", "greedy_search", "sample", "search", "score_targets",
+           "translate_ids", "Hypothesis", "SearchOptions", "length_penalty", "merge_finished", "top_candidates",
+           "filter_logits"]

@@ -5,8 +5,9 @@ return. ``RunningSearch`` keeps stepping: between two steps new sentences ``join
 their rows added to the decoding state, each at its own step count) and every sentence that is
 done leaves at once, its hypotheses returned by ``step``. Each sentence is searched by exactly the
 rules of the batch searches, with its own step number where they use the batch's: the length
-limits and ``min_len`` (``constrain`` with a step per sentence), the length penalty of what ends, the stopping rule; so its
-output is the one it gets searched alone, up to float rounding (``tests/decoding/test_running.py``).
+limits and ``min_len`` (``constrain`` with a step per sentence), the length penalty of what ends,
+the stopping rule; so its output is the one it gets searched alone, up to float rounding
+(``tests/decoding/test_running.py``).
 
 One search serves one set of search settings (beam, alpha, nbest, ...): greedy when
 ``decode.greedy`` (the most likely token, scored by its log-probability, as ``greedy_search``),
@@ -160,9 +161,9 @@ class RunningSearch:
     def _keep(self, done: list[bool]) -> None:
         """The sentences ``done`` leave; the others stay in flight (in the order ``kept_order`` gives)."""
         K = self.K
-        sentences = torch.tensor(kept_order(done, self.rows.fill_from_end), dtype=torch.long, device=self.device)
+        index = kept_order(done, self.rows.fill_from_end)
+        sentences = torch.tensor(index, dtype=torch.long, device=self.device)
         rows = (sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1)
-        index = sentences.tolist()
         self.keys = [self.keys[i] for i in index]
         self.rows.select(sentences)
         for name in ("steps", "max_len", "scores", "lp_at_max", "fin_scores", "fin_logprob", "fin_tokens"):

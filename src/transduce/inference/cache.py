@@ -82,8 +82,10 @@ class StepCache:
         t, first = self.length, self.first
         if t <= first:
             return
-        for block in self.kv.flatten(0, 1).unbind(0):  # (N, H, C, Dh) each: keys or values of a layer
-            filled = block.narrow(2, first, t - first)  # (one index_select over the whole 6-d cache is slower: `python benchmarks/step_profile.py --rows 128`)
+        # per layer's keys or values, (N, H, C, Dh) each: one index_select over the whole 6-d cache is
+        # slower (`python benchmarks/step_profile.py --rows 128`)
+        for block in self.kv.flatten(0, 1).unbind(0):
+            filled = block.narrow(2, first, t - first)
             filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
 
     def select_sentences(self, sentences: Tensor) -> None:

@@ -24,7 +24,6 @@ from torch import Tensor
 from .cache import StepCache, cache_views
 
 
-
 class RunningCache(StepCache):
     """A ``StepCache`` whose rows start at slots of their own; see the module docstring.
 
@@ -43,7 +42,6 @@ class RunningCache(StepCache):
         running.starts = torch.zeros(fresh.kv.size(2), dtype=torch.long, device=fresh.kv.device)
         running.lengths = lengths
         running._cross = [*fresh.cross_k, *fresh.cross_v, fresh.cross_bias]  # the buffers
-        running.width = fresh.cross_bias.size(-1)
         running._view()
         return running
 
@@ -64,7 +62,8 @@ class RunningCache(StepCache):
 
     def _view(self) -> None:
         self.views = cache_views(self.kv.narrow(2, 0, self.rows))
-        L, used, w = len(self.cross_k), self.rows // self.beam * self.heads, self.width
+        L, used = len(self.cross_k), self.rows // self.beam * self.heads
+        w = int(self.lengths.max()) if self.lengths.numel() else 0  # the longest source in flight
         ks, vs, bias = self._cross[:L], self._cross[L : 2 * L], self._cross[-1]
         self.cross_k = [k.narrow(0, 0, used).narrow(2, 0, w) for k in ks]  # (B*H, Dh, S)
         self.cross_v = [v.narrow(0, 0, used).narrow(1, 0, w) for v in vs]  # (B*H, S, Dh)
@@ -84,25 +83,23 @@ class RunningCache(StepCache):
         self.kv[:, :, N : N + n, :, :t] = 0
         self.starts = torch.cat([self.starts, torch.full((n,), t, dtype=torch.long, device=self.starts.device)])
         used, extra, S = N // self.beam * self.heads, new.cross_bias.size(0), new.cross_bias.size(-1)
-        buffers, dims = self._cross, self._source_dims()
-        if used + extra > buffers[-1].size(0) or S > buffers[-1].size(-1):  # room for more sentences, or longer
-            rows = max(used + extra, 2 * buffers[-1].size(0)) if used + extra > buffers[-1].size(0) \
-                else buffers[-1].size(0)
-            wide = max(S, buffers[-1].size(-1))
+        dims = self._source_dims()
+        fills = [0.0] * (len(dims) - 1) + [float("-inf")]  # (the bias masks a source's padding)
+        have, wide = self._cross[-1].size(0), self._cross[-1].size(-1)
+        if used + extra > have or S > wide:  # room for more sentences, or for longer ones
+            rows = max(used + extra, 2 * have) if used + extra > have else have
             grown = []
-            for x, dim, fill in zip(buffers, dims, [0.0] * (len(buffers) - 1) + [float("-inf")]):
+            for x, dim, fill in zip(self._cross, dims, fills):
                 shape = list(x.shape)
-                shape[0], shape[dim] = rows, wide
+                shape[0], shape[dim] = rows, max(S, wide)
                 bigger = x.new_full(shape, fill)
                 bigger.narrow(0, 0, used).narrow(dim, 0, x.size(dim)).copy_(x.narrow(0, 0, used))
                 grown.append(bigger)
-            self._cross = buffers = grown
-        parts = [*new.cross_k, *new.cross_v, new.cross_bias]
-        for x, part, dim, fill in zip(buffers, parts, dims, [0.0] * (len(buffers) - 1) + [float("-inf")]):
+            self._cross = grown
+        for x, part, dim, fill in zip(self._cross, [*new.cross_k, *new.cross_v, new.cross_bias], dims, fills):
             mine = x.narrow(0, used, extra)
             mine.narrow(dim, 0, S).copy_(part)
             mine.narrow(dim, S, x.size(dim) - S).fill_(fill)  # (another sentence's columns may be there)
-        self.width = max(self.width, S)
         self.lengths = torch.cat([self.lengths, lengths])
         self._view()
 
@@ -129,7 +126,6 @@ class RunningCache(StepCache):
         rows = (sentences[:, None] * K + torch.arange(K, device=sentences.device)).view(-1)
         self.starts = self.starts.index_select(0, rows)
         self.lengths = self.lengths.index_select(0, sentences)
-        self.width = int(self.lengths.max()) if index else 0
         if not self.rows:
             self.length = 0
         self._view()
