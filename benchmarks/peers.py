@@ -376,7 +376,7 @@ def fill_ratios(rows: list[dict], raw: dict, key_of) -> None:
 
 def real_rows(opts, trials: int, raw: dict) -> tuple[list[dict], list[str]]:
     """The trained model on real, un-forced output: export it once, then every system translates."""
-    from transduce.checkpoint import resolve
+    from transduce.choice import resolve
     from transduce.interop.ctranslate2 import export_ctranslate2
     from transduce.interop.huggingface import export_hf
 

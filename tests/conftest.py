@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -10,9 +11,11 @@ import pytest
 import torch
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-MULTI30K = SHARED_DATA / "multi30k"
-NO_MULTI30K = ("the Multi30k corpus is not beside this checkout (../shared/data/multi30k); "
-               "`transduce download multi30k ../shared/data/multi30k` fetches it")
+# the raw Multi30k files (train/val/test_2016_flickr .en.gz/.de.gz): TRANSDUCE_MULTI30K=DIR, else
+# ../shared/data/multi30k beside the checkout
+MULTI30K = Path(os.environ.get("TRANSDUCE_MULTI30K") or SHARED_DATA / "multi30k")
+NO_MULTI30K = (f"the Multi30k corpus is not in {MULTI30K}: `transduce download multi30k DIR` fetches it, and "
+               "TRANSDUCE_MULTI30K=DIR points the tests to it")
 
 
 def available_devices() -> list[str]:

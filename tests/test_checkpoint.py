@@ -1,5 +1,4 @@
-"""``checkpoint.py``: a checkpoint folder written atomically and read back exactly, a run's
-preferred checkpoint, averaging, and damaged or hostile folders named."""
+"""``checkpoint.py``: a checkpoint folder written atomically and read back exactly, averaging, and damaged or hostile folders named."""
 
 from __future__ import annotations
 
@@ -9,8 +8,8 @@ import pytest
 import torch
 
 from transduce import Transformer
-from transduce.checkpoint import (CheckpointError, average_checkpoints, list_checkpoints, load_model_from, read_info,
-                                  resolve, tokenizer_paths, verify, write_checkpoint)
+from transduce.checkpoint import (CheckpointError, average_checkpoints, load_model_from, read_info,
+                                  tokenizer_paths, verify, write_checkpoint)
 from transduce.errors import TransduceError
 
 from .conftest import tiny_config
@@ -39,21 +38,6 @@ def test_a_checkpoint_loads_back_the_same_weights_and_config(tmp_path, spm_file)
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert torch.equal(a, b), name
     verify(folder)
-
-
-def test_resolve_prefers_averaged_then_best_then_the_latest(tmp_path, spm_file):
-    model = Transformer(tiny_config()).eval()
-    run = tmp_path / "run"
-    for step in (2, 10):  # numeric order, not the names' order
-        _write(run / "checkpoints" / f"step_{step:08d}", model, spm_file)
-    assert [p.name for p in list_checkpoints(run)] == ["step_00000002", "step_00000010"]
-    assert resolve(run).name == "step_00000010"
-    _write(run / "best", model, spm_file)
-    assert resolve(run).name == "best"
-    _write(run / "averaged", model, spm_file)
-    assert resolve(run).name == "averaged" and resolve(run / "best").name == "best"
-    with pytest.raises(TransduceError, match="does not exist"):
-        resolve(tmp_path / "nowhere")
 
 
 def test_averaging_is_the_elementwise_mean(tmp_path, spm_file):

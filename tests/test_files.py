@@ -111,6 +111,30 @@ def test_a_kill_while_an_output_is_replaced_never_loses_it(tmp_path, renames):
     assert (out / "version.txt").read_text() == "newer"
 
 
+@pytest.mark.parametrize("sibling", ["folder", "file"])
+def test_a_command_writing_another_output_beside_a_killed_one_puts_it_back_first(tmp_path, sibling):
+    """Killed between the two renames, then a command writes a *different* output in the same folder
+    (``average RUN --out RUN/averaged-2`` after a killed ``average``): tidying the temporaries
+    restores the moved-aside output before removing anything, whatever name the new command writes."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "export"
+    with output_dir(out, "export") as tmp:
+        (tmp / "version.txt").write_text("old")
+    assert subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out), "1"]).returncode == 9
+    assert not out.exists() and [p.name for p in tmp_path.iterdir() if ".old-" in p.name]
+    if sibling == "folder":
+        with output_dir(tmp_path / "export-2", "export") as tmp:
+            (tmp / "version.txt").write_text("other")
+    else:
+        with output_file(tmp_path / "notes.txt") as handle:
+            handle.write("other")
+    assert (out / "version.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["export", "export-2" if sibling == "folder"
+                                                                 else "notes.txt"])
+
+
 def test_a_failure_between_the_renames_puts_the_old_version_back(tmp_path, monkeypatch):
     import transduce.files as files
 

@@ -17,7 +17,7 @@ DATA=data/multi30k
 if [ "$TGT" != de ]; then RUN=$RUN-$TGT; DATA=$DATA-en$TGT; fi
 if [ ! -f "$RAW/train.en.gz" ] || [ ! -f "$RAW/train.$TGT.gz" ]; then
   RAW=data/multi30k-raw
-  transduce download multi30k "$RAW"
+  transduce download multi30k "$RAW" --tgt "$TGT"
 fi
 TEST=""
 if [ -f "$RAW/test_2016_flickr.$TGT.gz" ]; then TEST="--test-prefix $RAW/test_2016_flickr"; fi
@@ -49,7 +49,7 @@ for a in 1.0 1.4; do
 done
 echo "chosen on validation: $best, alpha $alpha ($best_bleu)"
 if [ -z "$TEST" ]; then
-  echo "no test set for $TGT in $RAW: run \`transduce download multi30k DIR\` on a machine with a network, then"
+  echo "no test set for $TGT in $RAW: run \`transduce download multi30k DIR --tgt $TGT\` on a machine with a network, then"
   echo "  bash recipes/multi30k/run.sh DIR $MINUTES $TGT"
   exit 0
 fi

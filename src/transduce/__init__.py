@@ -29,7 +29,8 @@ def load(path, device: str = "cpu", precision: str = "fp32", compile="auto"):
 def load_lm(path, device: str = "cpu", precision: str = "fp32"):
     """Load a decoder-only or encoder-only run or checkpoint as a ``LanguageModel`` (``transduce.lm``):
     ``generate(prompt, DecodeConfig(...), max_new_tokens)`` or ``fill_mask(text, top_k)``."""
-    from .checkpoint import read_info, resolve
+    from .checkpoint import read_info
+    from .choice import resolve
     from .lm import LanguageModel
 
     architecture = read_info(resolve(path))["model"].get("architecture", "encoder-decoder")

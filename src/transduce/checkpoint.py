@@ -163,30 +163,13 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
 
 
 def candidates(run_dir: str | Path) -> list[Path]:
-    """A run's checkpoints in the order ``resolve`` prefers them."""
+    """A run's checkpoints in the order ``choice.choose`` considers them: ``averaged/``, ``best/``,
+    then the checkpoints newest first."""
     run_dir = Path(run_dir)
     for name in ("averaged", "best"):
         recover(run_dir / name)
     named = [run_dir / name for name in ("averaged", "best") if is_checkpoint(run_dir / name)]
     return named + list_checkpoints(run_dir)[::-1]
-
-
-def resolve(path: str | Path) -> Path:
-    """A checkpoint folder from a checkpoint or run directory.
-
-    For a run directory: ``averaged`` if present, else ``best``, else the latest checkpoint.
-    """
-    path = Path(path)
-    recover(path)
-    if is_checkpoint(path):
-        return path
-    if not path.exists():
-        raise TransduceError(f"{path} does not exist; give a run directory or a checkpoint folder")
-    found = candidates(path)
-    if not found:
-        raise TransduceError(f"{path} holds no checkpoint (no model.safetensors in it, its averaged/, best/ "
-                             "or checkpoints/)")
-    return found[0]
 
 
 def verify(folder: str | Path, training: bool = False) -> None:

@@ -9,7 +9,8 @@ from typing import Callable, Optional
 
 import torch
 
-from .checkpoint import load_model_from, resolve
+from .checkpoint import load_model_from
+from .choice import resolve
 from .data.tokenizer import tokenizer_from_info
 from .config import DecodeConfig
 from .decoding import SearchOptions, search
@@ -38,7 +39,7 @@ class LanguageModel:
         model, info = load_model_from(folder, dev)
         found = model.config.architecture
         if found != architecture:
-            raise TransduceError(f"{path} is an {found} model, not {architecture}; use `{USE[found]}` with it")
+            raise TransduceError(f"{path} holds a model of the {found} architecture, not {architecture}; use `{USE[found]}` with it")
         if not info.get("tokenizer"):
             raise TransduceError(f"{folder} has no SentencePiece tokenizer (a model imported from Hugging Face "
                                  "keeps its own); use it from Python on token ids")

@@ -11,7 +11,8 @@ from typing import Optional, Sequence
 
 import torch
 
-from .checkpoint import load_model_from, resolve
+from .checkpoint import load_model_from
+from .choice import resolve
 from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Ensemble, translate_ids
@@ -37,7 +38,7 @@ class Translator:
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
              compile: str | bool = "auto") -> "Translator":
-        """Load a checkpoint folder, or a run directory's preferred checkpoint (see ``checkpoint.resolve``).
+        """Load a checkpoint folder, or a run directory's preferred checkpoint (see ``choice.choose``).
 
         ``precision``: fp32 (exact), bf16 or fp16 (autocast), int8 (the Linear weights quantized to
         int8, CPU only), or auto (the device's default float precision).

@@ -175,6 +175,7 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     fig.suptitle(str(runs[0]) if len(runs) == 1 else f"{len(runs)} runs")
+    fig.tight_layout(rect=(0, 0, 1, 0.96))  # the panels below the run's title, not under it
     return _save(fig, out, inputs=[Path(run) / "metrics.jsonl" for run in runs])
 
 

@@ -97,7 +97,7 @@ def assert_no_output(tmp_path: Path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(DataError, match=r"missing file: neither .*train\.en nor .*train\.en\.gz"):
+    with pytest.raises(DataError, match=r"missing files: .*train\.en \(nor \.gz\); .*train\.de \(nor \.gz\)"):
         prepare(options(tmp_path), tmp_path / "d", log=None)
     assert_no_output(tmp_path)
 

@@ -1,6 +1,7 @@
 """The demo end to end (reduced), attention pictures, plots, and the download command."""
 
 import gzip
+import json
 import http.server
 import shutil
 import threading
@@ -77,7 +78,7 @@ def test_plots(small_run, tmp_path):
 
 
 def test_plot_draws_several_runs_over_each_other(small_run, tmp_path):
-    import json
+
 
     import numpy as np
 
@@ -135,12 +136,27 @@ def test_download_from_a_loopback_server(server, tmp_path, monkeypatch):
     root, url = server
     fill(root, monkeypatch)
     out = tmp_path / "m30k"
-    result = cli("download", "multi30k", str(out), "--base-url", url)
+    result = cli("download", "multi30k", str(out), "--base-url", url, "--tgt", "all")
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in root.iterdir())
     assert (out / "train.en.gz").read_bytes() == (root / "train.en.gz").read_bytes()
-    assert "next: transduce prepare" in result.stdout
-    again = cli("download", "multi30k", str(out), "--base-url", url)
+    assert "--tgt de --out data/multi30k-de" in result.stdout and "--tgt fr --out data/multi30k-fr" in result.stdout
+    again = cli("download", "multi30k", str(out), "--base-url", url, "--tgt", "all")
     assert again.stdout.count("already there") == 9  # English, German and French
+
+
+def test_download_fetches_only_the_pair_asked_for(server, tmp_path, monkeypatch):
+    """A mirror of the English-German files alone serves the default (--tgt de); French asks for its own."""
+    root, url = server
+    fill(root, monkeypatch)
+    for path in root.glob("*.fr.gz"):
+        path.unlink()
+    out = tmp_path / "m30k"
+    result = cli("download", "multi30k", str(out), "--base-url", url)
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
+        p.name for p in root.iterdir())
+    assert "--tgt de" in result.stdout and "--tgt fr" not in result.stdout
+    french = cli("download", "multi30k", str(out), "--base-url", url, "--tgt", "fr", check=False)
+    assert french.returncode == 2 and "train.fr.gz" in french.stderr
 
 
 def test_download_refuses_a_truncated_gzip(server, tmp_path, monkeypatch):
@@ -196,3 +212,25 @@ def test_a_stalled_mirror_is_a_message_not_a_traceback(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "the server stopped answering" in result.stderr and "--timeout" in result.stderr
     assert not out.exists() or not [p for p in out.iterdir() if not p.name.startswith(".transduce")]
+
+
+def test_the_runs_title_sits_above_the_panels_titles(tmp_path, monkeypatch):
+    """``plot``'s title (the run) and each panel's title do not overlap, at the size it is saved."""
+    import transduce.visualize as visualize
+
+    run = tmp_path / "a-run-with-a-long-name-as-users-give-them"
+    run.mkdir()
+    records = [{"type": "train", "step": s, "loss": 5 - s / 100, "lr": 1e-3} for s in range(10, 200, 10)]
+    records += [{"type": "valid", "step": s, "loss": 4.0, "bleu": s / 10} for s in (100, 200)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    saved = []
+    real = visualize._save
+    monkeypatch.setattr(visualize, "_save", lambda fig, out, **kw: (saved.append(fig), real(fig, out, **kw))[1])
+    visualize.plot_training(run, tmp_path / "curves.png")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = saved[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    for ax in fig.axes:  # (a few pixels of space between them)
+        assert title.y0 >= ax.title.get_window_extent(renderer).y1 + 3, ax.title.get_text()

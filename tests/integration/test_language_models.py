@@ -38,14 +38,17 @@ def gpt(counting):
     root, _ = counting
     out = cli("train", str(root / "data"), "--out", str(root / "gpt"), "--preset", "gpt-tiny", "--max-steps", "400",
               "--set", "block_size=128", *FAST).stdout
+    assert "next: transduce generate" in out and "fill-mask" not in out.split("next:")[-1]
     return root / "gpt", out
 
 
 @pytest.fixture(scope="module")
 def bert(counting):
     root, _ = counting
-    cli("train", str(root / "data"), "--out", str(root / "bert"), "--preset", "bert-tiny", "--max-steps", "500",
-        "--set", "block_size=64", *FAST)
+    out = cli("train", str(root / "data"), "--out", str(root / "bert"), "--preset", "bert-tiny", "--max-steps", "500",
+              "--set", "block_size=64", *FAST).stdout
+    # what to run next names the command of this kind of model only
+    assert "next: transduce fill-mask" in out and "generate" not in out.split("next:")[-1]
     return root / "bert"
 
 
@@ -130,8 +133,8 @@ def test_fill_mask_prints_candidates(bert):
 
 
 @pytest.mark.parametrize("command,message", [
-    (["generate", "{bert}"], "is an encoder-only model, not decoder-only; use `transduce fill-mask`"),
-    (["fill-mask", "{gpt}", "a <mask>"], "is an decoder-only model, not encoder-only; use `transduce generate`"),
+    (["generate", "{bert}"], "holds a model of the encoder-only architecture, not decoder-only; use `transduce fill-mask`"),
+    (["fill-mask", "{gpt}", "a <mask>"], "holds a model of the decoder-only architecture, not encoder-only; use `transduce generate`"),
     (["translate", "{gpt}"], "is a decoder-only language model, which does not translate; use `transduce generate`"),
     (["generate", "{gpt}", "--max-new-tokens", "300"], "--max-new-tokens 300 does not fit"),
     (["generate", "{gpt}", "--prompt", "one " * 300], "the prompt has 300 tokens; the model holds 256 positions"),

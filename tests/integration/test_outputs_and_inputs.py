@@ -4,11 +4,13 @@ training run's checkpoints (only that run writes there). Nothing that existed ch
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
-from transduce.checkpoint import list_checkpoints, resolve
+from transduce.checkpoint import list_checkpoints
+from transduce.choice import resolve
 
 from ..helpers import cli
 from .test_guarantees import tree_digest
@@ -88,3 +90,20 @@ def test_the_run_writes_its_own_checkpoints_and_outputs_beside_them_are_allowed(
     assert out.returncode == 0 and (run / "translations.txt").read_text().strip()
     assert cli("average", str(run), "--last", "1").returncode == 0  # RUN/averaged, beside its checkpoints
     assert cli("plot", str(run)).returncode == 0 and (run / "curves.png").is_file()
+
+
+def test_text_is_read_as_users_keep_it_gzipped_under_the_plain_name(reverse_run, tmp_path):
+    """``--src test.en`` finds ``test.en.gz`` when only that exists (as prepare's prefixes do), for
+    evaluate's --src/--ref and translate's --input; the scores are those of the plain files."""
+    import gzip
+
+    run, raw = reverse_run / "run", reverse_run / "raw"
+    for lang in ("en", "de"):
+        (tmp_path / f"test.{lang}.gz").write_bytes(gzip.compress((raw / f"valid.{lang}").read_bytes()))
+    gz = cli("evaluate", str(run), "--src", str(tmp_path / "test.en"), "--ref", str(tmp_path / "test.de"), "--json",
+             "--beam", "1")
+    plain = cli("evaluate", str(run), "--src", str(raw / "valid.en"), "--ref", str(raw / "valid.de"), "--json",
+                "--beam", "1")
+    assert json.loads(gz.stdout)["bleu"] == json.loads(plain.stdout)["bleu"]
+    translated = cli("translate", str(run), "--input", str(tmp_path / "test.en"), "--beam", "1")
+    assert translated.stdout == cli("translate", str(run), "--beam", "1", input=(raw / "valid.en").read_text()).stdout

@@ -84,7 +84,7 @@ def _config(data: Path, **kw) -> ModelConfig:
 
 
 def test_init_from_loads_the_weights_and_refuses_another_model(data, tmp_path):
-    from transduce.checkpoint import resolve
+    from transduce.choice import resolve
 
     cli("train", str(data), "--out", str(tmp_path / "a"), "--max-steps", "4", *COMMON, "--precision", "fp32")
     source = load_file(str(resolve(tmp_path / "a") / "model.safetensors"))  # a run: its best/ here

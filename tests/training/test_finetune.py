@@ -179,3 +179,40 @@ def test_bad_input_is_a_message_before_anything_is_written(reverse_run, tmp_path
                   "tokenizer file missing": "spm.model is missing", "other languages": "translates en -> de"}[case]
     refused(result, needle)
     assert not (tmp_path / "out").exists()
+
+
+def _dataset_differing_in(difference: str, reverse_run: Path, root: Path) -> Path:
+    """The reverse task's data prepared so that it differs from the reverse run's model in one way."""
+    raw = reverse_run / "raw"
+    if difference == "vocabulary size":
+        cli("prepare", "--train-prefix", str(raw / "train"), "--valid-prefix", str(raw / "valid"), "--src", "en",
+            "--tgt", "de", "--vocab-size", "80", "--out", str(root / "data"))
+    elif difference == "special ids":  # as a dataset of an imported model's tokenizer may number them
+        shutil.copytree(reverse_run / "data", root / "data")
+        meta = json.loads((root / "data" / "meta.json").read_text())
+        meta["special_ids"].update(pad_id=2, eos_id=0)
+        (root / "data" / "meta.json").write_text(json.dumps(meta))
+    elif difference == "languages":
+        for split in ("train", "valid"):
+            (root / "raw").mkdir(exist_ok=True)
+            shutil.copyfile(raw / f"{split}.en", root / "raw" / f"{split}.en")
+            shutil.copyfile(raw / f"{split}.de", root / "raw" / f"{split}.fr")
+        cli("prepare", "--train-prefix", str(root / "raw" / "train"), "--valid-prefix", str(root / "raw" / "valid"),
+            "--src", "en", "--tgt", "fr", "--vocab-size", "64", "--out", str(root / "data"))
+    else:
+        return other_vocabulary(root)
+    return root / "data"
+
+
+@pytest.mark.parametrize("difference", ["vocabulary size", "special ids", "languages", "tokenizer fingerprint"])
+def test_every_refusal_of_a_dataset_carries_the_command_that_prepares_it(reverse_run, tmp_path, difference):
+    data = _dataset_differing_in(difference, reverse_run, tmp_path)
+    fix = "transduce prepare --tokenizer "
+    started = cli("train", str(data), "--out", str(tmp_path / "new"), "--init-from", str(reverse_run / "run"),
+                  "--max-steps", "2", check=False)
+    refused(started, f"--init-from {reverse_run / 'run'}", "the same ids would mean other pieces", fix,
+            "--out NEW_DIR")
+    shutil.copytree(reverse_run / "run", tmp_path / "run")
+    resumed = cli("train", str(data), "--out", str(tmp_path / "run"), "--resume", "--max-steps", "510", check=False)
+    refused(resumed, "--resume", "Resume with the data the run was trained on", fix)
+    assert not (tmp_path / "new").exists()

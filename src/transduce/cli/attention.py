@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_decode_options, decode_config
+from .common import add_decode_options, announce, decode_config
 
 
 def add_parser(sub) -> None:
@@ -20,6 +20,7 @@ def run(args) -> int:
     from .. import load
     from ..visualize import draw_attention
 
+    announce(args.model)
     translator = load(args.model)
     path, tgt = draw_attention(translator, args.src, args.tgt, args.out, tuple(k.strip() for k in args.kinds.split(",")),
                      decode_config(args))

@@ -30,11 +30,17 @@ def run(args) -> int:
     if not found:
         raise TransduceError(f"{args.run_dir} has no checkpoints to average" + (
             f" at or before step {args.up_to_step}" if args.up_to_step is not None else ""))
-    if len(found) < args.last:
-        print(f"note: only {len(found)} checkpoint{'s exist' if len(found) > 1 else ' exists'}; averaging "
-              f"{'all of them' if len(found) > 1 else 'it alone'}")
-    chosen = found[-args.last :]
     out = Path(args.out) if args.out else Path(args.run_dir) / "averaged"
+    if len(found) == 1 and args.last > 1:
+        # the "average" would be a copy of the last step, which commands would then prefer to best/
+        raise TransduceError(
+            f"{args.run_dir} has only one checkpoint ({found[0].name}); its average would be a copy of it, which "
+            f"commands would use instead of best/. Train on until there are more (checkpoints come every "
+            f"save_minutes=10 by default; --set save_every=N saves every N updates), or pass --last 1 to copy it "
+            f"to {out} anyway")
+    if len(found) < args.last:
+        print(f"note: only {len(found)} checkpoints exist; averaging all of them ({args.last} were asked for)")
+    chosen = found[-args.last :]
     check_output_dir(out, "checkpoint", chosen)  # before reading any weights
     average_checkpoints(chosen, out)
     print(f"averaged {', '.join(p.name for p in chosen)} into {out}")

@@ -118,19 +118,26 @@ def decode_config(args, **fixed):
         raise TransduceError(f"{flag}: {error}") from None
 
 
+def text_files(named: dict[str, Optional[str]]) -> dict[str, Path]:
+    """The text files a command reads, by flag (``{"--src": path, ...}``; None: not given), each
+    plain or, when only that exists, with ``.gz`` added; one message names every missing file."""
+    from ..data.corpus import find_files
+
+    given = {flag: path for flag, path in named.items() if path is not None}
+    return dict(zip(given, find_files(given.items())))
+
+
 def read_text_lines(path: str | Path, what: str = "") -> list[str]:
-    """The lines of a UTF-8 text file (plain or .gz), split on newlines only, with errors that name
-    the file (see ``data.corpus.decode_lines``)."""
+    """The lines of a UTF-8 text file (plain or .gz; ``path.gz`` when only that exists), split on
+    newlines only, with errors that name the file (see ``data.corpus.decode_lines``)."""
     from ..data.corpus import read_lines
     from ..errors import DataError
 
-    label = f"{what} {path}".strip()
-    if not Path(path).is_file():
-        raise TransduceError(f"{label}: no such file" if not Path(path).exists() else f"{label} is not a file")
     try:
+        path = text_files({what: str(path)})[what]
         return list(read_lines(path, advice="convert the file to UTF-8 first (e.g. with iconv)"))
     except DataError as error:
-        raise TransduceError(f"{what + ' ' if what else ''}{error}") from None
+        raise TransduceError(f"{what + ' ' if what and what not in str(error) else ''}{error}") from None
 
 
 def model_inputs(model) -> list[Path]:
@@ -142,12 +149,28 @@ def model_inputs(model) -> list[Path]:
         return []
     if isinstance(model, (list, tuple)):
         return [folder for path in model for folder in model_inputs(path)]
-    from ..checkpoint import resolve
+    from ..choice import resolve
 
     try:
         return [resolve(model)]
     except TransduceError:
         return [Path(model)]  # (loading it says what is wrong)
+
+
+def announce(model) -> None:
+    """Say on stderr which checkpoint each run or checkpoint path resolves to, with its update and
+    why it was chosen (``checkpoint.choose``, the one rule), after any warning about a derived
+    checkpoint passed over or out of date. Called before loading, so a missing run is a message
+    before any work."""
+    import sys
+
+    from ..choice import choose
+
+    for path in model if isinstance(model, (list, tuple)) else [model]:
+        choice = choose(path)
+        for warning in choice.warnings:
+            print(warning, file=sys.stderr)
+        print(f"using {choice.line()}", file=sys.stderr)
 
 
 def describe(translator) -> str:

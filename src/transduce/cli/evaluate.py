@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from ..errors import TransduceError
 from ..evaluate import score
 from ..files import check_output_file, write_text
 from .common import (
     add_decode_options,
+    announce,
     decode_config,
     describe,
     model_inputs,
     read_text_lines,
     set_threads,
+    text_files,
 )
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU and chrF")
     p.add_argument("model", nargs="*", help="a run directory or checkpoint (not needed with --hyp); a run "
-                                            "directory means its averaged/, else best/, else the latest checkpoint; "
+                                            "directory means its averaged/ while up to date, else best/, else the "
+                                            "newest checkpoint; "
                                             "several: an ensemble")
     p.add_argument("--src", help="source sentences, one a line")
     p.add_argument("--ref", required=True, help="reference translations, one a line")
@@ -55,6 +57,8 @@ def run(args) -> int:
     if args.save_hyp:
         check_output_file(args.save_hyp, [p for p in (args.src, args.ref, args.hyp, *model_inputs(args.model)) if p],
                           "--save-hyp")
+    files = text_files({"--src": args.src, "--ref": args.ref, "--hyp": args.hyp})  # every missing one named
+    args.src, args.ref, args.hyp = (str(files[flag]) if flag in files else None for flag in ("--src", "--ref", "--hyp"))
     refs = read_text_lines(args.ref, "--ref")
     if not refs:
         raise TransduceError(f"--ref {args.ref} is empty: there is nothing to score")
@@ -75,9 +79,8 @@ def run(args) -> int:
                                  "source and reference must be aligned line by line")
         set_threads(args.threads)
         translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
+        announce(args.model)
         model = describe(translator)
-        if not args.json:
-            print(f"translating with {model}", file=sys.stderr)
         hyps = translator.translate(srcs, decode=decode, progress=True)
         if args.save_hyp:
             write_text(args.save_hyp, "".join(h + "\n" for h in hyps), [args.src, args.ref, translator.folder],

@@ -15,9 +15,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..checkpoint import resolve
+    from ..choice import resolve
     from ..files import check_output_dir
+    from .common import announce
 
+    announce(args.model)
     folder = resolve(args.model)
     check_output_dir(args.out, f"{args.to} export", [folder], what="the export folder")
     if args.to == "hf":

@@ -20,12 +20,13 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..errors import TransduceError
     from ..lm import LanguageModel
-    from .common import set_threads
+    from .common import announce, set_threads
 
     if args.top_k < 1:
         raise TransduceError(f"--top-k {args.top_k}: must be at least 1")
     if "<mask>" not in args.text:
         raise TransduceError(f"no <mask> in {args.text!r}: write <mask> where a token is to be filled in")
+    announce(args.model)
     set_threads(args.threads)
     lm = LanguageModel.load(args.model, "encoder-only", args.device)
     results = lm.fill_mask(args.text, args.top_k)

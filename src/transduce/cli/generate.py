@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..errors import TransduceError
     from ..lm import LanguageModel
-    from .common import decode_config, set_threads
+    from .common import announce, decode_config, set_threads
 
     if args.max_new_tokens < 1:
         raise TransduceError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
@@ -33,6 +33,7 @@ def run(args) -> int:
     if args.min_len >= args.max_new_tokens:
         raise TransduceError(f"--min-len {args.min_len} leaves no room for the end within --max-new-tokens "
                              f"{args.max_new_tokens}")
+    announce(args.model)
     set_threads(args.threads)
     lm = LanguageModel.load(args.model, "decoder-only", args.device, args.precision)
 

@@ -20,7 +20,7 @@ def run(args) -> int:
     folder = import_hf(args.hf_dir, args.out)
     architecture = read_info(folder)["model"].get("architecture", "encoder-decoder")
     if architecture != "encoder-decoder":
-        print(f"imported {args.hf_dir} into {folder} (an {architecture} model, without a tokenizer: use it from "
+        print(f"imported {args.hf_dir} into {folder} (a model of the {architecture} architecture, without a tokenizer: use it from "
               "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
     else:
         print(f"imported {args.hf_dir} into {folder}; try: transduce translate {args.out}")

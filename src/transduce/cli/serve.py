@@ -16,6 +16,7 @@ from ..config import DecodeConfig
 from ..errors import TransduceError
 from .common import (
     add_decode_options,
+    announce,
     config_number,
     decode_config,
     number,
@@ -122,13 +123,12 @@ def run(args) -> int:
         raise TransduceError("transduce serve needs FastAPI and uvicorn: pip install 'transduce[serve]' "
                              "(from a clone: pip install -e '.[serve]')") from None
     from .. import load
-    from ..checkpoint import resolve
     from ..runtime import compile_choice
     from ..serving.app import batching_mode, create_app
     from ..serving.server import GracefulServer, head_deadline
 
     settings = _settings(args)
-    resolve(args.model)  # a missing or damaged run is a message before the port is taken
+    announce(args.model)  # a missing or damaged run is a message before the port is taken
     sock = bind(args.host, args.port)
     try:
         threads = set_threads(args.threads)
@@ -143,7 +143,7 @@ def run(args) -> int:
     info = translator.info
     url = url_of(sock, args.host)
     decode = settings.decode
-    print(f"serving {translator.folder} (step {info.get('step')}, {info.get('src')} -> {info.get('tgt')}), loaded in "
+    print(f"serving {translator.folder} ({info.get('src')} -> {info.get('tgt')}), loaded in "
           f"{time.monotonic() - started:.1f} s", file=sys.stderr)
     mode = batching_mode(settings, compiled)
     budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} sentences"

@@ -192,7 +192,8 @@ class StartingPoint:
 
     @classmethod
     def read(cls, path: str) -> "StartingPoint":
-        from ..checkpoint import read_info, resolve
+        from ..checkpoint import read_info
+        from ..choice import resolve
 
         try:
             folder = resolve(path)
@@ -299,15 +300,16 @@ def run(args) -> int:
                 ("" if args.resume else f" (--recipe {args.recipe or 'auto'})" if args.schedule_from_recipe else
                  " (as given)"))
     trainer.train()
-    trainer.log(next_commands(args.out, args.data_dir, meta))
+    trainer.log(next_commands(args.out, args.data_dir, meta, model_config.architecture))
     return 0
 
 
-def next_commands(run, data_dir, meta: dict) -> str:
+def next_commands(run, data_dir, meta: dict, architecture: str = "encoder-decoder") -> str:
     """What to run with what was trained, as the demo ends (the prepared test split, if any)."""
-    if meta.get("kind") == "monolingual":
-        return (f"next: transduce generate {run} --prompt \"...\"  (a decoder-only model), or "
-                f"transduce fill-mask {run} \"... <mask> ...\"  (an encoder-only one)")
+    if architecture == "decoder-only":
+        return f"next: transduce generate {run} --prompt \"...\""
+    if architecture == "encoder-only":
+        return f"next: transduce fill-mask {run} \"... <mask> ...\""
     split = "test" if "test" in meta.get("splits", {}) else "valid" if "valid" in meta.get("splits", {}) else None
     lines = ["next:"]
     if split:

@@ -13,19 +13,18 @@ import queue
 import sys
 import threading
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Iterator
 
 from ..errors import TransduceError
-from .common import add_decode_options, decode_config, describe, model_inputs, number, set_threads
+from .common import add_decode_options, announce, decode_config, model_inputs, number, set_threads, text_files
 
 UTF8_ADVICE = "translate reads UTF-8: convert the text first (e.g. with iconv)"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("translate", help="translate text with a trained model")
-    p.add_argument("model", nargs="+", help="a run directory or checkpoint folder (a run: averaged/, else best/, "
-                                            "else the latest checkpoint); several: an ensemble, their "
+    p.add_argument("model", nargs="+", help="a run directory or checkpoint folder (a run: averaged/ while up to "
+                                            "date, else best/, else the newest checkpoint); several: an ensemble, their "
                                             "probabilities averaged at every step")
     p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
     p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
@@ -93,13 +92,13 @@ def run(args) -> int:
     decode = decode_config(args)
     if args.window < 1:
         raise TransduceError(f"--window {args.window}: must be at least 1")
-    if args.input is not None and not Path(args.input).is_file():
-        raise TransduceError(f"--input {args.input}: no such file")
+    if args.input is not None:
+        args.input = str(text_files({"--input": args.input})["--input"])  # (input.gz when only that exists)
     if args.output:
         check_output_file(args.output, [p for p in (args.input, *model_inputs(args.model)) if p], "--output")
     set_threads(args.threads)
     translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
-    print(f"translating with {describe(translator)}", file=sys.stderr)
+    announce(args.model)
     interactive = args.input is None and sys.stdin.isatty()
     if interactive:
         print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)

@@ -6,18 +6,36 @@ import gzip
 import hashlib
 import io
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator, Optional
 
 from ..errors import DataError
 
 
-def find_file(prefix: str | Path, lang: str) -> Path:
-    """``PREFIX.LANG`` or ``PREFIX.LANG.gz``, whichever exists."""
-    plain = Path(f"{prefix}.{lang}")
-    for path in (plain, Path(f"{plain}.gz")):
-        if path.is_file():
-            return path
-    raise DataError(f"missing file: neither {plain} nor {plain}.gz exists; check the prefix and --src/--tgt")
+def text_file(path: str | Path) -> Optional[Path]:
+    """``path`` if it is a file, else ``path.gz`` if that is (text as users keep it), else None."""
+    path = Path(path)
+    for candidate in (path, Path(f"{path}.gz")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def find_files(named: Iterable[tuple[str, str | Path]], advice: str = "") -> list[Path]:
+    """Each text file of ``(what, path)`` (``what``: the flag that named it, or ""), plain or ``.gz``,
+    in order; a message that names every missing one (not only the first)."""
+    found, missing = [], []
+    for what, path in named:
+        label = f"{what} {path}".strip()
+        file = text_file(path)
+        if file is None and Path(path).exists():
+            raise DataError(f"{label} is not a file")
+        if file is None:
+            missing.append(label + ("" if str(path).endswith(".gz") else " (nor .gz)"))
+        found.append(file)
+    if missing:
+        raise DataError(f"missing file{'s' if len(missing) > 1 else ''}: {'; '.join(missing)}"
+                        + (f"; {advice}" if advice else ""))
+    return found
 
 
 def _open_binary(path: Path):

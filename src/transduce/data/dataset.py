@@ -14,7 +14,7 @@ from torch import Tensor
 from ..checkpoint import TOKENIZER_KEYS, tokenizer_fingerprint
 from ..errors import DataError, TransduceError
 from ..files import member, recover
-from .corpus import find_file, read_lines, read_pairs
+from .corpus import find_files, read_lines, read_pairs
 from .tokenizer import SPECIAL_IDS, Tokenizer
 
 
@@ -23,6 +23,12 @@ def load_meta(data_dir: str | Path) -> dict:
     path = Path(data_dir) / "meta.json"
     if not path.is_file():
         recover(data_dir)  # a prepare killed while replacing the folder had moved it aside
+    if not Path(data_dir).exists():
+        raise DataError(f"{data_dir} does not exist: give the folder `transduce prepare ... --out DIR` wrote, "
+                        f"or prepare one with `transduce prepare ... --out {data_dir}`")
+    if not Path(data_dir).is_dir():
+        raise DataError(f"{data_dir} is a file, not a prepared dataset folder; give the folder `transduce prepare "
+                        "... --out DIR` wrote")
     if not path.is_file():
         raise DataError(f"{data_dir} is not a prepared dataset (no meta.json); run `transduce prepare ... "
                         f"--out {data_dir}` first")
@@ -125,7 +131,8 @@ class EncodedPairs:
     ``ParallelDataset``'s interface that validation reads."""
 
     def __init__(self, prefix: str | Path, src: str, tgt: str, tokenizer: Tokenizer) -> None:
-        pairs = list(read_pairs(find_file(prefix, src), find_file(prefix, tgt)))
+        src_file, tgt_file = find_files([("", f"{prefix}.{src}"), ("", f"{prefix}.{tgt}")], "check the prefix")
+        pairs = list(read_pairs(src_file, tgt_file))
         if not pairs:
             raise DataError(f"{prefix}.{src} and {prefix}.{tgt} hold no sentence pairs")
         self._text = {"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]}

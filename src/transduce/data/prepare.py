@@ -28,7 +28,7 @@ from ..version import __version__
 from ..checkpoint import tokenizer_fingerprint
 from ..errors import DataError, TransduceError
 from ..files import check_output_dir, output_dir, read_json
-from .corpus import find_file, fingerprint, read_pairs, write_lines
+from .corpus import find_files, fingerprint, read_pairs, write_lines
 from .tokenizer import SPECIAL_IDS, ModelTokenizer, Tokenizer, model_tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 1
@@ -70,8 +70,10 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
     if not o.train_prefix:
         raise DataError("--train-prefix is required")
     splits = {"train": o.train_prefix, "valid": o.valid_prefix, "test": o.test_prefix}
-    files = {split: (find_file(prefix, o.src), find_file(prefix, o.tgt))
-             for split, prefix in splits.items() if prefix}
+    given = [split for split, prefix in splits.items() if prefix]
+    found = iter(find_files([("", f"{splits[split]}.{lang}") for split in given for lang in (o.src, o.tgt)],
+                            "check the prefixes and --src/--tgt"))
+    files = {split: (next(found), next(found)) for split in given}
     shaping = {k: v for k, v in vars(o).items() if k not in ("chunk_lines", "threads", "train_prefix",
                                                               "valid_prefix", "test_prefix")}
     shaping["format"] = FORMAT_VERSION

@@ -166,7 +166,8 @@ def model_tokenizer(path: str | Path) -> ModelTokenizer:
     Raises:
         DataError: no such model, a model without a SentencePiece tokenizer, or damaged files.
     """
-    from ..checkpoint import read_info, resolve, tokenizer_fingerprint, tokenizer_paths
+    from ..checkpoint import read_info, tokenizer_fingerprint, tokenizer_paths
+    from ..choice import resolve
     from ..errors import TransduceError
 
     try:

@@ -16,7 +16,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ..checkpoint import load_model_from, resolve, tokenizer_paths
+from ..checkpoint import load_model_from, tokenizer_paths
+from ..choice import resolve
 from ..errors import TransduceError
 from ..files import output_dir
 from ..data.tokenizer import tokenizer_from_info

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ..checkpoint import load_model_from, resolve, tokenizer_paths
+from ..checkpoint import load_model_from, tokenizer_paths
+from ..choice import resolve
 from ..config import ModelConfig
 from ..errors import TransduceError
 from ..files import output_dir

@@ -4,7 +4,7 @@ the model before step 1."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -37,27 +37,48 @@ def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: s
                     f"eos/start; {fix}, or set max_positions={longest + 1} or more")
 
 
-def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str) -> None:
-    """A model and a prepared dataset fit: the kind of text, vocabulary sizes and special ids agree."""
+def refusal(origin: Optional[tuple[str, str]], data_dir: str, meta: dict, difference: str) -> TrainingError:
+    """The one message that refuses a dataset for a model: the first difference found and, for a model
+    from a checkpoint (``origin``: ``("--init-from", MODEL)`` or ``("--resume", RUN)``), the command
+    that prepares the text with that model's tokenizer."""
+    if origin is None:
+        return TrainingError(f"{data_dir}: {difference}; use the data the model's options were made for, or "
+                             "drop the --set that changed them")
+    flag, model = origin
+    inputs = meta.get("inputs", {}).get("train")
+    source = _prefix(inputs[0]) if isinstance(inputs, list) and inputs else "PREFIX"
+    advice = ("Resume with the data the run was trained on, or prepare this text with the run's tokenizer:"
+              if flag == "--resume" else "Prepare the data with the model's tokenizer:")
+    src, tgt = meta.get("src"), meta.get("tgt")
+    languages = f" --src {src} --tgt {tgt}" if src and tgt and src != "text" else ""
+    return TrainingError(f"{flag} {model}: {difference}; the same ids would mean other pieces to it. {advice}\n"
+                         f"  transduce prepare --tokenizer {model}{languages} --train-prefix {source} ... "
+                         "--out NEW_DIR")
+
+
+def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
+                             origin: Optional[tuple[str, str]] = None) -> None:
+    """A model and a prepared dataset fit: the kind of text, vocabulary sizes and special ids agree.
+    ``origin``: where the model comes from (see ``refusal``)."""
     kind = meta.get("kind", "parallel")
     if config.architecture == "encoder-decoder" and kind != "parallel":
         raise TrainingError(f"{data_dir} holds monolingual text, which an encoder-decoder cannot learn to "
                             "translate: prepare parallel text, or train a language model on it (--preset gpt-small "
                             "or bert-small)")
     if config.architecture != "encoder-decoder" and kind != "monolingual":
-        raise TrainingError(f"an {config.architecture} model is a language model and trains on monolingual text: "
+        raise TrainingError(f"the {config.architecture} model is a language model and trains on monolingual text: "
                             f"{data_dir} holds parallel text; prepare one with `transduce prepare --monolingual "
                             "--train FILE --out DIR`")
     if config.architecture == "encoder-only" and meta["special_ids"].get("mask_id") is None:
         raise TrainingError(f"{data_dir} has no <mask> token; prepare it again with this version of transduce")
     vocab = meta["vocab_size"]
     if config.vocab_size != vocab["src"] or config.target_vocab_size != vocab["tgt"]:
-        raise TrainingError(f"{data_dir} has vocabularies of {vocab['src']}/{vocab['tgt']} but the model expects "
-                            f"{config.vocab_size}/{config.target_vocab_size}; use the data the run was made with (for a model to "
-                            "start from: data prepared with its tokenizer, `transduce prepare --tokenizer MODEL`)")
+        raise refusal(origin, data_dir, meta, f"{data_dir} has vocabularies of {vocab['src']:,}/{vocab['tgt']:,} "
+                      f"but the model has {config.vocab_size:,}/{config.target_vocab_size:,}")
     for name, value in meta["special_ids"].items():
         if getattr(config, name) != value and not (name == "mask_id" and config.architecture != "encoder-only"):
-            raise TrainingError(f"{data_dir} uses {name}={value} but the model has {getattr(config, name)}")
+            raise refusal(origin, data_dir, meta, f"{data_dir} uses {name}={value} but the model has "
+                          f"{name}={getattr(config, name)}")
 
 
 def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: str,
@@ -66,10 +87,11 @@ def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: s
     (fingerprint) and, where the model names them, the same languages. A checkpoint or dataset
     written before fingerprints is compared by its tokenizer files, with a warning."""
     data_dir, meta = data.data_dir, data.meta
+    origin = (flag, str(folder))
     pair, theirs = named_languages(meta), named_languages(info)
     if pair and theirs and pair != theirs:
-        raise TrainingError(f"{flag} {folder}: the model translates {theirs[0]} -> {theirs[1]}, but {data_dir} holds "
-                            f"{pair[0]} -> {pair[1]}; give data in the model's languages")
+        raise refusal(origin, data_dir, {**meta, "src": theirs[0], "tgt": theirs[1]},
+                      f"the model translates {theirs[0]} -> {theirs[1]}, but {data_dir} holds {pair[0]} -> {pair[1]}")
     model_fp, model_recorded = checkpoint_fingerprint(folder, info)
     data_fp, data_recorded = data.fingerprint
     if model_fp is None:
@@ -82,15 +104,8 @@ def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: s
         warn(f"warning: {older} predate{'s' if ' and ' not in older else ''} tokenizer fingerprints; their tokenizer "
              "files were compared instead")
     if model_fp != data_fp:
-        inputs = meta.get("inputs", {}).get("train")
-        source = _prefix(inputs[0]) if isinstance(inputs, list) and inputs else "PREFIX"
-        raise TrainingError(
-            f"{flag} {folder}: its tokenizer (fingerprint {model_fp}) is not the one {data_dir} was prepared with "
-            f"({data_fp}): the same ids would mean other pieces. "
-            + ("Resume with the data the run was trained on, or prepare this text with the run's tokenizer:\n"
-               if flag == "--resume" else "Prepare the data with the model's tokenizer:\n") +
-            f"  transduce prepare --tokenizer {folder} --src {meta['src']} --tgt {meta['tgt']} --train-prefix "
-            f"{source} ... --out NEW_DIR")
+        raise refusal(origin, data_dir, meta, f"its tokenizer (fingerprint {model_fp}) is not the one {data_dir} was "
+                      f"prepared with ({data_fp})")
 
 
 def _prefix(path: str) -> str:
@@ -105,11 +120,12 @@ class TrainingData:
     model on pairs (``train_indices``: the pairs within ``train_max_len``, or None for all)."""
 
     def __init__(self, cfg: ModelConfig, tc: TrainConfig, data_dir: str, world_size: int = 1, rank: int = 0,
-                 log: Callable[[str], None] = print, valid_extra: str | None = None) -> None:
+                 log: Callable[[str], None] = print, valid_extra: str | None = None,
+                 origin: Optional[tuple[str, str]] = None) -> None:
         self.cfg, self.tc, self.data_dir = cfg, tc, data_dir
         self.world_size, self.rank, self.log = world_size, rank, log
         self.meta = load_meta(data_dir)
-        check_model_against_data(cfg, self.meta, data_dir)
+        check_model_against_data(cfg, self.meta, data_dir, origin)
         self.lm = cfg.architecture != "encoder-decoder"  # a language model on a token stream
         self.train_indices = None  # with train_max_len: the training pairs used
         if self.lm:

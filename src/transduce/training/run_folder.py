@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from ..checkpoint import (CheckpointError, checkpoint_file, list_checkpoints, load_weights, read_info,
-                          read_training_state, resolve, upgrade_names, write_checkpoint)
+                          read_training_state, upgrade_names, write_checkpoint)
+from ..choice import resolve
 from ..config import ModelConfig
 from ..errors import TrainingError, TransduceError
 from ..files import check_output_dir, read_json, remove_output, write_marker

@@ -80,8 +80,11 @@ class Trainer(RunFolder, Validation):
         self.warn = (lambda message: print(message, file=sys.stderr)) if log is print else self.log
         if not (train_config.max_steps or train_config.max_epochs or train_config.max_time or settings.more_time):
             raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
+        # where the model comes from, for a refusal of the data to carry its fix
+        origin = ("--resume", settings.run_dir) if resume else \
+            ("--init-from", settings.init_from) if settings.init_from else None
         data = TrainingData(model_config, train_config, settings.data_dir, self.dist.world_size, self.dist.rank,
-                            self.log, settings.valid_extra)
+                            self.log, settings.valid_extra, origin)
         self.data, self.meta, self.lm, self.collate = data, data.meta, data.lm, data.collate
         self.train_set, self.valid_set, self.sampler = data.train_set, data.valid_set, data.sampler
         self.train_indices, self.tokenizer, self.tokenizer_files = data.train_indices, data.tokenizer, data.tokenizer_files
