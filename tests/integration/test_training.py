@@ -167,7 +167,9 @@ def test_average_is_the_elementwise_mean(reverse_data_no_valid, tmp_path):
 
 def test_bad_inputs_give_clear_messages(reverse_data_no_valid, reverse_data, tmp_path):
     missing = cli("train", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r"), "--max-steps", "1", check=False)
-    assert missing.returncode == 2 and "is not a prepared dataset" in missing.stderr
+    assert missing.returncode == 2 and f"{tmp_path / 'nowhere'} does not exist" in missing.stderr
+    empty = cli("train", str(tmp_path), "--out", str(tmp_path / "r"), "--max-steps", "1", check=False)
+    assert empty.returncode == 2 and "is not a prepared dataset (no meta.json)" in empty.stderr
     typo = cli("train", str(reverse_data), "--out", str(tmp_path / "r"), "--set", "warmpu=3", check=False)
     assert typo.returncode == 2 and "did you mean 'warmup'" in typo.stderr
     run = tmp_path / "run"

@@ -166,11 +166,15 @@ def announce(model) -> None:
 
     from ..choice import choose
 
-    for path in model if isinstance(model, (list, tuple)) else [model]:
+    paths = model if isinstance(model, (list, tuple)) else [model]
+    for path in paths:
         choice = choose(path)
         for warning in choice.warnings:
             print(warning, file=sys.stderr)
         print(f"using {choice.line()}", file=sys.stderr)
+    if len(paths) > 1:
+        print(f"searching with an ensemble of these {len(paths)} models (their probabilities averaged at every step)",
+              file=sys.stderr)
 
 
 def describe(translator) -> str:
