@@ -30,11 +30,11 @@ def test_the_facade_is_the_driver_plus_the_tokenizer(translator):
     lines = ["the cat sat", "a dog"]
     decode = DecodeConfig(beam=3, nbest=2)
     ids = translate_ids(translator.model, translator.encode(lines), decode)
-    got = translator.translate(lines, decode=decode)
+    got = translator.translate_nbest(lines, decode=decode)
     assert [[text for text, _ in hyps] for hyps in got] == \
         [[translator.tokenizer.decode_tgt(h.tokens) for h in hyps] for hyps in ids]
     assert [[score for _, score in hyps] for hyps in got] == [[h.score for h in hyps] for hyps in ids]
-    assert translator.translate(lines, nbest=2, beam=3) == got  # options are DecodeConfig's fields
+    assert translator.translate_nbest(lines, nbest=2, beam=3) == got  # options are DecodeConfig's fields
 
 
 def test_over_long_lines_are_truncated_or_refused(translator):
@@ -47,3 +47,29 @@ def test_over_long_lines_are_truncated_or_refused(translator):
         translator.translate([long], beam=1, strict=True, first_line=7)
     with pytest.raises(TransduceError, match="--min-len"):
         translator.translate(["red"], beam=1, min_len=500, max_len_b=3)
+
+
+def test_one_return_shape_per_method_and_options_given_once(translator):
+    lines = ["the cat sat", "", "red"]
+    best = translator.translate(lines, beam=3)
+    lists = translator.translate_nbest(lines, beam=3, nbest=2)
+    assert all(isinstance(text, str) for text in best) and best[1] == ""
+    assert lists[1] == [] and [hyps[0][0] for hyps in (lists[0], lists[2])] == [best[0], best[2]]
+    assert translator.translate_nbest(lines, beam=3)[0] == [lists[0][0]]  # nbest 1: still a list
+    with pytest.raises(TransduceError, match="translate_nbest"):
+        translator.translate(lines, nbest=2, beam=3)
+    with pytest.raises(TypeError, match="not both"):  # beam=5 would be dropped in silence
+        translator.translate(lines, decode=DecodeConfig(beam=2), beam=5)
+    with pytest.raises(TypeError, match="unknown search option 'beams'"):
+        translator.translate(lines, beams=5)
+
+
+def test_the_package_exports_the_translator_and_loads_where_the_commands_do(reverse_run):
+    import inspect
+
+    import transduce
+    from transduce.translator import Translator
+
+    assert transduce.Translator is Translator and "Translator" in transduce.__all__
+    for function in (transduce.load, transduce.load_lm, Translator.load):
+        assert inspect.signature(function).parameters["device"].default == "auto", function

@@ -11,22 +11,29 @@ def __getattr__(name: str):
         from .model import Transformer
 
         return Transformer
+    if name == "Translator":
+        from .translator import Translator
+
+        return Translator
     raise AttributeError(f"module 'transduce' has no attribute {name!r}")
 
-__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "load", "load_lm", "__version__"]
+__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "Translator", "load", "load_lm",
+           "__version__"]
 
 
-def load(path, device: str = "cpu", precision: str = "fp32", compile="auto"):
-    """Load a run directory or checkpoint as a ``Translator`` (see ``transduce.translator``); a list
-    of them loads an ensemble, searched as one model (``transduce.decoding.Ensemble``).
+def load(path, device: str = "auto", precision: str = "fp32", compile="auto"):
+    """Load a run directory or checkpoint as a ``Translator`` (``Translator.load``; the checkpoint of
+    a run as ``transduce.choice.choose`` picks it); a list of them loads an ensemble, searched as one
+    model (``transduce.decoding.Ensemble``).
 
+    device: "auto" (CUDA, else MPS, else the CPU, as the commands), "cpu", "cuda:1", ...;
     precision: fp32, bf16, fp16 (CUDA), int8 (CPU) or auto; compile: "auto", "on" or "off"."""
     from .translator import Translator
 
     return Translator.load(path, device=device, precision=precision, compile=compile)
 
 
-def load_lm(path, device: str = "cpu", precision: str = "fp32"):
+def load_lm(path, device: str = "auto", precision: str = "fp32"):
     """Load a decoder-only or encoder-only run or checkpoint as a ``LanguageModel`` (``transduce.lm``):
     ``generate(prompt, DecodeConfig(...), max_new_tokens)`` or ``fill_mask(text, top_k)``."""
     from .checkpoint import read_info

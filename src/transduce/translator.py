@@ -1,6 +1,7 @@
 """Translating text: the tokenizer around the search driver, input order kept.
 
-``transduce.load(path).translate(["A man is sleeping."], beam=4)`` is the notebook entry point.
+``transduce.load(path).translate(["A man is sleeping."], beam=4)`` is the notebook entry point;
+``translate_nbest`` gives several hypotheses per line with their scores.
 """
 
 from __future__ import annotations
@@ -159,17 +160,32 @@ class Translator:
                                      f"max_positions {self.model.config.max_positions}); lower --min-len")
 
     def translate(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, progress: bool = False,
-                  prefixes: Optional[Sequence[str]] = None, first_line: int = 1, **options) -> list:
-        """Translate ``lines``; returns strings (or, with ``nbest > 1``, lists of (string, score)).
+                  prefixes: Optional[Sequence[str]] = None, first_line: int = 1, **options) -> list[str]:
+        """The best translation of each line, in order (an empty line gives an empty string).
 
-        ``decode`` gives every search option at once; otherwise ``options`` are ``DecodeConfig``
-        fields (``beam=4``, ``nbest=2``, ...) over its defaults. ``first_line`` is the number of
-        ``lines[0]`` in the user's input, for messages.
+        Search options come either whole, as ``decode=DecodeConfig(...)``, or as its fields by name
+        (``beam=5``, ``alpha=1.0``, ``max_len_b=50``, ...; the others keep their defaults), not both.
+        ``prefixes``: per line, text every translation must start with. ``first_line``: the number
+        of ``lines[0]`` in the user's input, for messages. For several hypotheses per line with
+        their scores, ``translate_nbest``.
         """
-        decode = decode or DecodeConfig(**options)
-        nbest = decode.nbest
+        decode = search_settings(decode, options)
+        if decode.nbest > 1:
+            raise TransduceError(f"nbest={decode.nbest}: translate returns one translation per line; "
+                                 "translate_nbest returns the n-best lists with their scores")
+        return [hyps[0][0] if hyps else "" for hyps in self.translate_nbest(lines, decode, progress, prefixes,
+                                                                             first_line)]
+
+    def translate_nbest(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, progress: bool = False,
+                        prefixes: Optional[Sequence[str]] = None, first_line: int = 1,
+                        **options) -> list[list[tuple[str, float]]]:
+        """Per line, its ``nbest`` best translations as ``(text, score)``, best first (an empty line
+        gives an empty list). The score is what search ranked by: the length-normalized
+        log-probability for beam search, the log-probability for greedy search and sampling.
+        Options as ``translate``'s."""
+        decode = search_settings(decode, options)
         lines = list(lines)
-        results = ["" if nbest == 1 else [] for _ in lines]
+        results: list[list[tuple[str, float]]] = [[] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]  # empty lines stay empty
         numbers = [first_line + i for i in todo]
         sources = self.encode([lines[i] for i in todo], strict=decode.strict, numbers=numbers)
@@ -179,6 +195,23 @@ class Translator:
         self.prepare_compile(compiled)
         hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress, compiled)
         for i, h in zip(todo, hyps):
-            texts = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]
-            results[i] = texts[0][0] if nbest == 1 else texts
+            results[i] = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]
         return results
+
+
+def search_settings(decode: Optional[DecodeConfig], options: dict) -> DecodeConfig:
+    """The one ``DecodeConfig`` of a call: ``decode`` or the options by name, never both (an option
+    given beside ``decode`` would otherwise be dropped in silence)."""
+    if decode is not None and options:
+        raise TypeError(f"give the search options either as decode=DecodeConfig(...) or by name, not both "
+                        f"(decode= and {', '.join(sorted(options))}); e.g. dataclasses.replace(decode, "
+                        f"{', '.join(f'{k}=...' for k in sorted(options))})")
+    if decode is not None:
+        return decode
+    from dataclasses import fields
+
+    known = {f.name for f in fields(DecodeConfig)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"unknown search option {unknown[0]!r}; DecodeConfig's fields are {', '.join(sorted(known))}")
+    return DecodeConfig(**options)

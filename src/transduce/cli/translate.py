@@ -108,12 +108,13 @@ def run(args) -> int:
     done = 0
     with target as out:
         for window in windows(lines, 1 if interactive else args.window):
-            results = translator.translate(window, decode=decode, first_line=done + 1,
-                                           prefixes=[args.prefix] * len(window) if args.prefix else None)
+            prefixes = [args.prefix] * len(window) if args.prefix else None
             if decode.nbest > 1:
+                results = translator.translate_nbest(window, decode, first_line=done + 1, prefixes=prefixes)
                 text = "".join(f"{done + i}\t{score:.4f}\t{hyp}\n" for i, hyps in enumerate(results)
                                for hyp, score in hyps)
             else:
+                results = translator.translate(window, decode, first_line=done + 1, prefixes=prefixes)
                 text = "".join(r + "\n" for r in results)
             out.write(text)
             out.flush()
