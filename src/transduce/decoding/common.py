@@ -64,11 +64,14 @@ class Stepper:
         self.members = [Stepper(m, src, beam, options, steps) for m in model.models] \
             if isinstance(model, Ensemble) else None
         if self.members is not None:
+            self.reads_prefix = any(member.reads_prefix for member in self.members)
             return
         self.use_cache = options.use_cache
         self.fast = None
         self.src = src  # (B, S)
         self.lm = model.config.architecture == "decoder-only"
+        # whether ``logprobs`` reads every row's whole prefix, or only its newest token (the caches)
+        self.reads_prefix = self.lm or not options.use_cache
         if self.lm:
             self.prompt = src.repeat_interleave(beam, dim=0)  # (N, P): each beam continues its prompt
         if not options.use_cache:
@@ -90,7 +93,8 @@ class Stepper:
 
     @torch.no_grad()
     def logprobs(self, tokens: Tensor) -> Tensor:
-        """``tokens (N, t)`` (start token first) -> next-token log-probabilities ``(N, V)``, float32."""
+        """``tokens (N, t)`` (start token first; only the newest column ``(N, 1)`` unless
+        ``reads_prefix``) -> next-token log-probabilities ``(N, V)``, float32."""
         if self.members is not None:
             return self.model.combine([member.logprobs(tokens) for member in self.members])
         if self.lm and not (self.use_cache and self.cache.length):  # the start, the prompt, what search chose
@@ -100,7 +104,10 @@ class Stepper:
         if self.fast is not None:
             logits = self.fast.step(tokens[:, -1], self.cache)  # (N, V)
         elif self.use_cache:
-            logits = self.model.decode(tokens[:, self.cache.length :], self.cache)[:, -1]  # (N, V)
+            # (a language model's first step feeds its start token and prompt; then, as for every
+            # other model, only the newest token: the cache holds the rest)
+            new = tokens[:, self.cache.length :] if self.lm else tokens[:, -1:]
+            logits = self.model.decode(new, self.cache)[:, -1]  # (N, V)
         elif self.lm:
             logits = self.model(tokens)[:, -1]  # (N, V)
         else:

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
+from .beams import Beams
 from .common import Hypothesis, SearchOptions, Stepper, banned_tokens, constrain, max_lengths, prefix_tensor
 
 
@@ -45,17 +46,18 @@ def walk(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptio
     stepper = Stepper(model, src, 1, options, steps)
     banned = banned_tokens(config, src.device)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
-    tokens = torch.full((B, 1), config.start_id, dtype=torch.long, device=src.device)  # (B, t)
-    logprob = torch.zeros(B, device=src.device)
+    beams = Beams(config, decode, 1, src.device, walk=True)
+    beams.join(max_len)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     # Finished sentences leave the batch (their rows stop costing a step), unless a caller follows
     # every row step by step (on_step), which needs the rows to stay where they are.
     shrink = options.on_step is None
     alive = torch.arange(B, device=src.device)  # original index of each row still searched
-    finished: list = [None] * B  # (tokens, logprob) per original sentence
-    limits, forced = max_len, prefix  # of the rows still searched
+    finished: list = [None] * B
+    forced = prefix  # of the rows still searched
     for step in range(steps):
-        lp = constrain(stepper.logprobs(tokens), step, config, limits, decode.min_len, forced, banned=banned,
+        lp = stepper.logprobs(beams.tokens(step) if stepper.reads_prefix else beams.last[:, None])
+        lp = constrain(lp, step, config, beams.max_len, decode.min_len, forced, banned=banned,
                        last_step=last_step)  # (n, V)
         if greedy:  # max, not argmax: the same first maximal index, and faster on the CPU
             chosen, nxt = lp.max(-1)
@@ -66,28 +68,22 @@ def walk(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptio
         if not shrink:  # (when shrinking, every row here is still decoding)
             nxt = nxt.masked_fill(done, config.pad_id)  # finished rows only pad
             chosen = chosen.masked_fill(done, 0.0)
-        logprob += chosen
-        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        done |= beams.advance_walk(nxt, chosen)
         if options.on_step is not None:
             options.on_step(nxt)
-        done |= nxt == config.eos_id
         if shrink and done.any():
             for i in done.nonzero().squeeze(1).tolist():
-                finished[int(alive[i])] = (tokens[i, 1:].tolist(), float(logprob[i]))
+                finished[int(alive[i])] = beams.finished(i)[0]
             keep = (~done).nonzero().squeeze(1)
             if keep.numel() == 0:
                 break
-            alive, tokens, logprob, done = alive[keep], tokens[keep], logprob[keep], done[keep]
+            alive, done = alive[keep], done[keep]
+            beams.keep(keep)
             stepper.select(keep)
-            limits, forced = max_len[alive], None if prefix is None else prefix[alive]
-            last_step = int(limits.min()) - 1
+            forced = None if prefix is None else prefix[alive]
+            last_step = int(beams.max_len.min()) - 1
         elif done.all():
             break
-    for i, row, score in zip(alive.tolist(), tokens[:, 1:].tolist(), logprob.tolist()):
-        finished[i] = finished[i] or (row, score)
-    return [_finish(row, score, config) for row, score in finished]
-
-
-def _finish(row: list[int], logprob: float, config) -> Hypothesis:
-    out = row[: row.index(config.eos_id)] if config.eos_id in row else row
-    return Hypothesis(out, logprob, logprob)
+    for n, i in enumerate(alive.tolist()):
+        finished[i] = finished[i] or beams.finished(n)[0]
+    return finished
