@@ -46,7 +46,8 @@ def run(args) -> int:
     from ..data import load_meta
     from ..files import check_output_dir, write_marker, write_text
     from .main import build_parser
-    from .train import SCHEDULE_KEYS, describe_schedule, resolve_configs
+    from ..training.recipe import SCHEDULE_KEYS, describe_schedule
+    from .train import resolve_configs
 
     groups = [g.strip() for g in args.rows.split(",") if g.strip()]
     unknown = [g for g in groups if g not in ablate.GROUPS]
@@ -65,7 +66,7 @@ def run(args) -> int:
         common += ["--set", item]
     parser = build_parser()
     probe = parser.parse_args(["train", *common, "--out", str(out / "base-s1"), "--max-steps", str(args.max_steps)])
-    base, recipe, _ = resolve_configs(probe, meta)
+    base, recipe, _, _ = resolve_configs(probe, meta)
     # every row trains with the base's schedule: an automatic schedule would differ with d_model
     for key in sorted(SCHEDULE_KEYS):
         common += ["--set", f"{key}={getattr(recipe, key)}"]

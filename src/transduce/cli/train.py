@@ -9,6 +9,7 @@ from pathlib import Path
 from ..config import PRECISIONS, ModelConfig, TrainConfig, split_overrides
 from ..errors import TransduceError
 from ..files import read_json
+from ..training.recipe import RECIPES, apply_recipe, describe_schedule
 from .common import THREADS, config_number, parse_sets, set_threads
 
 
@@ -23,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="the run directory (checkpoints, metrics, config)")
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
                    help="model preset (a new run without one uses base, the paper's)")
-    p.add_argument("--recipe", choices=["auto", "paper", "finetune"], default=None,
+    p.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="the learning-rate schedule of a new run when you give none of its options (a peak_lr "
                         "alone implies lr_schedule=inverse_sqrt_peak; finetune keeps the options you give): auto scales "
                         "warmup to the data (4 epochs, 100 to 4000 steps) with a peak of 1e-3 (7e-4 above "
@@ -101,10 +102,12 @@ def _data_fields(meta: dict) -> dict:
     return fields
 
 
-def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
-    """Build the run's configs from the data, the saved run (on --resume) and the options.
+def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bool]:
+    """Build the run's configs from the data, the saved run (on --resume) and the options; the
+    recipe's part is ``training.recipe``'s.
 
-    Returns the model config, the training config and the preset's name.
+    Returns the model config, the training config, the preset's name and whether the schedule is
+    the recipe's (not given in full by the user).
     """
     saved_path = Path(args.out) / "config.json"
     start = StartingPoint.read(args.init_from) if args.init_from and not args.resume else None
@@ -158,29 +161,10 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str]:
     train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
     given = set(toml.get("train", {})) | set(train_sets) | {k for k, v in flags.items() if v is not None}
     new_run = not (args.resume and saved_path.is_file())
-    if "peak_lr" in given and "lr_schedule" not in given:
-        train = train.with_overrides({"lr_schedule": "inverse_sqrt_peak"})  # a peak is only the peak schedule's
-    # (said when the run starts: a schedule given in full is not the recipe's)
-    args.schedule_from_recipe = (args.recipe == "finetune" and "lr_schedule" not in given) or \
-        (args.recipe or "auto") != "finetune" and not given & SCHEDULE_KEYS
-    if new_run and (args.recipe or "auto") == "auto" and not given & SCHEDULE_KEYS:
-        train = auto_schedule(train, model, args.data_dir)
-    if new_run and args.recipe == "finetune" and "lr_schedule" not in given:
-        # the recipe's schedule, with the parts of it given (--set peak_lr=..., a --config's) kept
-        chosen = {key: getattr(train, key) for key in given & SCHEDULE_KEYS}
-        train = auto_schedule(train, model, args.data_dir, finetune=True).with_overrides(chosen)
-    if new_run and args.recipe == "finetune":
-        import dataclasses
-
-        train = dataclasses.replace(train, **{k: v for k, v in FINETUNE.items() if k not in given})
+    train, from_recipe = apply_recipe(train, model, args.data_dir, args.recipe, given, new_run)
     if start is not None:
         print(start.describe(model, train, args.recipe), file=sys.stderr)
-    return model, train, preset
-
-
-# what --recipe finetune sets besides the schedule (unless given): the starting model's scores first,
-# and a stop once five validations in a row have not beaten the best
-FINETUNE = {"valid_at_start": True, "patience": 5}
+    return model, train, preset, from_recipe
 
 
 class StartingPoint:
@@ -230,40 +214,6 @@ class StartingPoint:
         return "\n".join(lines)
 
 
-SCHEDULE_KEYS = {"lr_schedule", "warmup", "peak_lr", "lr_factor"}
-
-
-def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str, finetune: bool = False) -> TrainConfig:
-    """A schedule scaled to the data: warmup of about 4 epochs (100 to 4,000 updates, the paper's
-    4,000 being reached on WMT-sized data) to a peak learning rate of 1e-3 (7e-4, the paper's base
-    peak, above d_model 256), then the paper's inverse square root decay. With ``finetune`` (a
-    trained model continued on new data): warmup of one epoch (50 to 1,000 updates) to a tenth of
-    that peak, so that the first updates do not undo what the model knows."""
-    import dataclasses
-
-    from ..data import ParallelDataset, TokenBatchSampler, TokenStream
-
-    if model.architecture != "encoder-decoder":  # blocks of a token stream
-        blocks = TokenStream(data_dir, "train").num_blocks(train.block_size, model.architecture == "decoder-only")
-        per_epoch = blocks / max(1, train.max_tokens // train.block_size) / train.update_freq
-    else:
-        ds = ParallelDataset(data_dir, "train")
-        per_epoch = len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, train.max_tokens)) / train.update_freq
-    warmup = int(min(4000, max(100, round(4 * per_epoch))))
-    peak = 1e-3 if model.d_model <= 256 else 7e-4
-    if finetune:
-        warmup, peak = int(min(1000, max(50, round(per_epoch)))), peak / 10
-    return dataclasses.replace(train, lr_schedule="inverse_sqrt_peak", warmup=warmup, peak_lr=peak)
-
-
-def describe_schedule(train: TrainConfig, model: ModelConfig) -> str:
-    from ..training.schedule import learning_rate
-
-    peak = learning_rate(train.warmup, train.lr_schedule, model.d_model, train.warmup, train.lr_factor, train.peak_lr)
-    return (f"schedule: {train.lr_schedule}, warmup {train.warmup:,} updates to a peak learning rate of {peak:.2e}, "
-            "then inverse square root decay")
-
-
 def run(args) -> int:
     from ..runtime import bound_kernel_cache, pick_device, resolve_precision
     from ..training import RunSettings, Trainer
@@ -281,7 +231,7 @@ def run(args) -> int:
     from ..data import load_meta
 
     meta = load_meta(args.data_dir)
-    model_config, train_config, preset = resolve_configs(args, meta)
+    model_config, train_config, preset, from_recipe = resolve_configs(args, meta)
     valid_extra = args.valid_extra
     if valid_extra is None and args.resume and (Path(args.out) / "config.json").is_file():
         saved = read_json(Path(args.out) / "config.json", "--resume: the run's configuration")
@@ -297,8 +247,7 @@ def run(args) -> int:
                    f"{len(trainer.train_indices if trainer.train_indices is not None else trainer.train_set):,} pairs")
                 + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}")
     trainer.log(describe_schedule(trainer.tc, model_config) +
-                ("" if args.resume else f" (--recipe {args.recipe or 'auto'})" if args.schedule_from_recipe else
-                 " (as given)"))
+                ("" if args.resume else f" (--recipe {args.recipe or 'auto'})" if from_recipe else " (as given)"))
     trainer.train()
     trainer.log(next_commands(args.out, args.data_dir, meta, model_config.architecture))
     return 0

@@ -25,6 +25,7 @@ from . import distributed
 from .data_setup import TrainingData, check_lengths_against_model, check_model_against_data
 from .ema import ExponentialAverage
 from .loss import label_smoothed_nll
+from .recipe import apply_recipe
 from .run_folder import Progress, RunFolder, StopSignals
 from .schedule import learning_rate
 from .validation import Validation
@@ -61,9 +62,15 @@ class Trainer(RunFolder, Validation):
     ``RunFolder``'s half and validation ``Validation``'s; this file holds the update and the loop."""
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig, settings: RunSettings,
-                 resume: bool = False, log=print, on_validate: Optional[Callable[[dict], Optional[str]]] = None) -> None:
+                 resume: bool = False, log=print, on_validate: Optional[Callable[[dict], Optional[str]]] = None,
+                 recipe: Optional[str] = None) -> None:
         """``on_validate`` (a plain callable) sees each validation's result and may return a reason
-        to stop training (the demo stops when its exact-match target is reached)."""
+        to stop training (the demo stops when its exact-match target is reached). ``recipe``:
+        ``"auto"``, ``"paper"`` or ``"finetune"`` fills in what ``train_config`` leaves at its
+        defaults for a new run, as ``transduce train --recipe`` does (``training.recipe``); None
+        trains with ``train_config`` as it is (the command line resolves the recipe itself)."""
+        if recipe is not None and not resume:
+            train_config, _ = apply_recipe(train_config, model_config, settings.data_dir, recipe)
         self.cfg, self.tc, self.settings = model_config, train_config, settings
         self.on_validate = on_validate
         self._stop_reason: Optional[str] = None
