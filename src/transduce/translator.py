@@ -16,7 +16,7 @@ from .checkpoint import load_model_from
 from .choice import resolve
 from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
-from .decoding import Ensemble, translate_ids
+from .decoding import Ensemble, forced_attention, translate_ids
 from .errors import TransduceError
 from .runtime import compile_choice, pick_device
 
@@ -124,6 +124,12 @@ class Translator:
                   file=sys.stderr)
             self.model.encode = torch.compile(self.model.encode, dynamic=True)
             object.__setattr__(self.model, "_encoder_compiled", True)
+
+    def attention(self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]):
+        """Every layer's and head's attention weights while the model produces ``targets`` (ids,
+        without start and eos) from ``sources`` (ids, without eos): one teacher-forced pass
+        (``decoding.forced_attention``)."""
+        return forced_attention(self.model, sources, targets, self.precision)
 
     @property
     def max_source_tokens(self) -> int:

@@ -179,24 +179,6 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
     return _save(fig, out, inputs=[Path(run) / "metrics.jsonl" for run in runs])
 
 
-def forced_attention(translator, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]):
-    """The attention weights of one teacher-forced pass over a batch: ``sources`` (ids without
-    eos) and ``targets`` (ids without the start token), padded; returns ``model.Attention``, where
-    query i of the decoder is the step that produced target piece i (the last one, eos)."""
-    import torch
-
-    from .data.dataset import pad_sequences
-    from .runtime import autocast
-
-    model, cfg, device = translator.model, translator.model.config, translator.device
-    src = pad_sequences(list(sources), cfg.pad_id, suffix=cfg.eos_id).to(device)
-    tgt = pad_sequences(list(targets), cfg.pad_id, prefix=cfg.start_id).to(device)
-    precision = "fp32" if translator.precision == "int8" else translator.precision  # int8: the encoder's own
-    with torch.inference_mode(), autocast(device, precision):
-        _, attention = model(src, tgt, need_weights=True)
-    return attention
-
-
 def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("encoder", "decoder", "cross"),
                    decode=None):
     """Write the picture; returns ``(path, target text)``. Without ``tgt``, the model's own
@@ -214,7 +196,7 @@ def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("enco
         tgt = translator.translate([src], decode=decode)[0]
     src_ids = translator.encode([src])[0]
     tgt_ids = tok.encode_tgt([tgt])[0][: cfg.max_positions - 1]
-    attention = forced_attention(translator, [src_ids], [tgt_ids])
+    attention = translator.attention([src_ids], [tgt_ids])
     src_labels = tok.src_pieces(src_ids) + ["</s>"]
     tgt_labels = ["<s>"] + tok.tgt_pieces(tgt_ids)
     panels = attention_panels(attention, src_labels, tgt_labels, kinds)

@@ -75,3 +75,17 @@ def test_multi30k_padding_waste_under_ten_percent(tmp_path):
     waste = sampler.padding_waste()
     print(f"Multi30k padding waste at max_tokens 4096: {waste:.1%}")
     assert waste < 0.10
+
+
+def test_one_budget_rule_for_every_search_batch():
+    from transduce.data.batching import budget_batches, fits_budget
+
+    assert fits_budget(3, 4, max_tokens=12, max_sentences=3) and not fits_budget(3, 5, 12, 3)
+    assert not fits_budget(4, 1, 100, 3)  # too many sentences, however short
+    # budget_batches cuts exactly where fits_budget says no (lengths without eos: +1 each)
+    lengths = [3, 3, 3, 3, 10, 1]
+    batches = budget_batches(lengths, max_tokens=12, max_sentences=8)
+    assert batches == [[0, 1, 2], [3], [4], [5]]
+    for batch in batches:
+        assert len(batch) == 1 or fits_budget(len(batch), max(lengths[n] for n in batch) + 1, 12, 8)
+    assert budget_batches([1] * 5, max_tokens=100, max_sentences=2) == [[0, 1], [2, 3], [4]]

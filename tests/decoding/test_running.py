@@ -130,3 +130,33 @@ def test_dropped_sentences_leave_and_the_others_are_unchanged(device):
 def test_a_running_search_does_not_sample():
     with pytest.raises(ValueError, match="does not sample"):
         RunningSearch(Transformer(tiny_config()).eval(), DecodeConfig(sampling=True, beam=1))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8", "bf16"])
+@pytest.mark.parametrize("beam", [1, 4], ids=["greedy", "beam4"])
+def test_on_a_trained_model_each_sentence_equals_its_search_alone(reverse_run, precision, beam):
+    """The trained reversal model ends its sentences on eos, and beam search stops them by the score
+    bound, well before the length limit (which the untrained models above reach): the same tokens
+    and scores as alone, at every precision of the fast step."""
+    import torch
+
+    from transduce import load
+    from transduce.decoding.driver import search_precision
+    from transduce.runtime import autocast
+
+    translator = load(reverse_run / "run", device="cpu")
+    lines = (reverse_run / "raw" / "valid.en").read_text().splitlines()[:24]
+    srcs = translator.encode(lines)
+    decode = DecodeConfig(beam=beam)  # the defaults: the paper's limit of source length + 50
+    alone = [translate_ids(translator.model, [s], decode, precision=precision)[0] for s in srcs]
+    engine, context = search_precision(precision)
+    with torch.inference_mode(), autocast(torch.device("cpu"), context):
+        out, events = run_staggered(RunningSearch(translator.model, decode, precision=engine), srcs)
+    assert events["max_in_flight"] >= 4
+    assert all(len(h[0].tokens) < len(s) + 10 for h, s in zip(alone, srcs))  # ended by eos, not the limit
+    right = sum(translator.tokenizer.decode_tgt(h[0].tokens) == " ".join(reversed(line.split()))
+                for h, line in zip(alone, lines))
+    assert right >= 0.6 * len(lines)  # (a trained model: it does the task)
+    # int8 quantizes the activations with one scale per product, so a row's rounding depends on
+    # the rows beside it: alone and in company its log-probability differs by tenths, not less
+    assert_same(alone, out, tolerance={"fp32": 1e-4, "bf16": 2e-2, "int8": 0.3}[precision])

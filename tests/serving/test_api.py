@@ -217,6 +217,25 @@ def test_health_model_metrics_and_the_page(translator):
         assert "/v1/translate" in schema["paths"] and "TranslateRequest" in json.dumps(schema)
 
 
+def hold_until_queued(batcher, sentences: int) -> None:
+    """The worker takes its first work only once ``sentences`` wait in the queue: the requests of a
+    test all arrive before the first search, whatever the machine's speed (a 60 s deadlock guard)."""
+    import time
+
+    real, held = batcher._next_work, []
+
+    def first_when_all_queued():
+        if not held:
+            deadline = time.monotonic() + 60
+            while batcher.waiting < sentences:
+                assert time.monotonic() < deadline, "the requests never all arrived"
+                time.sleep(0.001)
+            held.append(True)
+        return real()
+
+    batcher._next_work = first_when_all_queued
+
+
 def post_concurrently(client, bodies):
     with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
         return list(pool.map(lambda body: client.post("/v1/translate", json=body), bodies))
@@ -229,6 +248,7 @@ def test_concurrent_requests_share_batches_and_get_their_own_results(translator)
                  "the dog sat on a mat", "blue", "walks the red dog", "the cat sees a house", "big", "on the mat"]
     alone = [translator.translate([s])[0] for s in sentences]
     app = create_app(translator, ServeSettings(batching="dynamic", max_wait_ms=1500))
+    hold_until_queued(app.state.batcher, len(sentences))
     with TestClient(app, base_url=LOCAL) as client:
         answers = post_concurrently(client, [{"text": [s]} for s in sentences])
     assert [a.json()["translations"] for a in answers] == [[t] for t in alone]
@@ -242,6 +262,7 @@ def test_different_searches_are_batched_separately(translator):
     app = create_app(translator, ServeSettings(batching="dynamic", max_wait_ms=1500))
     bodies = [{"text": ["the cat sat"], "beam": 1}, {"text": ["the cat sat"], "beam": 4},
               {"text": ["a dog runs"], "beam": 1}, {"text": ["a dog runs"], "beam": 4, "nbest": 2}]
+    hold_until_queued(app.state.batcher, len(bodies))
     with TestClient(app, base_url=LOCAL) as client:
         answers = post_concurrently(client, bodies)
     for body, answer in zip(bodies, answers):

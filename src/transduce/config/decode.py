@@ -14,9 +14,9 @@ STOPS = ("bound", "k_finished")
 class DecodeConfig(ConfigMixin):
     """How to search (§6.1), from the command line to ``beam_search`` in one typed object.
 
-    Each field is declared once, with its help and choices (``_option``): ``translate``,
-    ``evaluate`` and ``serve`` generate their flags from these declarations (``cli/options.py``),
-    and the searches take the config whole. Ranking: logprob / lp, lp = ((5+|Y|)/6)^alpha ("gnmt",
+    Each field is declared once, with its help and choices (``fields.option``): ``translate``,
+    ``evaluate`` and ``serve`` generate their flags from these declarations
+    (``cli.common.add_decode_options``), and the searches take the config whole. Ranking: logprob / lp, lp = ((5+|Y|)/6)^alpha ("gnmt",
     the paper's) or |Y|^alpha ("power", HF and CTranslate2); see ``decoding.beam`` for ``stop``.
     """
 

@@ -98,6 +98,13 @@ def _make_divisible(batches: list[np.ndarray], world_size: int) -> list[np.ndarr
     return batches
 
 
+def fits_budget(count: int, longest: int, max_tokens: int, max_sentences: int) -> bool:
+    """Whether ``count`` sources whose longest has ``longest`` tokens (eos included) make one search
+    batch: at most ``max_sentences`` of them, and ``count x longest <= max_tokens`` padded positions.
+    The rule of every search batch: ``budget_batches``' and a running search's (serving)."""
+    return count <= max_sentences and count * longest <= max_tokens
+
+
 def budget_batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) -> list[list[int]]:
     """Positions of ``lengths`` (source lengths without eos, in the order given) cut into search
     batches: sentences x (longest + eos) <= ``max_tokens``, at most ``max_sentences``
@@ -107,7 +114,7 @@ def budget_batches(lengths: Sequence[int], max_tokens: int, max_sentences: int) 
     width = 0
     for n, length in enumerate(lengths):
         wider = max(width, length + 1)
-        if current and ((len(current) + 1) * wider > max_tokens or len(current) >= max_sentences):
+        if current and not fits_budget(len(current) + 1, wider, max_tokens, max_sentences):
             batches.append(current)
             current, wider = [], length + 1
         current.append(n)

@@ -99,7 +99,7 @@ class FastDecoder:
         self.precision = precision
         int8 = precision == "int8"
         device = model.output.weight.device
-        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (see Dense)
+        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (see ``TunedLinear``)
         self.bf16 = precision == "bf16" and device.type == "cpu"
         self.heads, self.head_dim = c.n_heads, c.d_k
         self.pre = c.norm_position == "pre"
@@ -235,87 +235,114 @@ class FastDecoder:
         over its own slots ``starts[n] .. t`` only (ALiBi's distances are differences of slots);
         ``first`` (the smallest start) is the first slot any row reads."""
         static = isinstance(t, Tensor)
-        N, H, Dh = tokens.size(0), self.heads, self.head_dim
-        K = cross_bias.size(1)
-        B = N // K
-        slots, all_keys, all_values = views if views is not None else (list(kv.unbind(0)), None, None)
-        length = kv.size(4) if static else t + 1  # the attended positions
-
         dense = TunedLinear.plain if static else TunedLinear.__call__
-
+        slots, all_keys, all_values = views if views is not None else (list(kv.unbind(0)), None, None)
+        length = kv.size(4) if static else t + 1  # the slots a step reads end here
         position = t if starts is None else t - starts  # (N,) per row in a running search
-        x = F.embedding(tokens, self.embed_weight)  # (N, D)
-        if self.positions is not None:
-            table = _row(self.positions, t) if starts is None else self.positions.index_select(0, position)
-            x = torch.add(table.to(x.dtype), x, alpha=self.embed_scale)
-        elif self.embed_scale != 1.0:
-            x = x * self.embed_scale
-        key_bias = None  # ALiBi and, for static shapes or rows that start late, the mask of unseen slots
-        if self.alibi is not None or static or starts is not None:
-            keys = torch.arange(first, length, device=x.device)  # positions of the attended keys
-            if self.alibi is not None:
-                key_bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
-            if static:
-                hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
-                key_bias = hidden if key_bias is None else key_bias + hidden
-            if starts is not None:  # (N, 1, 1, keys): the slots before a row's start are another's past
-                hidden = torch.zeros(N, 1, 1, length - first, dtype=x.dtype, device=x.device).masked_fill(
-                    keys < starts[:, None, None, None], float("-inf"))
-                key_bias = hidden if key_bias is None else key_bias + hidden
-            # (N*H, 1, keys): added to the scores as they come out of bmm; the per-head form (scores
-            # viewed (N, H, 1, keys) + bias) makes inductor's attention pattern fail on this mask
-            # ("Attempting to broadcast a dimension"), and baddbmm made the captured step slower
-            # (benchmarks/step_profile.py --compile --rows 128)
-            key_bias = key_bias.expand(N, H, 1, length - first).reshape(N * H, 1, length - first)
+        x = self._embed(tokens, t, position)
+        key_bias = self._key_bias(x, t, first, length, starts, static)
         for i, layer in enumerate(self.layers):
-            # masked self-attention: the new query against positions 0..t
-            h = layer.norms[0](x) if self.pre else x
-            qkv = dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
-            if self.rotary is not None:
-                q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), position)
-                k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), position)
-                _write(slots[i], t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)]))
-            else:
-                q = qkv.select(2, 0).view(N * H, 1, Dh)
-                _write(slots[i], t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))  # (2, N, H, Dh): its key and value
             if static:
-                keys, values = attended(kv[i])
+                keys, values = None, None  # (read from kv[i] after this step's write)
             else:
                 seen = length - first
                 keys, values = all_keys[i].narrow(2, first, seen), all_values[i].narrow(1, first, seen)
-            scores = torch.bmm(q, keys)  # (N*H, 1, keys)
-            if key_bias is not None:
-                scores = scores + key_bias
-            a = torch.bmm(scores.softmax(-1), values).view(N, H * Dh)  # (N, H*Dh)
-            out = dense(layer.self_out, a)
-            x = x + out if self.pre else layer.norms[0](x + out)
-            # encoder-decoder attention: the K beams of a sentence share its keys
-            h = layer.norms[1](x) if self.pre else x
-            q = dense(layer.cross_q, h)
-            q = q.view(N * H, 1, Dh) if K == 1 else q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
-            scores = torch.baddbmm(cross_bias, q, cross_k[i])  # (B*H, K, S)
-            a = torch.bmm(scores.softmax(-1), cross_v[i])  # (B*H, K, Dh)
-            a = a.view(N, H * Dh) if K == 1 else a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
-            out = dense(layer.cross_out, a)
-            x = x + out if self.pre else layer.norms[1](x + out)
-            # feed-forward
-            h = layer.norms[2](x) if self.pre else x
-            if static or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or \
-                    layer.w1.layout(h) != "columns":
-                f = layer.act(dense(layer.w1, h))
-                if layer.w3 is not None:
-                    f = f * dense(layer.w3, h)
-                out = dense(layer.w2, f)
-            else:  # feature-major: the wide hidden layer is never transposed
-                h_t = h.t()
-                f = layer.act(layer.w1.columns(h_t))  # (F, N)
-                if layer.w3 is not None:
-                    f = f * layer.w3.columns(h_t)
-                out = layer.w2.columns(f).t()  # (N, D), a transposed view
-            x = x + out if self.pre else layer.norms[2](x + out)
+            x = self._block(layer, 0, x, lambda h: self._self_attention(
+                layer, h, t, position, slots[i], kv[i] if static else None, keys, values, key_bias, dense))
+            x = self._block(layer, 1, x, lambda h: self._cross_attention(
+                layer, h, cross_k[i], cross_v[i], cross_bias, dense))
+            x = self._block(layer, 2, x, lambda h: self._feed_forward(layer, h, static, dense))
         if self.final_norm is not None:
             x = self.final_norm(x)
         return dense(self.output, x)  # (N, V)
+
+    def _block(self, layer: _Layer, n: int, x: Tensor, sublayer) -> Tensor:
+        """A residual block around ``sublayer``, its norm before (pre-LN) or after (the paper's)."""
+        if self.pre:
+            return x + sublayer(layer.norms[n](x))
+        return layer.norms[n](x + sublayer(x))
+
+    def _embed(self, tokens: Tensor, t, position) -> Tensor:
+        """The tokens' embeddings, scaled, plus their positions' (``position``: ``t``, or per row)."""
+        x = F.embedding(tokens, self.embed_weight)  # (N, D)
+        if self.positions is not None:
+            table = _row(self.positions, t) if not isinstance(position, Tensor) or position.dim() == 0 else \
+                self.positions.index_select(0, position)
+            return torch.add(table.to(x.dtype), x, alpha=self.embed_scale)
+        return x * self.embed_scale if self.embed_scale != 1.0 else x
+
+    def _key_bias(self, x: Tensor, t, first: int, length, starts: Optional[Tensor], static: bool
+                  ) -> Optional[Tensor]:
+        """Every additive mask of the self-attention scores in one ``(N*H, 1, keys)``, or None:
+        ALiBi's distances, the captured step's unfilled slots (after ``t``), and a running search's
+        slots before each row's start (another sentence's past)."""
+        if self.alibi is None and not static and starts is None:
+            return None
+        N, H = x.size(0), self.heads
+        keys = torch.arange(first, length, device=x.device)  # the slots of the attended keys
+        bias = None
+        if self.alibi is not None:
+            bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]  # (H, 1, keys)
+        if static:
+            hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
+            bias = hidden if bias is None else bias + hidden
+        if starts is not None:  # (N, 1, 1, keys)
+            hidden = torch.zeros(N, 1, 1, length - first, dtype=x.dtype, device=x.device).masked_fill(
+                keys < starts[:, None, None, None], float("-inf"))
+            bias = hidden if bias is None else bias + hidden
+        # (N*H, 1, keys): added to the scores as they come out of bmm; the per-head form (scores
+        # viewed (N, H, 1, keys) + bias) makes inductor's attention pattern fail on this mask
+        # ("Attempting to broadcast a dimension"), and baddbmm made the captured step slower
+        # (benchmarks/step_profile.py --compile --rows 128)
+        return bias.expand(N, H, 1, length - first).reshape(N * H, 1, length - first)
+
+    def _self_attention(self, layer: _Layer, h: Tensor, t, position, slot: Tensor, whole: Optional[Tensor],
+                        keys: Optional[Tensor], values: Optional[Tensor], key_bias: Optional[Tensor],
+                        dense) -> Tensor:
+        """Masked self-attention of the new query against the slots read: its key and value are
+        written at slot ``t`` first (``whole``: the captured step's layer cache, read whole)."""
+        N, H, Dh = h.size(0), self.heads, self.head_dim
+        qkv = dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
+        if self.rotary is not None:
+            q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), position)
+            k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), position)
+            _write(slot, t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)]))
+        else:
+            q = qkv.select(2, 0).view(N * H, 1, Dh)
+            _write(slot, t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))  # (2, N, H, Dh): its key and value
+        if whole is not None:
+            keys, values = attended(whole)
+        scores = torch.bmm(q, keys)  # (N*H, 1, keys)
+        if key_bias is not None:
+            scores = scores + key_bias
+        return dense(layer.self_out, torch.bmm(scores.softmax(-1), values).view(N, H * Dh))
+
+    def _cross_attention(self, layer: _Layer, h: Tensor, cross_k: Tensor, cross_v: Tensor, cross_bias: Tensor,
+                         dense) -> Tensor:
+        """Encoder-decoder attention: the K beams of a sentence share its keys."""
+        N, H, Dh, K = h.size(0), self.heads, self.head_dim, cross_bias.size(1)
+        B = N // K
+        q = dense(layer.cross_q, h)
+        q = q.view(N * H, 1, Dh) if K == 1 else q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
+        scores = torch.baddbmm(cross_bias, q, cross_k)  # (B*H, K, S)
+        a = torch.bmm(scores.softmax(-1), cross_v)  # (B*H, K, Dh)
+        a = a.view(N, H * Dh) if K == 1 else a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
+        return dense(layer.cross_out, a)
+
+    def _feed_forward(self, layer: _Layer, h: Tensor, static: bool, dense) -> Tensor:
+        """The position-wise feed-forward network (gated when ``w3``), in rows, or feature-major
+        where that layout measured faster for this many rows (the wide hidden layer never
+        transposed)."""
+        if static or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or layer.w1.layout(h) != "columns":
+            f = layer.act(dense(layer.w1, h))
+            if layer.w3 is not None:
+                f = f * dense(layer.w3, h)
+            return dense(layer.w2, f)
+        h_t = h.t()
+        f = layer.act(layer.w1.columns(h_t))  # (F, N)
+        if layer.w3 is not None:
+            f = f * layer.w3.columns(h_t)
+        return layer.w2.columns(f).t()  # (N, D), a transposed view
 
     def _rotate(self, x: Tensor, t) -> Tensor:
         """``x (N*H, 1, Dh)`` rotated to position ``t``: an int, a 0-d tensor or ``(N,)`` per row."""

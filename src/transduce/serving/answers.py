@@ -7,7 +7,7 @@ import json
 import time
 from typing import AsyncIterator, Optional
 
-from .batcher import Job, Result
+from .worker import Job, Result
 from .schemas import DIGITS, TranslateRequest
 
 

@@ -24,7 +24,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Str
 
 from ..config import DecodeConfig
 from .answers import respond, stream
-from .batcher import Batcher, QueueFull
+from .batcher import Batcher
+from .worker import QueueFull
 from .continuous import ContinuousBatcher
 from .gate import API_PATHS, LOOPBACK_HOSTS, Gate, Gatekeeper
 from .metrics import Metrics
@@ -74,10 +75,11 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
 
     gate = Gate()
     metrics = Metrics()
-    mode = batching_mode(settings, compiled)
-    kind = ContinuousBatcher if mode == "continuous" else Batcher
-    batcher = kind(translator, settings.max_wait_ms / 1000, mode != "off", settings.queue_limit,
-                   on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds, r.done), compiled=compiled)
+    mode, _ = batching_mode(settings, compiled, translator.device)
+    common = dict(max_wait=settings.max_wait_ms / 1000, queue_limit=settings.queue_limit, compiled=compiled,
+                  on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds, r.done))
+    batcher = ContinuousBatcher(translator, **common) if mode == "continuous" else \
+        Batcher(translator, batching=mode != "off", **common)
     metrics.gauges = {
         "transduce_queue_sentences": ("Sentences waiting for a batch.", lambda: batcher.waiting),
         "transduce_busy_sentences": ("Sentences in the search running now.", lambda: batcher.busy),
@@ -229,7 +231,24 @@ def deliver(loop: asyncio.AbstractEventLoop, answers: asyncio.Queue, index: int,
     loop.call_soon_threadsafe(answers.put_nowait, (index, result))
 
 
-def batching_mode(settings: ServeSettings, compiled: bool) -> str:
-    """The batching the server runs: the settings', except that a captured (compiled) step needs the
-    fixed shapes of dynamic batching's searches."""
-    return "dynamic" if settings.batching == "continuous" and compiled else settings.batching
+def batching_mode(settings: ServeSettings, compiled: bool, device) -> tuple[str, str]:
+    """``(mode, why)``: the batching the server runs and, when it was not simply asked for, why.
+
+    ``auto`` chooses by device from measurement: on the CPU, dynamic batching (``python
+    benchmarks/serve_load.py``, docs/benchmarks.md: continuous batching served as many sentences a
+    second but with a 14-60% higher p99 latency in every single-sentence row, since a CPU step's
+    cost grows with its rows); elsewhere continuous batching, whose step costs about the same for
+    more rows on a GPU (not yet measured against dynamic there). A captured (compiled) step needs
+    the fixed shapes of dynamic batching's searches."""
+    import torch
+
+    mode, why = settings.batching, ""
+    if mode == "auto":
+        cpu = torch.device(device).type == "cpu"
+        mode = "dynamic" if cpu else "continuous"
+        why = ("auto on the CPU, where continuous batching measured a higher p99 latency (docs/benchmarks.md); "
+               "--batching continuous to change" if cpu else f"auto on {torch.device(device).type}; "
+               "--batching dynamic to change")
+    if mode == "continuous" and compiled:
+        mode, why = "dynamic", "the compiled step needs dynamic batching's fixed shapes"
+    return mode, why

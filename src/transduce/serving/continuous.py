@@ -17,7 +17,8 @@ two steps:
   sends them on); a request whose client went away has its sentences dropped from the search.
 
 Each sentence's output equals its output searched alone (``decoding.running``). Queue bound,
-errors and draining are the ``Batcher``'s: ``close`` finishes what is queued and in flight.
+delivery, errors and draining are the ``worker.Worker``'s, as for dynamic batching: ``close``
+finishes what is queued and in flight.
 """
 
 from __future__ import annotations
@@ -27,16 +28,19 @@ from typing import Optional
 
 import torch
 
+from ..data.batching import fits_budget
 from ..decoding.driver import search_precision
 from ..decoding.running import RunningSearch
 from ..runtime import autocast
-from .batcher import Batcher, BatchRecord, Job, Result, _resolve, cross_attention
+from .worker import BatchRecord, Job, Worker
 
 JOIN_SHARE = 4  # sentences join at once when they are this share of those in flight (1/4), or after max_wait
 
 
-class ContinuousBatcher(Batcher):
+class ContinuousBatcher(Worker):
     """The worker thread, its queue and its running search; see the module docstring."""
+
+    search_span = True
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -60,8 +64,8 @@ class ContinuousBatcher(Batcher):
         taken = []
         for job, i in self._queue:
             wider = max(longest, len(job.sources[i]) + 1)
-            fits = count + 1 <= decode.max_sentences and (count + 1) * wider <= decode.max_tokens
-            if job.decode != decode or (count and not fits):
+            if job.decode != decode or (count and not fits_budget(count + 1, wider, decode.max_tokens,
+                                                                  decode.max_sentences)):
                 break
             taken.append((job, i))
             longest, count = wider, count + 1
@@ -74,26 +78,27 @@ class ContinuousBatcher(Batcher):
             self._queue.popleft()
         return taken
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
+    def _next_work(self) -> Optional[list[tuple[Job, int]]]:
+        """Wait until there is something to step: the sentences that join now (perhaps none, while
+        others are in flight); None once closed and drained."""
+        with self._cond:
+            while True:
                 while not self._queue and not self._flight and not self._closed:
                     self._cond.wait()
                 joining = self._admit()
-                if not joining and not self._flight:
-                    if self._closed and not self._queue:
-                        return
-                    continue
-            try:
-                self._step(joining)
-            except BaseException as error:  # every request in flight learns of it; the worker goes on
-                for job in {id(job): job for job, _ in [*joining, *self._flight.values()]}.values():
-                    _resolve(job.future, error=error)
-                with self._cond:
-                    self._flight.clear()
-                    self.search = None
+                if joining or self._flight:
+                    return joining
+                if self._closed and not self._queue:
+                    return None
 
-    def _step(self, joining: list[tuple[Job, int]]) -> None:
+    def _failed(self, joining: list[tuple[Job, int]]) -> list:
+        jobs = list({id(job): job for job, _ in [*joining, *self._flight.values()]}.values())
+        with self._cond:
+            self._flight.clear()
+            self.search = None
+        return jobs
+
+    def _work(self, joining: list[tuple[Job, int]]) -> None:
         """Join ``joining``, drop the vanished, step once, answer the finished."""
         start = time.monotonic()
         translator = self.translator
@@ -117,26 +122,11 @@ class ContinuousBatcher(Batcher):
                     job.batch_sizes.append(len(self._flight))
             in_flight = len(self._flight)
             finished = search.step()
-        done = [self._flight[key] for key, _ in finished]
-        wanted = [n for n, (job, _) in enumerate(done) if job.attention]
-        weights = cross_attention(translator, [done[n][0].sources[done[n][1]] for n in wanted],
-                                  [finished[n][1][0].tokens for n in wanted])
-        attention = dict(zip(wanted, weights))
-        now = time.monotonic()
+        done = [(*self._flight[key], hypotheses) for key, hypotheses in finished]
         with self._cond:
             for key, _ in finished:
                 del self._flight[key]
-        jobs = {id(job): job for job, _ in self._flight.values()}
-        for n, ((job, i), (_, hyps)) in enumerate(zip(done, finished)):
-            jobs[id(job)] = job
-            job.results[i] = Result(hyps, attention.get(n))
-            job.remaining -= 1
-            if job.on_result is not None:
-                job.on_result(i, job.results[i])
-            if job.remaining == 0:
-                job.search_seconds = now - job.started
-                _resolve(job.future, job)
-        record = BatchRecord(in_flight, len(jobs), in_flight, now - start, search.decode.beam, len(finished))
-        self.history.append(record)
-        if self.on_batch is not None:
-            self.on_batch(record)
+        requests = len({id(job) for job, _ in [*self._flight.values(), *((job, i) for job, i, _ in done)]})
+        now = time.monotonic()
+        self._deliver(done, now)
+        self._record(BatchRecord(in_flight, requests, in_flight, now - start, search.decode.beam, len(finished)))
