@@ -151,9 +151,10 @@ def run(args) -> int:
     described = {"continuous": f"continuous ({budget} in flight)",
                  "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} ms)", "off": "off"}
     print(f"device {translator.device}, precision {translator.precision}, {threads} thread(s)"
-          f"{', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; batching {described[mode]}"
-          + (f" ({why})" if why else ""),
+          f"{', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; batching {described[mode]}",
           file=sys.stderr)
+    if why:
+        print(f"batching {mode}: {why}", file=sys.stderr)
     if args.host not in LOOPBACK:
         print(f"warning: listening on {args.host}: anyone who can reach this machine can use the model "
               "(there is no authentication)", file=sys.stderr)

@@ -246,9 +246,10 @@ def batching_mode(settings: ServeSettings, compiled: bool, device) -> tuple[str,
     if mode == "auto":
         cpu = torch.device(device).type == "cpu"
         mode = "dynamic" if cpu else "continuous"
-        why = ("auto on the CPU, where continuous batching measured a higher p99 latency (docs/benchmarks.md); "
-               "--batching continuous to change" if cpu else f"auto on {torch.device(device).type}; "
-               "--batching dynamic to change")
+        why = ("chosen by --batching auto on the CPU, where continuous batching served as many sentences a "
+               "second with a higher p99 latency (docs/benchmarks.md); --batching continuous for the other"
+               if cpu else f"chosen by --batching auto on {torch.device(device).type}; --batching dynamic for the "
+               "other")
     if mode == "continuous" and compiled:
         mode, why = "dynamic", "the compiled step needs dynamic batching's fixed shapes"
     return mode, why
