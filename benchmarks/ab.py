@@ -29,8 +29,13 @@ from common import machine, save, table  # noqa: E402
 def worker(src: Path, args: list[str]) -> dict:
     """One ``peers.py`` inference worker with ``src`` first on the import path."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    result = subprocess.run([sys.executable, str(HERE / "peers.py"), "worker", *args], capture_output=True,
-                            text=True, timeout=3600, env=env)
+    result = subprocess.run(
+        [sys.executable, str(HERE / "peers.py"), "worker", *args],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=env,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"worker {' '.join(args)} ({src}) failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -38,7 +43,9 @@ def worker(src: Path, args: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--old", required=True, help="a checkout of the older version (its src/ is used)")
+    parser.add_argument(
+        "--old", required=True, help="a checkout of the older version (its src/ is used)"
+    )
     parser.add_argument("--shapes", nargs="+", default=["small", "base"])
     parser.add_argument("--rounds", type=int, default=3, help="old/new pairs per setting")
     parser.add_argument("--sentences", type=int, default=100)
@@ -53,22 +60,56 @@ def main() -> None:
         models = make_models(HERE / "results" / "models", shape)
         for mode, batch in (("greedy", 1), ("greedy", 32), ("beam4", 1), ("beam4", 32)):
             for system in opts.systems:
-                args = ["inference", system, str(models["transduce"]), mode, str(batch), "--trials", "1",
-                        "--sentences", str(opts.sentences)]
+                args = [
+                    "inference",
+                    system,
+                    str(models["transduce"]),
+                    mode,
+                    str(batch),
+                    "--trials",
+                    "1",
+                    "--sentences",
+                    str(opts.sentences),
+                ]
                 rates = {"old": [], "new": []}
                 for _ in range(opts.rounds):
                     for side in ("old", "new"):
                         rates[side].append(worker(sources[side], args)["rate_median"])
                 raw[f"{shape}/{mode}/{batch}/{system}"] = rates
                 old, new = (statistics.median(rates[side]) for side in ("old", "new"))
-                spread = {side: (max(r) - min(r)) / statistics.median(r) for side, r in rates.items()}
-                rows.append({"shape": shape, "search": mode, "batch": batch, "system": system,
-                             "old sentences/s": f"{old:.1f}", "new sentences/s": f"{new:.1f}",
-                             "new / old": f"{new / old:.2f}x",
-                             "spread old, new": f"{spread['old']:.0%}, {spread['new']:.0%}"})
-    print(table(rows, ["shape", "search", "batch", "system", "old sentences/s", "new sentences/s", "new / old",
-                       "spread old, new"]))
-    print(f"\n({time.time() - started:.0f} s; {machine()}; spread: (max - min) / median over the rounds)")
+                spread = {
+                    side: (max(r) - min(r)) / statistics.median(r) for side, r in rates.items()
+                }
+                rows.append(
+                    {
+                        "shape": shape,
+                        "search": mode,
+                        "batch": batch,
+                        "system": system,
+                        "old sentences/s": f"{old:.1f}",
+                        "new sentences/s": f"{new:.1f}",
+                        "new / old": f"{new / old:.2f}x",
+                        "spread old, new": f"{spread['old']:.0%}, {spread['new']:.0%}",
+                    }
+                )
+    print(
+        table(
+            rows,
+            [
+                "shape",
+                "search",
+                "batch",
+                "system",
+                "old sentences/s",
+                "new sentences/s",
+                "new / old",
+                "spread old, new",
+            ],
+        )
+    )
+    print(
+        f"\n({time.time() - started:.0f} s; {machine()}; spread: (max - min) / median over the rounds)"
+    )
     save("ab", {**raw, "rows": rows})
 
 

@@ -22,9 +22,14 @@ def model():
 def _write(folder, model, tmp_path, step, **extra):
     spm = tmp_path / "spm.model"
     spm.write_bytes(b"not read by these tests")
-    info = {"model": model.config.to_dict(), "src": "en", "tgt": "de", "tokenizer": {"src": spm.name,
-                                                                                    "tgt": spm.name},
-            "step": step, **extra}
+    info = {
+        "model": model.config.to_dict(),
+        "src": "en",
+        "tgt": "de",
+        "tokenizer": {"src": spm.name, "tgt": spm.name},
+        "step": step,
+        **extra,
+    }
     return write_checkpoint(folder, model, info, [spm])
 
 
@@ -43,8 +48,11 @@ def _run(tmp_path, model, steps, best=None):
 def test_averaged_while_up_to_date_then_best_then_the_newest(tmp_path, model):
     run = _run(tmp_path, model, (2, 10))  # numeric order, not the names' order
     assert [p.name for p in list_checkpoints(run)] == ["step_00000002", "step_00000010"]
-    assert choose(run).line() == f"{run}/checkpoints/step_00000010: update 10, the newest checkpoint (no best/: not " \
+    assert (
+        choose(run).line()
+        == f"{run}/checkpoints/step_00000010: update 10, the newest checkpoint (no best/: not "
         "validated)"
+    )
     _write(run / "best", model, tmp_path, 2)
     assert resolve(run).name == "best"
     _write(run / "averaged", model, tmp_path, 10, averaged_from=["step_00000002", "step_00000010"])
@@ -61,8 +69,10 @@ def test_an_average_older_than_the_newest_checkpoint_is_passed_over_and_said(tmp
     _write(run / "averaged", model, tmp_path, 20, averaged_from=["step_00000010", "step_00000020"])
     chosen = choose(run)
     assert chosen.line() == f"{run}/best: update 20, the best validation BLEU (12.50)"
-    assert chosen.warnings == [f"warning: {run}/averaged was made at update 20, before the run's newest checkpoint "
-                               f"(update 30): not used; `transduce average {run} --last 2` refreshes it"]
+    assert chosen.warnings == [
+        f"warning: {run}/averaged was made at update 20, before the run's newest checkpoint "
+        f"(update 30): not used; `transduce average {run} --last 2` refreshes it"
+    ]
     named = choose(run / "averaged")
     assert named.folder == run / "averaged" and "used as named" in named.warnings[0]
 

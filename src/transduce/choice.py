@@ -48,8 +48,10 @@ def _best_record(run: Path) -> tuple[Optional[int], Optional[float]]:
         except TransduceError:
             continue
         step, bleu = progress.get("best_step"), progress.get("best_bleu")
-        return (step if isinstance(step, int) and step > 0 else None,
-                bleu if isinstance(bleu, (int, float)) and bleu >= 0 else None)
+        return (
+            step if isinstance(step, int) and step > 0 else None,
+            bleu if isinstance(bleu, (int, float)) and bleu >= 0 else None,
+        )
     return None, None
 
 
@@ -65,9 +67,16 @@ def describe_checkpoint(folder: str | Path) -> str:
     sources = info.get("averaged_from")
     if isinstance(sources, list) and sources:
         steps = [int(m.group(1)) for name in sources if (m := CHECKPOINT_RE.match(str(name)))]
-        span = f"updates {steps[0]:,}-{steps[-1]:,}" if len(steps) > 1 else f"update {steps[0]:,}" if steps else ""
-        return f"the average of {len(sources)} checkpoint{'s' if len(sources) > 1 else ''}" + \
-            (f" ({span})" if span else "")
+        span = (
+            f"updates {steps[0]:,}-{steps[-1]:,}"
+            if len(steps) > 1
+            else f"update {steps[0]:,}"
+            if steps
+            else ""
+        )
+        return f"the average of {len(sources)} checkpoint{'s' if len(sources) > 1 else ''}" + (
+            f" ({span})" if span else ""
+        )
     if info.get("imported_from"):
         return f"imported from {info['imported_from']}"
     if not isinstance(step, int):
@@ -100,19 +109,22 @@ def choose(path: str | Path) -> Choice:
         raise TransduceError(f"{path} does not exist; give a run directory or a checkpoint folder")
     found = candidates(path)
     if not found:
-        raise TransduceError(f"{path} holds no checkpoint (no model.safetensors in it, its averaged/, best/ "
-                             "or checkpoints/)")
+        raise TransduceError(
+            f"{path} holds no checkpoint (no model.safetensors in it, its averaged/, best/ "
+            "or checkpoints/)"
+        )
     warnings = []
-    for folder in found:
+    for folder in found:  # (the run's checkpoints come last, and a checkpoint is never stale)
         stale = _stale_warnings(folder, named=False)
-        if stale:
-            warnings += stale
-            continue
-        what = describe_checkpoint(folder)
-        if folder.parent.name == "checkpoints":
-            what += ", the newest checkpoint" + ("" if (path / "best").is_dir() else " (no best/: not validated)")
-        return Choice(folder, what, warnings)
-    return Choice(found[-1], describe_checkpoint(found[-1]), warnings)  # (not reached: a checkpoint is never stale)
+        warnings += stale
+        if not stale:
+            break
+    what = describe_checkpoint(folder)
+    if folder.parent.name == "checkpoints":
+        what += ", the newest checkpoint" + (
+            "" if (path / "best").is_dir() else " (no best/: not validated)"
+        )
+    return Choice(folder, what, warnings)
 
 
 def _stale_warnings(folder: Path, named: bool) -> list[str]:
@@ -129,15 +141,22 @@ def _stale_warnings(folder: Path, named: bool) -> list[str]:
     if info["step"] >= latest:
         return []
     if "ema" in info:
-        refresh = (f"the EMA is written with each checkpoint of a run trained with --ema; `transduce train ... "
-                   f"--out {run} --resume --ema {info['ema']}` continues it")
+        refresh = (
+            f"the EMA is written with each checkpoint of a run trained with --ema; `transduce train ... "
+            f"--out {run} --resume --ema {info['ema']}` continues it"
+        )
     else:
         count = len(info.get("averaged_from") or []) or 5
-        refresh = f"`transduce average {run} --last {count}" + \
-            ("" if folder.name == "averaged" else f" --out {folder}") + "` refreshes it"
+        refresh = (
+            f"`transduce average {run} --last {count}"
+            + ("" if folder.name == "averaged" else f" --out {folder}")
+            + "` refreshes it"
+        )
     what = "used as named" if named else "not used"
-    return [f"warning: {folder} was made at update {info['step']:,}, before the run's newest checkpoint "
-            f"(update {latest:,}): {what}; {refresh}"]
+    return [
+        f"warning: {folder} was made at update {info['step']:,}, before the run's newest checkpoint "
+        f"(update {latest:,}): {what}; {refresh}"
+    ]
 
 
 def resolve(path: str | Path) -> Path:

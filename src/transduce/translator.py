@@ -216,8 +216,10 @@ def search_settings(decode: Optional[DecodeConfig], options: dict) -> DecodeConf
         return decode
     from dataclasses import fields
 
-    known = {f.name for f in fields(DecodeConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise TypeError(f"unknown search option {unknown[0]!r}; DecodeConfig's fields are {', '.join(sorted(known))}")
+    from .config.fields import unknown_key_error
+
+    known = [f.name for f in fields(DecodeConfig)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:  # (the nearest names, as --set's typos get them)
+        raise TypeError(str(unknown_key_error(unknown[0], known, "search")))
     return DecodeConfig(**options)

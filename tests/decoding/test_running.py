@@ -145,7 +145,9 @@ def test_on_a_trained_model_each_sentence_equals_its_search_alone(reverse_run, p
     from transduce.runtime import autocast
 
     translator = load(reverse_run / "run", device="cpu")
-    lines = (reverse_run / "raw" / "valid.en").read_text().splitlines()[:24]
+    from transduce.data.corpus import read_lines
+
+    lines = list(read_lines(reverse_run / "raw" / "valid.en"))[:24]
     srcs = translator.encode(lines)
     decode = DecodeConfig(beam=beam)  # the defaults: the paper's limit of source length + 50
     alone = [translate_ids(translator.model, [s], decode, precision=precision)[0] for s in srcs]

@@ -67,7 +67,9 @@ def _config(name: str, value) -> ModelConfig | None:
         return None
 
 
-CASES = [(f.name, v) for f in fields(ModelConfig) for v in _values(f)]
+# (test_every_field_is_declared_and_tried checks that every field has a value other than its
+# default that builds; the values the config refuses on the tiny model are not decode cases)
+CASES = [(f.name, v) for f in fields(ModelConfig) for v in _values(f) if _config(f.name, v) is not None]
 
 
 def test_every_field_is_declared_and_tried():
@@ -90,8 +92,6 @@ def _perturbed(config: ModelConfig, device) -> Transformer:
 @pytest.mark.parametrize("name, value", CASES, ids=[f"{n}={v}" for n, v in CASES])
 def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
     config = _config(name, value)
-    if config is None:  # (test_every_field_is_declared_and_tried checks that some value of each field builds)
-        pytest.skip(f"ModelConfig refuses {name}={value!r} on the tiny test model: nothing to decode")
     model = _perturbed(config, device)
     vocab = min(config.vocab_size, config.target_vocab_size)
     reason = unsupported(config)

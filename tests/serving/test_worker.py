@@ -48,13 +48,19 @@ class OneAtATime(Worker):
 def test_results_reach_their_request_in_its_order_and_stream_as_they_are_done():
     worker = OneAtATime()
     streamed = []
-    first = worker.submit([[1, 2], [3, 4, 5]], DecodeConfig(), on_result=lambda i, r: streamed.append(i))
+    first = worker.submit(
+        [[1, 2], [3, 4, 5]], DecodeConfig(), on_result=lambda i, r: streamed.append(i)
+    )
     second = worker.submit([[6]], DecodeConfig())
     worker.start()
     assert first.future.result(timeout=30) is first and second.future.result(timeout=30) is second
     worker.close()
     assert [r.hypotheses[0].tokens for r in first.results] == [[2, 1], [5, 4, 3]]
-    assert streamed == [0, 1] and first.remaining == 0 and second.results[0].hypotheses[0].tokens == [6]
+    assert (
+        streamed == [0, 1]
+        and first.remaining == 0
+        and second.results[0].hypotheses[0].tokens == [6]
+    )
     assert first.results[0].attention is None  # not asked for
 
 
@@ -89,6 +95,9 @@ def test_auto_batching_is_dynamic_on_the_cpu_and_says_why():
     mode, why = batching_mode(ServeSettings(), compiled=False, device="cpu")
     assert mode == "dynamic" and "higher p99" in why and "--batching continuous" in why
     assert batching_mode(ServeSettings(), compiled=False, device="cuda")[0] == "continuous"
-    assert batching_mode(ServeSettings(batching="continuous"), compiled=False, device="cpu") == ("continuous", "")
+    assert batching_mode(ServeSettings(batching="continuous"), compiled=False, device="cpu") == (
+        "continuous",
+        "",
+    )
     compiled = batching_mode(ServeSettings(batching="continuous"), compiled=True, device="cuda")
     assert compiled[0] == "dynamic" and "fixed shapes" in compiled[1]

@@ -27,10 +27,14 @@ def test_auto_scales_the_warmup_to_the_data_and_keeps_what_is_given(data):
     train, from_recipe = apply_recipe(TrainConfig(max_tokens=500), model(), str(data), "auto")
     assert from_recipe and train.lr_schedule == "inverse_sqrt_peak" and train.peak_lr == 1e-3
     assert 100 <= train.warmup <= 4000  # about 4 epochs of this data, within the bounds
-    given, from_recipe = apply_recipe(TrainConfig(max_tokens=500, warmup=7), model(), str(data), "auto")
+    given, from_recipe = apply_recipe(
+        TrainConfig(max_tokens=500, warmup=7), model(), str(data), "auto"
+    )
     assert not from_recipe and given.warmup == 7 and given.lr_schedule == TrainConfig().lr_schedule
     peak, _ = apply_recipe(TrainConfig(peak_lr=3e-4), model(), str(data), "paper")
-    assert peak.lr_schedule == "inverse_sqrt_peak" and peak.peak_lr == 3e-4  # a peak implies its schedule
+    assert (
+        peak.lr_schedule == "inverse_sqrt_peak" and peak.peak_lr == 3e-4
+    )  # a peak implies its schedule
     assert apply_recipe(TrainConfig(), model(), str(data), "paper") == (TrainConfig(), True)
     with pytest.raises(ValueError, match="choose one of auto, paper, finetune"):
         apply_recipe(TrainConfig(), model(), str(data), "fast")
@@ -39,24 +43,32 @@ def test_auto_scales_the_warmup_to_the_data_and_keeps_what_is_given(data):
 def test_finetune_warms_up_to_a_tenth_and_validates_first_unless_told_otherwise(data):
     auto, _ = apply_recipe(TrainConfig(max_tokens=500), model(), str(data), "auto")
     tuned, from_recipe = apply_recipe(TrainConfig(max_tokens=500), model(), str(data), "finetune")
-    assert from_recipe and tuned.peak_lr == pytest.approx(auto.peak_lr / 10) and tuned.warmup < auto.warmup
-    assert (tuned.valid_at_start, tuned.patience) == (FINETUNE["valid_at_start"], FINETUNE["patience"])
-    kept, _ = apply_recipe(TrainConfig(max_tokens=500, peak_lr=5e-5, patience=2), model(), str(data), "finetune")
+    assert (
+        from_recipe
+        and tuned.peak_lr == pytest.approx(auto.peak_lr / 10)
+        and tuned.warmup < auto.warmup
+    )
+    assert (tuned.valid_at_start, tuned.patience) == (
+        FINETUNE["valid_at_start"],
+        FINETUNE["patience"],
+    )
+    kept, _ = apply_recipe(
+        TrainConfig(max_tokens=500, peak_lr=5e-5, patience=2), model(), str(data), "finetune"
+    )
     assert kept.peak_lr == 5e-5 and kept.patience == 2 and kept.warmup == tuned.warmup
     assert given_fields(TrainConfig(max_tokens=500, patience=2)) == {"max_tokens", "patience"}
 
 
+TINY = ("--preset", "tiny", "--max-steps", "1", "--quiet", "--max-tokens", "500")
+
+
 def test_the_command_line_and_a_python_trainer_get_the_same_schedule(data, tmp_path):
-    cli("train", str(data), "--out", str(tmp_path / "cli"), "--preset", "tiny", "--max-steps", "1", "--quiet",
-        "--max-tokens", "500", "--recipe", "finetune", "--init-from", str(_seed_run(data, tmp_path)))
+    cli("train", str(data), "--out", str(tmp_path / "seed"), *TINY)
+    cli("train", str(data), "--out", str(tmp_path / "cli"), *TINY, "--recipe", "finetune",
+        "--init-from", str(tmp_path / "seed"))
     from_cli = json.loads((tmp_path / "cli" / "config.json").read_text())["train"]
     trainer = Trainer(model(), TrainConfig(max_steps=1, max_tokens=500),
-                      RunSettings(str(data), str(tmp_path / "py"), quiet=True), log=lambda *a: None, recipe="finetune")
+                      RunSettings(str(data), str(tmp_path / "py"), quiet=True), log=lambda *a: None,
+                      recipe="finetune")
     for key in ("lr_schedule", "warmup", "peak_lr", "valid_at_start", "patience"):
         assert getattr(trainer.tc, key) == from_cli[key], key
-
-
-def _seed_run(data, tmp_path):
-    cli("train", str(data), "--out", str(tmp_path / "seed"), "--preset", "tiny", "--max-steps", "1", "--quiet",
-        "--max-tokens", "500")
-    return tmp_path / "seed"

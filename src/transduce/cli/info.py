@@ -10,13 +10,30 @@ from .common import number, parse_sets
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("info", help="describe a run or checkpoint, or a preset's configuration and parameter counts")
-    p.add_argument("model", nargs="?", help="a run directory or checkpoint folder to describe (without it: --preset)")
-    p.add_argument("--preset", default=None, choices=ModelConfig.preset_names(),
-                   help="the preset to describe (default: base)")
-    p.add_argument("--vocab-size", type=number(int, 1, 10**8), default=None,
-                   help="shared (or source) vocabulary size (default: the preset's; 37,000 for the paper's)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a model option")
+    p = sub.add_parser(
+        "info",
+        help="describe a run or checkpoint, or a preset's configuration and parameter counts",
+    )
+    p.add_argument(
+        "model",
+        nargs="?",
+        help="a run directory or checkpoint folder to describe (without it: --preset)",
+    )
+    p.add_argument(
+        "--preset",
+        default=None,
+        choices=ModelConfig.preset_names(),
+        help="the preset to describe (default: base)",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=number(int, 1, 10**8),
+        default=None,
+        help="shared (or source) vocabulary size (default: the preset's; 37,000 for the paper's)",
+    )
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a model option"
+    )
     p.set_defaults(run=run)
 
 
@@ -25,8 +42,10 @@ def run(args) -> int:
 
     if args.model is not None:
         if args.preset or args.vocab_size or args.set:
-            raise TransduceError("info RUN describes what the run holds: --preset, --vocab-size and --set describe a "
-                                 "preset instead (give one or the other)")
+            raise TransduceError(
+                "info RUN describes what the run holds: --preset, --vocab-size and --set describe a "
+                "preset instead (give one or the other)"
+            )
         return describe_run(Path(args.model))
     sizes = {} if args.vocab_size is None else {"vocab_size": args.vocab_size}
     preset = args.preset or "base"
@@ -53,10 +72,12 @@ def print_counts(config: ModelConfig) -> None:
         print(f"  {'active per token' if key == 'active' else key:20s} {value:,}")
     if config.has_decoder:
         per_token = model.cache_bytes_per_token()
-        print(f"decoding cache (self-attention keys and values, fp32): {per_token / 1024:,.1f} KiB per position of "
-              f"each hypothesis ({config.kv_heads} key/value head{'s' if config.kv_heads > 1 else ''} of "
-              f"{config.n_heads})" + (f", at most {config.attention_window} positions" if config.attention_window
-                                      else ""))
+        print(
+            f"decoding cache (self-attention keys and values, fp32): {per_token / 1024:,.1f} KiB per position of "
+            f"each hypothesis ({config.kv_heads} key/value head{'s' if config.kv_heads > 1 else ''} of "
+            f"{config.n_heads})"
+            + (f", at most {config.attention_window} positions" if config.attention_window else "")
+        )
 
 
 def describe_run(path: Path) -> int:
@@ -72,29 +93,52 @@ def describe_run(path: Path) -> int:
     saved = read_json(run / "config.json", "the run's configuration") if run else {}
     settings = saved.get("settings", {})
     preset = settings.get("extra", {}).get("preset")
-    kind = {"encoder-decoder": f"{info.get('src')} -> {info.get('tgt')}", "decoder-only": "a decoder-only language "
-            "model", "encoder-only": "an encoder-only (masked) language model"}[config.architecture]
-    print(f"{'run' if run else 'checkpoint'} {path}: {kind}" + (f", preset {preset}" if preset else ""))
-    shape = (f"{config.encoder_layers}+{config.decoder_layers} layers" if config.architecture == "encoder-decoder"
-             else f"{config.encoder_layers or config.decoder_layers} layers")
-    print(f"  model      {shape}, d_model {config.d_model}, d_ff {config.d_ff}, {config.n_heads} heads, "
-          f"vocabulary {config.vocab_size:,}" + (f"/{config.target_vocab_size:,}"
-                                                 if config.target_vocab_size != config.vocab_size else ""))
+    kind = {
+        "encoder-decoder": f"{info.get('src')} -> {info.get('tgt')}",
+        "decoder-only": "a decoder-only language model",
+        "encoder-only": "an encoder-only (masked) language model",
+    }[config.architecture]
+    print(
+        f"{'run' if run else 'checkpoint'} {path}: {kind}"
+        + (f", preset {preset}" if preset else "")
+    )
+    shape = (
+        f"{config.encoder_layers}+{config.decoder_layers} layers"
+        if config.architecture == "encoder-decoder"
+        else f"{config.encoder_layers or config.decoder_layers} layers"
+    )
+    print(
+        f"  model      {shape}, d_model {config.d_model}, d_ff {config.d_ff}, {config.n_heads} heads, "
+        f"vocabulary {config.vocab_size:,}"
+        + (
+            f"/{config.target_vocab_size:,}"
+            if config.target_vocab_size != config.vocab_size
+            else ""
+        )
+    )
     if run:
-        print(f"  data       {settings.get('data_dir', '?')}" +
-              (f" (started from {settings['init_from']})" if settings.get("init_from") else ""))
+        print(
+            f"  data       {settings.get('data_dir', '?')}"
+            + (f" (started from {settings['init_from']})" if settings.get("init_from") else "")
+        )
         found = list_checkpoints(run)
         if found:
             trainer = read_json(found[-1] / "trainer.json", "the newest checkpoint's trainer.json")
             progress = trainer.get("progress", {})
             minutes = float(progress.get("elapsed", 0)) / 60
-            print(f"  trained    {progress.get('step', 0):,} updates, {progress.get('epoch', 0) + 1} epoch(s) begun, "
-                  f"{minutes:.1f} min")
+            print(
+                f"  trained    {progress.get('step', 0):,} updates, {progress.get('epoch', 0) + 1} epoch(s) begun, "
+                f"{minutes:.1f} min"
+            )
             if config.architecture == "encoder-decoder" and progress.get("best_bleu", -1) >= 0:
-                print(f"  best       validation BLEU {progress['best_bleu']:.2f} at update {progress['best_step']:,}")
+                print(
+                    f"  best       validation BLEU {progress['best_bleu']:.2f} at update {progress['best_step']:,}"
+                )
             elif progress.get("best_ppl"):
-                print(f"  best       validation perplexity {progress['best_ppl']:.2f} at update "
-                      f"{progress['best_step']:,}")
+                print(
+                    f"  best       validation perplexity {progress['best_ppl']:.2f} at update "
+                    f"{progress['best_step']:,}"
+                )
             print(f"  saved      {', '.join(f.name for f in found)}")
         for name in ("best", "averaged", "ema"):
             if (run / name / "model.json").is_file():

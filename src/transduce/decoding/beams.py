@@ -42,8 +42,14 @@ def top_candidates(scores: Tensor, logprobs: Tensor, k: int) -> tuple[Tensor, Te
     return values, flat // V, flat % V
 
 
-def merge_finished(fin_scores: Tensor, fin_tokens: Tensor, fin_logprob: Tensor, new_scores: Tensor,
-                   new_tokens: Tensor, new_logprob: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def merge_finished(
+    fin_scores: Tensor,
+    fin_tokens: Tensor,
+    fin_logprob: Tensor,
+    new_scores: Tensor,
+    new_tokens: Tensor,
+    new_logprob: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
     """Keep the best K of the finished hypotheses so far and the ones that just ended.
 
     fin_*: ``(B, K)`` normalized scores, ``(B, K, L)`` tokens, ``(B, K)`` logprobs; new_*: the same
@@ -67,8 +73,14 @@ class Beams:
     penalty, the best K others live on, and ``decode.stop``'s rule says when a sentence is done).
     """
 
-    def __init__(self, config, decode: DecodeConfig, beam: int, device: torch.device | str,
-                 walk: bool = False) -> None:
+    def __init__(
+        self,
+        config,
+        decode: DecodeConfig,
+        beam: int,
+        device: torch.device | str,
+        walk: bool = False,
+    ) -> None:
         self.config, self.decode, self.walk = config, decode, walk
         self.K = 1 if walk else beam
         self.device = device
@@ -77,13 +89,23 @@ class Beams:
 
     def _empty(self) -> None:
         K, dev, pad = self.K, self.device, self.config.pad_id
-        self.steps = torch.zeros(0, dtype=torch.long, device=dev)  # (B,) tokens produced per sentence
+        self.steps = torch.zeros(
+            0, dtype=torch.long, device=dev
+        )  # (B,) tokens produced per sentence
         self.max_len = torch.zeros(0, dtype=torch.long, device=dev)  # (B,) eos included
         self.last = torch.zeros(0, dtype=torch.long, device=dev)  # (N,) each row's newest token
-        self.history = torch.full((0, self.width), pad, dtype=torch.long, device=dev)  # (N, width) without start
-        self.scores = torch.zeros(0, K, device=dev)  # (B, K) cumulative log-probabilities of the live rows
-        self.lp_at_max = torch.zeros(0, device=dev)  # (B,) the length penalty at the longest output allowed
-        self.fin_scores = torch.zeros(0, K, device=dev)  # (B, K) the finished, normalized, best first
+        self.history = torch.full(
+            (0, self.width), pad, dtype=torch.long, device=dev
+        )  # (N, width) without start
+        self.scores = torch.zeros(
+            0, K, device=dev
+        )  # (B, K) cumulative log-probabilities of the live rows
+        self.lp_at_max = torch.zeros(
+            0, device=dev
+        )  # (B,) the length penalty at the longest output allowed
+        self.fin_scores = torch.zeros(
+            0, K, device=dev
+        )  # (B, K) the finished, normalized, best first
         self.fin_logprob = torch.zeros(0, K, device=dev)
         self.fin_tokens = torch.full((0, K, self.width), pad, dtype=torch.long, device=dev)
 
@@ -98,17 +120,27 @@ class Beams:
         self._widen(int(max_len.max()))
         self.steps = torch.cat([self.steps, torch.zeros(n, dtype=torch.long, device=dev)])
         self.max_len = torch.cat([self.max_len, max_len])
-        self.last = torch.cat([self.last, torch.full((n * K,), c.start_id, dtype=torch.long, device=dev)])
-        self.history = torch.cat([self.history, self.history.new_full((n * K, self.width), c.pad_id)])
+        self.last = torch.cat(
+            [self.last, torch.full((n * K,), c.start_id, dtype=torch.long, device=dev)]
+        )
+        self.history = torch.cat(
+            [self.history, self.history.new_full((n * K, self.width), c.pad_id)]
+        )
         scores = torch.full((n, K), NEG_INF, device=dev)
-        scores[:, 0] = 0.0  # all beams start identical: let only the first one expand at the first step
+        scores[:, 0] = (
+            0.0  # all beams start identical: let only the first one expand at the first step
+        )
         self.scores = torch.cat([self.scores, scores])
         if not self.walk:
             lp = length_penalty(max_len.cpu(), decode.alpha, decode.length_penalty).float().to(dev)
             self.lp_at_max = torch.cat([self.lp_at_max, lp])
             self.fin_scores = torch.cat([self.fin_scores, torch.full((n, K), NEG_INF, device=dev)])
-            self.fin_logprob = torch.cat([self.fin_logprob, torch.full((n, K), NEG_INF, device=dev)])
-            self.fin_tokens = torch.cat([self.fin_tokens, self.fin_tokens.new_full((n, K, self.width), c.pad_id)])
+            self.fin_logprob = torch.cat(
+                [self.fin_logprob, torch.full((n, K), NEG_INF, device=dev)]
+            )
+            self.fin_tokens = torch.cat(
+                [self.fin_tokens, self.fin_tokens.new_full((n, K, self.width), c.pad_id)]
+            )
 
     def _widen(self, width: int) -> None:
         if width > self.width:
@@ -141,7 +173,9 @@ class Beams:
         """
         decode, K, c = self.decode, self.K, self.config
         B = len(self)
-        values, beams, words = top_candidates(self.scores, logprobs.view(B, K, -1), 2 * K)  # (B, 2K)
+        values, beams, words = top_candidates(
+            self.scores, logprobs.view(B, K, -1), 2 * K
+        )  # (B, 2K)
         rows = torch.arange(B, device=self.device)[:, None] * K + beams  # (B, 2K)
         # candidates that end with eos join the finished list, scored by the length penalty
         ended = (words == c.eos_id) & (values > NEG_INF)
@@ -149,10 +183,20 @@ class Beams:
             history = self.history[rows.view(-1)].view(B, 2 * K, -1)  # (B, 2K, width)
             where = self.steps[:, None, None].expand(B, 2 * K, 1)
             ended_tokens = history.scatter(2, where, words[:, :, None])
-            norm = values / length_penalty(self.steps + 1, decode.alpha, decode.length_penalty).float()[:, None]
+            norm = (
+                values
+                / length_penalty(self.steps + 1, decode.alpha, decode.length_penalty).float()[
+                    :, None
+                ]
+            )
             self.fin_scores, self.fin_tokens, self.fin_logprob = merge_finished(
-                self.fin_scores, self.fin_tokens, self.fin_logprob, norm.masked_fill(~ended, NEG_INF),
-                ended_tokens, values.masked_fill(~ended, NEG_INF))
+                self.fin_scores,
+                self.fin_tokens,
+                self.fin_logprob,
+                norm.masked_fill(~ended, NEG_INF),
+                ended_tokens,
+                values.masked_fill(~ended, NEG_INF),
+            )
         # the best K candidates that do not end live on (2K candidates hold at least K of them)
         self.scores, keep = values.masked_fill(ended, NEG_INF).topk(K, dim=1)  # (B, K)
         pick = rows.gather(1, keep).view(-1)  # (N,) rows continued
@@ -165,8 +209,12 @@ class Beams:
         if decode.stop == "bound":
             best_possible = self.scores[:, 0] / self.lp_at_max
         else:
-            best_possible = torch.where(self.fin_scores[:, K - 1] > NEG_INF, NEG_INF, float("inf")).to(self.scores)
-        done = (self.scores[:, 0] == NEG_INF) | (self.fin_scores[:, decode.nbest - 1] >= best_possible)
+            best_possible = torch.where(
+                self.fin_scores[:, K - 1] > NEG_INF, NEG_INF, float("inf")
+            ).to(self.scores)
+        done = (self.scores[:, 0] == NEG_INF) | (
+            self.fin_scores[:, decode.nbest - 1] >= best_possible
+        )
         return done, pick
 
     def finished(self, i: int) -> list[Hypothesis]:
@@ -180,8 +228,11 @@ class Beams:
             return [Hypothesis(out, logprob, logprob)]
         hypotheses = []
         nbest = self.decode.nbest
-        for row, logprob, score in zip(self.fin_tokens[i, :nbest].tolist(), self.fin_logprob[i, :nbest].tolist(),
-                                       self.fin_scores[i, :nbest].tolist()):
+        for row, logprob, score in zip(
+            self.fin_tokens[i, :nbest].tolist(),
+            self.fin_logprob[i, :nbest].tolist(),
+            self.fin_scores[i, :nbest].tolist(),
+        ):
             if score == NEG_INF:
                 continue
             end = row.index(config.eos_id) if config.eos_id in row else len(row)

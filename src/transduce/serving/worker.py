@@ -62,7 +62,9 @@ class Job:
     started: Optional[float] = None  # when its first search began
     search_seconds: float = 0.0  # the time of the searches its sentences were in
     batch_sizes: list[int] = field(default_factory=list)
-    on_result: Optional[Callable[[int, "Result"], None]] = None  # each sentence's result as it is done (worker thread)
+    on_result: Optional[Callable[[int, "Result"], None]] = (
+        None  # each sentence's result as it is done (worker thread)
+    )
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.sources)
@@ -89,15 +91,23 @@ class Worker:
     # last (True: a running search's steps serve many requests at once)
     search_span = False
 
-    def __init__(self, translator: Translator, max_wait: float = 0.010, queue_limit: int = 1024,
-                 on_batch: Optional[Callable[[BatchRecord], None]] = None, compiled: bool = False):
+    def __init__(
+        self,
+        translator: Translator,
+        max_wait: float = 0.010,
+        queue_limit: int = 1024,
+        on_batch: Optional[Callable[[BatchRecord], None]] = None,
+        compiled: bool = False,
+    ):
         self.translator = translator
         self.max_wait = max_wait
         self.queue_limit = queue_limit
         self.on_batch = on_batch
         self.compiled = compiled
         self.history: collections.deque[BatchRecord] = collections.deque(maxlen=1000)
-        self._queue: collections.deque[tuple[Job, int]] = collections.deque()  # (job, sentence index)
+        self._queue: collections.deque[tuple[Job, int]] = (
+            collections.deque()
+        )  # (job, sentence index)
         self._cond = threading.Condition()
         self._closed = False
         self._thread: Optional[threading.Thread] = None
@@ -108,8 +118,13 @@ class Worker:
         self._thread = threading.Thread(target=self._run, name="transduce-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, sources: Sequence[Sequence[int]], decode: DecodeConfig, attention: bool = False,
-               on_result: Optional[Callable[[int, Result], None]] = None) -> Job:
+    def submit(
+        self,
+        sources: Sequence[Sequence[int]],
+        decode: DecodeConfig,
+        attention: bool = False,
+        on_result: Optional[Callable[[int, Result], None]] = None,
+    ) -> Job:
         """Queue one request's sentences; ``job.future`` resolves to the job when all are done, and
         ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done."""
         job = Job([list(s) for s in sources], decode, attention, on_result=on_result)
@@ -152,7 +167,9 @@ class Worker:
         while (work := self._next_work()) is not None:
             try:
                 self._work(work)
-            except BaseException as error:  # every request concerned learns of it (and logs it); the worker goes on
+            except (
+                BaseException
+            ) as error:  # every request concerned learns of it (and logs it); the worker goes on
                 for job in self._failed(work):
                     resolve(job.future, error=error)
 
@@ -170,13 +187,18 @@ class Worker:
 
     def _drop_cancelled(self) -> None:
         if any(job.future.cancelled() for job, _ in self._queue):
-            self._queue = collections.deque((job, i) for job, i in self._queue if not job.future.cancelled())
+            self._queue = collections.deque(
+                (job, i) for job, i in self._queue if not job.future.cancelled()
+            )
 
     def _attention(self, done: list[tuple[Job, int, list[Hypothesis]]]) -> dict[int, np.ndarray]:
         """The cross-attention of the done sentences whose request asks for it, by position in ``done``."""
         wanted = [n for n, (job, _, _) in enumerate(done) if job.attention]
-        weights = cross_attention(self.translator, [done[n][0].sources[done[n][1]] for n in wanted],
-                                  [done[n][2][0].tokens for n in wanted])
+        weights = cross_attention(
+            self.translator,
+            [done[n][0].sources[done[n][1]] for n in wanted],
+            [done[n][2][0].tokens for n in wanted],
+        )
         return dict(zip(wanted, weights))
 
     def _deliver(self, done: list[tuple[Job, int, list[Hypothesis]]], now: float) -> None:
@@ -199,7 +221,11 @@ class Worker:
             self.on_batch(record)
 
 
-def resolve(future: concurrent.futures.Future, job: Optional[Job] = None, error: Optional[BaseException] = None):
+def resolve(
+    future: concurrent.futures.Future,
+    job: Optional[Job] = None,
+    error: Optional[BaseException] = None,
+):
     """Set a future's outcome unless its waiter cancelled it (a client that went away)."""
     try:
         if error is not None:
@@ -210,13 +236,18 @@ def resolve(future: concurrent.futures.Future, job: Optional[Job] = None, error:
         pass
 
 
-def cross_attention(translator: Translator, sources: Sequence[Sequence[int]],
-                    targets: Sequence[Sequence[int]]) -> list[np.ndarray]:
+def cross_attention(
+    translator: Translator, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]
+) -> list[np.ndarray]:
     """Each pair's cross-attention, ``(layers, len(target) + 1, len(source) + 1)`` averaged over
     heads, from one teacher-forced pass of the batch over the model's own outputs: the weights the
     search used when it produced each target piece (and eos)."""
     if not sources:
         return []
     weights = translator.attention(sources, targets)
-    stacked = torch.stack([w.float().mean(1) for w in weights.cross], 1).cpu().numpy()  # (B, L, T, S)
-    return [stacked[b, :, : len(t) + 1, : len(s) + 1] for b, (s, t) in enumerate(zip(sources, targets))]
+    stacked = (
+        torch.stack([w.float().mean(1) for w in weights.cross], 1).cpu().numpy()
+    )  # (B, L, T, S)
+    return [
+        stacked[b, :, : len(t) + 1, : len(s) + 1] for b, (s, t) in enumerate(zip(sources, targets))
+    ]

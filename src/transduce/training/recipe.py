@@ -33,11 +33,21 @@ FINETUNE = {"valid_at_start": True, "patience": 5}
 def given_fields(train: TrainConfig) -> set[str]:
     """The fields of ``train`` that differ from ``TrainConfig``'s defaults: what a Python caller gave."""
     default = TrainConfig()
-    return {f.name for f in dataclasses.fields(TrainConfig) if getattr(train, f.name) != getattr(default, f.name)}
+    return {
+        f.name
+        for f in dataclasses.fields(TrainConfig)
+        if getattr(train, f.name) != getattr(default, f.name)
+    }
 
 
-def apply_recipe(train: TrainConfig, model: ModelConfig, data_dir: str, recipe: Optional[str] = None,
-                 given: Optional[Iterable[str]] = None, new_run: bool = True) -> tuple[TrainConfig, bool]:
+def apply_recipe(
+    train: TrainConfig,
+    model: ModelConfig,
+    data_dir: str,
+    recipe: Optional[str] = None,
+    given: Optional[Iterable[str]] = None,
+    new_run: bool = True,
+) -> tuple[TrainConfig, bool]:
     """``(train config, from_recipe)``: ``train`` with ``recipe``'s schedule (None: ``auto``) where
     ``given`` (default: the fields that differ from the defaults) leaves it open, and whether the
     schedule is the recipe's (False: the user's own). A resumed run (``new_run=False``) keeps its
@@ -47,7 +57,9 @@ def apply_recipe(train: TrainConfig, model: ModelConfig, data_dir: str, recipe: 
         raise ValueError(f"recipe={recipe!r}: choose one of {', '.join(RECIPES)}")
     given = set(given_fields(train) if given is None else given)
     if "peak_lr" in given and "lr_schedule" not in given:
-        train = dataclasses.replace(train, lr_schedule="inverse_sqrt_peak")  # a peak is only the peak schedule's
+        train = dataclasses.replace(
+            train, lr_schedule="inverse_sqrt_peak"
+        )  # a peak is only the peak schedule's
     if not new_run:
         return train, False
     from_recipe = "lr_schedule" not in given if recipe == "finetune" else not given & SCHEDULE_KEYS
@@ -56,21 +68,30 @@ def apply_recipe(train: TrainConfig, model: ModelConfig, data_dir: str, recipe: 
     if recipe == "finetune":
         if "lr_schedule" not in given:  # the recipe's schedule, with the parts of it given kept
             chosen = {key: getattr(train, key) for key in given & SCHEDULE_KEYS}
-            train = dataclasses.replace(auto_schedule(train, model, data_dir, finetune=True), **chosen)
+            train = dataclasses.replace(
+                auto_schedule(train, model, data_dir, finetune=True), **chosen
+            )
         train = dataclasses.replace(train, **{k: v for k, v in FINETUNE.items() if k not in given})
     return train, from_recipe
 
 
-def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str, finetune: bool = False) -> TrainConfig:
+def auto_schedule(
+    train: TrainConfig, model: ModelConfig, data_dir: str, finetune: bool = False
+) -> TrainConfig:
     """``auto``'s schedule scaled to the data in ``data_dir`` (``finetune``: ``finetune``'s)."""
     from ..data import ParallelDataset, TokenBatchSampler, TokenStream
 
     if model.architecture != "encoder-decoder":  # blocks of a token stream
-        blocks = TokenStream(data_dir, "train").num_blocks(train.block_size, model.architecture == "decoder-only")
+        blocks = TokenStream(data_dir, "train").num_blocks(
+            train.block_size, model.architecture == "decoder-only"
+        )
         per_epoch = blocks / max(1, train.max_tokens // train.block_size) / train.update_freq
     else:
         ds = ParallelDataset(data_dir, "train")
-        per_epoch = len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, train.max_tokens)) / train.update_freq
+        per_epoch = (
+            len(TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, train.max_tokens))
+            / train.update_freq
+        )
     warmup = int(min(4000, max(100, round(4 * per_epoch))))
     peak = 1e-3 if model.d_model <= 256 else 7e-4
     if finetune:
@@ -81,6 +102,10 @@ def auto_schedule(train: TrainConfig, model: ModelConfig, data_dir: str, finetun
 def describe_schedule(train: TrainConfig, model: ModelConfig) -> str:
     from .schedule import learning_rate
 
-    peak = learning_rate(train.warmup, train.lr_schedule, model.d_model, train.warmup, train.lr_factor, train.peak_lr)
-    return (f"schedule: {train.lr_schedule}, warmup {train.warmup:,} updates to a peak learning rate of {peak:.2e}, "
-            "then inverse square root decay")
+    peak = learning_rate(
+        train.warmup, train.lr_schedule, model.d_model, train.warmup, train.lr_factor, train.peak_lr
+    )
+    return (
+        f"schedule: {train.lr_schedule}, warmup {train.warmup:,} updates to a peak learning rate of {peak:.2e}, "
+        "then inverse square root decay"
+    )
