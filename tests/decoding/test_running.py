@@ -72,14 +72,14 @@ def test_the_slots_run_out_and_the_rows_move_to_the_front(device):
     alone = [translate_ids(model, [s], decode)[0] for s in srcs]
     running = RunningSearch(model, decode)
     seen = []  # (slot written, capacity) at each step
-    original = running.rows.logprobs
+    original = running.state.logprobs
 
     def watched(last):
         out = original(last)  # (make_room runs first: the slot written is length - 1 after the step)
-        seen.append((running.rows.cache.length - 1, running.rows.cache.kv.size(4)))
+        seen.append((running.state.cache.length - 1, running.state.cache.kv.size(4)))
         return out
 
-    running.rows.logprobs = watched
+    running.state.logprobs = watched
     out, _ = run_staggered(running, srcs, seed=4)
     moved = sum(1 for (a, _), (b, _) in zip(seen, seen[1:]) if 0 < b < a)  # written slot went back: compacted
     assert moved >= 3

@@ -24,7 +24,8 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from .beams import NEG_INF, Beams, length_penalty, merge_finished, top_candidates
-from .common import Hypothesis, SearchOptions, Stepper, banned_tokens, constrain, max_lengths, prefix_tensor
+from .common import Hypothesis, SearchOptions, banned_tokens, constrain, max_lengths, prefix_tensor
+from .state import decoding_state
 
 __all__ = ["NEG_INF", "beam_search", "length_penalty", "merge_finished", "top_candidates"]
 
@@ -41,7 +42,8 @@ def beam_search(model, src: Tensor, decode: Optional[DecodeConfig] = None,
     device = src.device
     max_len = max_lengths(model, src, decode)  # (B,)
     L = int(max_len.max())
-    stepper = Stepper(model, src, K, options, L)
+    state = decoding_state(model, K, options)
+    state.join(src, capacity=L)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
     banned = banned_tokens(config, device)
     last_step = int(max_len.min()) - 1  # before this step no sentence is forced to end
@@ -52,11 +54,11 @@ def beam_search(model, src: Tensor, decode: Optional[DecodeConfig] = None,
     forced = prefix  # of the sentences still searched
 
     for step in range(L):
-        logprobs = stepper.logprobs(beams.tokens(step) if stepper.reads_prefix else beams.last[:, None])
+        logprobs = state.logprobs(beams.tokens(step) if state.reads_prefix else beams.last)
         logprobs = constrain(logprobs, step, config, beams.max_len, decode.min_len, forced, per_row=K,
                              banned=banned, last_step=last_step)  # (n*K, V)
         done, pick = beams.advance(logprobs)
-        stepper.reorder(pick)
+        state.reorder(pick)
         if done.any():
             for i in done.nonzero().squeeze(1).tolist():
                 results[int(alive[i])] = beams.finished(i)
@@ -65,7 +67,7 @@ def beam_search(model, src: Tensor, decode: Optional[DecodeConfig] = None,
                 break
             alive = alive[kept]
             beams.keep(kept)
-            stepper.select(kept)
+            state.select(kept)
             forced = None if prefix is None else prefix[alive]
             last_step = int(beams.max_len.min()) - 1
     return results  # type: ignore[return-value]

@@ -1,8 +1,8 @@
-"""What every search strategy shares: the decoding state, length limits, constraints, results."""
+"""What every search strategy shares: its options, length limits, constraints, results (the
+decoding state is ``state.py``'s)."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -10,8 +10,6 @@ import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
-from ..inference import encode, fast_decoder, unsupported
-from .ensemble import Ensemble
 
 
 @dataclass
@@ -46,97 +44,6 @@ class SearchOptions:
     precision: str = "fp32"
     compile: bool = False
     on_step: Optional[Callable[[Tensor], None]] = None
-
-
-class Stepper:
-    """The decoding state of ``N = B * beam`` hypotheses over B sentences, for at most ``steps``
-    steps; calls only ``encode`` and a one-token decode step: the ``FastDecoder``'s, or the model's
-    own incremental ``decode``, or (without the cache) the full forward pass.
-
-    A decoder-only model has no source: ``src (B, P)`` is then its prompts (equal lengths, no
-    padding), read in one pass before the first step, and the search's tokens continue them.
-    """
-
-    def __init__(self, model, src: Tensor, beam: int, options: "SearchOptions", steps: int) -> None:
-        self.model = model
-        self.beam = beam
-        # an ensemble: a state per member (each with its own cache and fast step), mixed per step
-        self.members = [Stepper(m, src, beam, options, steps) for m in model.models] \
-            if isinstance(model, Ensemble) else None
-        if self.members is not None:
-            self.reads_prefix = any(member.reads_prefix for member in self.members)
-            return
-        self.use_cache = options.use_cache
-        self.fast = None
-        self.src = src  # (B, S)
-        self.lm = model.config.architecture == "decoder-only"
-        # whether ``logprobs`` reads every row's whole prefix, or only its newest token (the caches)
-        self.reads_prefix = self.lm or not options.use_cache
-        if self.lm:
-            self.prompt = src.repeat_interleave(beam, dim=0)  # (N, P): each beam continues its prompt
-        if not options.use_cache:
-            return
-        wanted = options.fast or options.precision == "int8" or options.compile
-        reason = unsupported(model.config) if wanted else None
-        if reason and (options.precision == "int8" or options.compile):
-            warnings.warn(f"the fast decode step does not support {reason}: decoding without "
-                          f"{'int8' if options.precision == 'int8' else 'compilation'}", stacklevel=3)
-        if self.lm:
-            self.cache = model.start_decoding(src, beam=beam, capacity=src.size(1) + steps + 1)
-        elif wanted and not reason:
-            # (B, S, D); a captured search keeps the model's own pass, which Translator compiles too
-            memory = model.encode(src) if options.compile else encode(model, src, options.precision)
-            self.fast = fast_decoder(model, options.precision, options.compile)
-            self.cache = self.fast.start(src, memory, beam, capacity=steps)
-        else:
-            self.cache = model.start_decoding(src, model.encode(src), beam=beam)
-
-    @torch.no_grad()
-    def logprobs(self, tokens: Tensor) -> Tensor:
-        """``tokens (N, t)`` (start token first; only the newest column ``(N, 1)`` unless
-        ``reads_prefix``) -> next-token log-probabilities ``(N, V)``, float32."""
-        if self.members is not None:
-            return self.model.combine([member.logprobs(tokens) for member in self.members])
-        if self.lm and not (self.use_cache and self.cache.length):  # the start, the prompt, what search chose
-            tokens = torch.cat([tokens[:, :1], self.prompt, tokens[:, 1:]], dim=1)
-        elif self.lm:  # the prompt is in the cache: only the newest token is fed
-            return torch.log_softmax(self.model.decode(tokens[:, -1:], self.cache)[:, -1].float(), dim=-1)
-        if self.fast is not None:
-            logits = self.fast.step(tokens[:, -1], self.cache)  # (N, V)
-        elif self.use_cache:
-            # (a language model's first step feeds its start token and prompt; then, as for every
-            # other model, only the newest token: the cache holds the rest)
-            new = tokens[:, self.cache.length :] if self.lm else tokens[:, -1:]
-            logits = self.model.decode(new, self.cache)[:, -1]  # (N, V)
-        elif self.lm:
-            logits = self.model(tokens)[:, -1]  # (N, V)
-        else:
-            src = self.src.repeat_interleave(self.beam, dim=0)  # (N, S)
-            logits = self.model(src, tokens)[:, -1]  # (N, V)
-        return torch.log_softmax(logits.float(), dim=-1)
-
-    def reorder(self, rows: Tensor) -> None:
-        if self.members is not None:
-            for member in self.members:
-                member.reorder(rows)
-            return
-        if self.use_cache:
-            self.cache.reorder(rows)
-        if self.lm:  # (rows stay within their sentence, whose beams share one prompt)
-            self.prompt = self.prompt.index_select(0, rows)
-
-    def select(self, sentences: Tensor) -> None:
-        """Keep only ``sentences`` (indices into the current B)."""
-        if self.members is not None:
-            for member in self.members:
-                member.select(sentences)
-            return
-        self.src = self.src.index_select(0, sentences)
-        if self.lm:
-            rows = (sentences[:, None] * self.beam + torch.arange(self.beam, device=sentences.device)).view(-1)
-            self.prompt = self.prompt.index_select(0, rows)
-        if self.use_cache:
-            self.cache.select_sentences(sentences)
 
 
 def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:

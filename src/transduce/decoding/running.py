@@ -23,8 +23,8 @@ import torch
 from ..config import DecodeConfig
 from ..data.dataset import pad_sequences
 from .beams import Beams
-from .common import Hypothesis, banned_tokens, constrain, max_lengths
-from .joinable import joinable_rows, kept_order
+from .common import Hypothesis, SearchOptions, banned_tokens, constrain, max_lengths
+from .state import decoding_state, kept_order
 
 
 class RunningSearch:
@@ -45,7 +45,7 @@ class RunningSearch:
         self.device = next(model.parameters()).device
         self.beams = Beams(self.config, decode, decode.beam, self.device, walk=self.greedy)
         self.K = self.beams.K
-        self.rows = joinable_rows(model, self.K, precision, fast)
+        self.state = decoding_state(model, self.K, SearchOptions(precision=precision, fast=fast), joinable=True)
         self.banned = banned_tokens(self.config, self.device)
         self.keys: list[Hashable] = []
 
@@ -58,7 +58,7 @@ class RunningSearch:
         c = self.config
         src = pad_sequences([list(s) for s in sources], c.pad_id, suffix=c.eos_id).to(self.device)
         self.beams.join(max_lengths(self.model, src, self.decode))
-        self.rows.join(src, capacity=self.beams.width + 1)
+        self.state.join(src, capacity=self.beams.width + 1)
         self.keys += list(keys)
 
     @torch.no_grad()
@@ -67,14 +67,14 @@ class RunningSearch:
         if not self.keys:
             return []
         beams = self.beams
-        logprobs = constrain(self.rows.logprobs(beams.last), beams.steps, self.config, beams.max_len,
+        logprobs = constrain(self.state.logprobs(beams.last), beams.steps, self.config, beams.max_len,
                              self.decode.min_len, None, per_row=self.K, banned=self.banned)  # (N, V)
         if self.greedy:  # (as greedy_search: the first maximal index)
             chosen, nxt = logprobs.max(-1)
             done = beams.advance_walk(nxt, chosen)
         else:
             done, pick = beams.advance(logprobs)
-            self.rows.reorder(pick)
+            self.state.reorder(pick)
         if not done.any():
             return []
         finished = [(self.keys[i], beams.finished(i)) for i in done.nonzero().squeeze(1).tolist()]
@@ -89,8 +89,8 @@ class RunningSearch:
 
     def _keep(self, done: list[bool]) -> None:
         """The sentences ``done`` leave; the others stay in flight (in the order ``kept_order`` gives)."""
-        index = kept_order(done, self.rows.fill_from_end)
+        index = kept_order(done, self.state.fill_from_end)
         sentences = torch.tensor(index, dtype=torch.long, device=self.device)
         self.keys = [self.keys[i] for i in index]
-        self.rows.select(sentences)
+        self.state.select(sentences)
         self.beams.keep(sentences)

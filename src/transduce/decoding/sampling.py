@@ -9,7 +9,8 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from .beams import Beams
-from .common import Hypothesis, SearchOptions, Stepper, banned_tokens, constrain, max_lengths, prefix_tensor
+from .common import Hypothesis, SearchOptions, banned_tokens, constrain, max_lengths, prefix_tensor
+from .state import decoding_state
 
 
 def filter_logits(logprobs: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
@@ -43,7 +44,8 @@ def walk(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptio
     B = src.size(0)
     max_len = max_lengths(model, src, decode)  # (B,)
     steps, last_step = int(max_len.max()), int(max_len.min()) - 1
-    stepper = Stepper(model, src, 1, options, steps)
+    state = decoding_state(model, 1, options)
+    state.join(src, capacity=steps)
     banned = banned_tokens(config, src.device)
     prefix = prefix_tensor(options.prefix, B, config.pad_id, src.device)
     beams = Beams(config, decode, 1, src.device, walk=True)
@@ -56,7 +58,7 @@ def walk(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptio
     finished: list = [None] * B
     forced = prefix  # of the rows still searched
     for step in range(steps):
-        lp = stepper.logprobs(beams.tokens(step) if stepper.reads_prefix else beams.last[:, None])
+        lp = state.logprobs(beams.tokens(step) if state.reads_prefix else beams.last)
         lp = constrain(lp, step, config, beams.max_len, decode.min_len, forced, banned=banned,
                        last_step=last_step)  # (n, V)
         if greedy:  # max, not argmax: the same first maximal index, and faster on the CPU
@@ -79,7 +81,7 @@ def walk(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptio
                 break
             alive, done = alive[keep], done[keep]
             beams.keep(keep)
-            stepper.select(keep)
+            state.select(keep)
             forced = None if prefix is None else prefix[alive]
             last_step = int(beams.max_len.min()) - 1
         elif done.all():
