@@ -30,6 +30,7 @@ from common import machine, save  # noqa: E402
 
 from transduce import ModelConfig, Transformer  # noqa: E402
 import transduce.inference.decoder as fast  # noqa: E402
+from transduce.inference.captured import CapturedDecoder  # noqa: E402
 from transduce.inference.tuned_linear import TunedLinear  # noqa: E402
 
 SHAPES = {"small": dict(d_model=256, encoder_layers=3, decoder_layers=3, n_heads=4, d_ff=1024),
@@ -62,11 +63,9 @@ def main() -> None:
     config = ModelConfig.preset("base", vocab_size=8000, dropout=0.0, **SHAPES[args.shape])
     model = Transformer(config).eval()
     src = torch.randint(4, 8000, (args.rows, 20))
-    decoder = fast.FastDecoder(model, args.precision)
     eager = fast.FastDecoder(model, args.precision) if args.compile else None
-    if args.compile:
-        began = time.perf_counter()
-        decoder.compile()
+    began = time.perf_counter()
+    decoder = CapturedDecoder(model, args.precision) if args.compile else fast.FastDecoder(model, args.precision)
 
     def run(decoder=decoder) -> None:
         cache = decoder.start(src, memory, 1, capacity=args.steps)

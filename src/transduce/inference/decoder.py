@@ -18,7 +18,7 @@ builds, once per set of weights, a ``FastDecoder`` that:
   the self-attention product, whose rows are ordered per head as query, key, value), attends over the
   filled positions ``0..t`` only, and a beam reorder is an ``index_select`` of the filled part;
 - computes attention explicitly for the single query (two ``bmm`` and a softmax);
-- has a static-shape variant (``compile``) for ``torch.compile`` and CUDA graphs.
+- has a static-shape variant for ``torch.compile`` and CUDA graphs (``CapturedDecoder``, ``captured.py``).
 
 What it decodes is an allow-list over every ``ModelConfig`` field (``support.py``); the outputs
 equal ``Transformer.decode``'s up to float rounding for every supported choice, and every other
@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .cache import StepCache, attended, pad_rows, padded_sentences, power_of_two, static_address
+from .cache import StepCache
 from .norm import norm_function
 from .snapshots import snapshot
 from .support import require_supported
@@ -88,7 +88,8 @@ class FastDecoder:
     """A snapshot of a ``Transformer``'s decoder for search; see the module docstring.
 
     ``cache = fast.start(src, memory, beam, capacity)``, then ``logits = fast.step(tokens, cache)``
-    with ``tokens (N,)`` one new token per hypothesis. The snapshot does not follow later changes of
+    with ``tokens (N,)`` one new token per hypothesis. This is the eager step: it attends over the
+    filled slots only, and serves running searches (rows at positions of their own). The snapshot does not follow later changes of
     the model's weights: ``fast_decoder(model)`` rebuilds it when they change.
     """
 
@@ -127,7 +128,6 @@ class FastDecoder:
             weight = torch.cat([m.weight.detach() for m in projections])  # (layers * 2 * H * Dh, D)
             bias = None if projections[0].bias is None else torch.cat([m.bias.detach() for m in projections])
         self.cross_kv = TunedLinear(weight, bias)
-        self.compiled = None  # the captured step, after compile()
 
     def denses(self) -> list[TunedLinear]:
         """Every product of a step, in the order the step calls them."""
@@ -135,6 +135,14 @@ class FastDecoder:
 
     def start(self, src: Tensor, memory: Tensor, beam: int, capacity: int) -> StepCache:
         """A cache for ``B * beam`` hypotheses over ``src (B, S)`` and its encoder output ``memory``."""
+        cross_k, cross_v, bias = self._cross(src, memory, beam)
+        B, H = src.size(0), self.heads
+        kv = memory.new_empty((len(self.layers), 2, B * beam, H, capacity, self.head_dim))
+        return StepCache(kv, cross_k, cross_v, bias.reshape(B * H, beam, -1), H, beam)
+
+    def _cross(self, src: Tensor, memory: Tensor, beam: int) -> tuple[list[Tensor], list[Tensor], Tensor]:
+        """Every layer's encoder-decoder keys ``(B*H, Dh, S)`` and values ``(B*H, S, Dh)``, and the
+        additive mask of the source's padding ``(B, H, beam, S)``."""
         B, S = src.shape
         H, Dh = self.heads, self.head_dim
         with torch.no_grad(), self._precision():
@@ -143,26 +151,9 @@ class FastDecoder:
             kv = self.cross_kv(memory.reshape(B * S, -1)).view(B, S, L, 2, H, Dh)
             cross_k = list(kv.select(3, 0).permute(2, 0, 3, 4, 1).reshape(L, B * H, Dh, S).unbind(0))
             cross_v = list(kv.select(3, 1).permute(2, 0, 3, 1, 4).reshape(L, B * H, S, Dh).unbind(0))
-        static = self.compiled is not None
         bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
         bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
-        if static:  # shape classes, so that a stream of batches compiles a few times, not once per batch:
-            # sentences, source length and capacity rounded up to powers of two; the added source
-            # positions are masked like padding
-            total, capacity, wide = padded_sentences(B), power_of_two(capacity, 16), power_of_two(S, 8)
-            cross_k = [F.pad(k, (0, wide - S)) for k in cross_k]
-            cross_v = [F.pad(v, (0, 0, 0, wide - S)) for v in cross_v]
-            bias = F.pad(bias, (0, wide - S), value=float("-inf"))
-        else:
-            total = B
-        shape = (len(self.layers), 2, total * beam, H, capacity, Dh)
-        # the captured step reads every position (masked): unfilled ones must not hold NaN garbage
-        kv = memory.new_zeros(shape) if static else memory.new_empty(shape)
-        cross_k, cross_v = [pad_rows(k, total * H) for k in cross_k], [pad_rows(v, total * H) for v in cross_v]
-        bias = pad_rows(bias.reshape(B * H, beam, -1), total * H)
-        if static:
-            static_address(kv, bias, *cross_k, *cross_v)
-        return StepCache(kv, cross_k, cross_v, bias, H, beam, static=static)
+        return cross_k, cross_v, bias
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
@@ -171,22 +162,9 @@ class FastDecoder:
         if t >= cache.kv.size(4) or (not running and t >= self.config.max_positions):
             raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
                              f"the model {self.config.max_positions}")
-        if running and self.compiled is not None:
-            raise ValueError("a running cache (rows at positions of their own) is stepped eagerly, not captured")
-        if self.compiled is not None:
-            position = torch.tensor(t, device=tokens.device)
-            # a fresh tensor: search passes a column of its growing token matrix, whose stride
-            # changes every step, and a new stride would recompile the step (until dynamo gives up);
-            # .contiguous() is not enough, a column of one row counts as contiguous at any stride.
-            # Padded to the cache's batch class with token 0 (rows nobody reads).
-            N = tokens.size(0)
-            padded = tokens.new_zeros(cache.kv.size(2))
-            padded[:N] = tokens
-            logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
-        else:
-            with self._precision():
-                logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
-                                       cache.views, cache.starts, cache.first)
+        with self._precision():
+            logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
+                                   cache.views, cache.starts, cache.first)
         cache.length = t + 1
         return logits
 
@@ -194,67 +172,33 @@ class FastDecoder:
         """bf16 on the CPU: autocast off (the step chooses bf16 or fp32 per product); else as the caller set it."""
         return torch.autocast("cpu", enabled=False) if self.bf16 else nullcontext()
 
-    def compile(self) -> None:
-        """Capture the step with ``torch.compile`` (CUDA graphs on a GPU): the position becomes a tensor,
-        attention covers the cache's whole capacity under a mask, so every step has the same shapes
-        and one compilation serves the whole search (a new batch size compiles once more)."""
-        if self.bf16:
-            raise ValueError("the CPU's bf16 step is not compiled (its choice of bf16 or fp32 per product is eager)")
-        if self.precision == "int8":
-            raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
-        if self.embed_weight.device.type == "cuda":
-            compiled = torch.compile(self._forward, mode="reduce-overhead", dynamic=False)
-        else:
-            # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per kernel,
-            # and the products get W^T contiguous (faster than F.linear's transposed view at a few
-            # rows: benchmarks/dense_layouts.py)
-            for d in self.denses():
-                d._transposed()  # (plain then multiplies in rows; this snapshot's eager choices never run)
-            compiled = torch.compile(self._forward, dynamic=False, options={"cpp_wrapper": True})
-        self.compiled = self._compile_limit()(compiled)
-
-    @staticmethod
-    def _compile_limit():
-        """One compilation per shape class (sentences x source length x capacity, see ``start``):
-        more classes than dynamo's default limit of 8 would fall back to eager steps, silently. The
-        limit is raised around the step's calls only, not for the rest of the caller's process."""
-        config = torch._dynamo.config
-        name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-        return config.patch(**{name: max(getattr(config, name), 64)})
-
-    def _forward(self, tokens: Tensor, t, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_bias: Tensor, views: Optional[tuple] = None, starts: Optional[Tensor] = None,
-                 first: int = 0) -> Tensor:
-        """One step at position ``t``: an int (eager: attend over the filled positions only) or a 0-d
-        tensor (static shapes for capture: attend over the whole capacity, later positions masked).
-        ``views``: ``cache_views(kv)`` (eager, made once per cache); the captured step takes its
-        views of ``kv`` inside the graph, each layer's after writing it.
+    def _forward(self, tokens: Tensor, t: int, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
+                 cross_bias: Tensor, views: tuple, starts: Optional[Tensor] = None, first: int = 0) -> Tensor:
+        """One step at position ``t``, attending over the filled slots only. ``views``:
+        ``cache_views(kv)``, made once per cache.
 
         ``starts (N,)``: each row's first slot (a running search, whose rows joined at different
         steps): ``t`` is then the slot written, row n's position is ``t - starts[n]`` and it attends
         over its own slots ``starts[n] .. t`` only (ALiBi's distances are differences of slots);
         ``first`` (the smallest start) is the first slot any row reads."""
-        static = isinstance(t, Tensor)
-        dense = TunedLinear.plain if static else TunedLinear.__call__
-        slots, all_keys, all_values = views if views is not None else (list(kv.unbind(0)), None, None)
-        length = kv.size(4) if static else t + 1  # the slots a step reads end here
+        slots, all_keys, all_values = views
+        seen = t + 1 - first  # the slots a step reads: first .. t
         position = t if starts is None else t - starts  # (N,) per row in a running search
         x = self._embed(tokens, t, position)
-        key_bias = self._key_bias(x, t, first, length, starts, static)
+        key_bias = self._key_bias(x, t, first, t + 1, starts)
         for i, layer in enumerate(self.layers):
-            if static:
-                keys, values = None, None  # (read from kv[i] after this step's write)
-            else:
-                seen = length - first
-                keys, values = all_keys[i].narrow(2, first, seen), all_values[i].narrow(1, first, seen)
+            keys, values = all_keys[i].narrow(2, first, seen), all_values[i].narrow(1, first, seen)
             x = self._block(layer, 0, x, lambda h: self._self_attention(
-                layer, h, t, position, slots[i], kv[i] if static else None, keys, values, key_bias, dense))
-            x = self._block(layer, 1, x, lambda h: self._cross_attention(
-                layer, h, cross_k[i], cross_v[i], cross_bias, dense))
-            x = self._block(layer, 2, x, lambda h: self._feed_forward(layer, h, static, dense))
+                layer, h, t, position, slots[i], lambda: (keys, values), key_bias))
+            x = self._block(layer, 1, x, lambda h: self._cross_attention(layer, h, cross_k[i], cross_v[i], cross_bias))
+            x = self._block(layer, 2, x, lambda h: self._feed_forward(layer, h))
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return dense(self.output, x)  # (N, V)
+        return self._dense(self.output, x)  # (N, V)
+
+    def _dense(self, linear: TunedLinear, x: Tensor) -> Tensor:
+        """A product in the operand layout measured fastest for this many rows."""
+        return linear(x)
 
     def _block(self, layer: _Layer, n: int, x: Tensor, sublayer) -> Tensor:
         """A residual block around ``sublayer``, its norm before (pre-LN) or after (the paper's)."""
@@ -271,38 +215,37 @@ class FastDecoder:
             return torch.add(table.to(x.dtype), x, alpha=self.embed_scale)
         return x * self.embed_scale if self.embed_scale != 1.0 else x
 
-    def _key_bias(self, x: Tensor, t, first: int, length, starts: Optional[Tensor], static: bool
-                  ) -> Optional[Tensor]:
-        """Every additive mask of the self-attention scores in one ``(N*H, 1, keys)``, or None:
-        ALiBi's distances, the captured step's unfilled slots (after ``t``), and a running search's
-        slots before each row's start (another sentence's past)."""
-        if self.alibi is None and not static and starts is None:
-            return None
-        N, H = x.size(0), self.heads
+    def _key_bias(self, x: Tensor, t, first: int, length, starts: Optional[Tensor]) -> Optional[Tensor]:
+        """Every additive mask of the self-attention scores over slots ``first .. length - 1`` in one
+        ``(N*H, 1, keys)``, or None: ALiBi's distances and ``_hidden``'s slots."""
         keys = torch.arange(first, length, device=x.device)  # the slots of the attended keys
-        bias = None
+        bias = self._hidden(x, t, keys, starts)
         if self.alibi is not None:
-            bias = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]  # (H, 1, keys)
-        if static:
-            hidden = torch.zeros(length, dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
-            bias = hidden if bias is None else bias + hidden
-        if starts is not None:  # (N, 1, 1, keys)
-            hidden = torch.zeros(N, 1, 1, length - first, dtype=x.dtype, device=x.device).masked_fill(
-                keys < starts[:, None, None, None], float("-inf"))
-            bias = hidden if bias is None else bias + hidden
+            distances = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]  # (H, 1, keys)
+            bias = distances if bias is None else bias + distances
+        if bias is None:
+            return None
         # (N*H, 1, keys): added to the scores as they come out of bmm; the per-head form (scores
         # viewed (N, H, 1, keys) + bias) makes inductor's attention pattern fail on this mask
         # ("Attempting to broadcast a dimension"), and baddbmm made the captured step slower
         # (benchmarks/step_profile.py --compile --rows 128)
-        return bias.expand(N, H, 1, length - first).reshape(N * H, 1, length - first)
+        N, H = x.size(0), self.heads
+        return bias.expand(N, H, 1, keys.numel()).reshape(N * H, 1, keys.numel())
 
-    def _self_attention(self, layer: _Layer, h: Tensor, t, position, slot: Tensor, whole: Optional[Tensor],
-                        keys: Optional[Tensor], values: Optional[Tensor], key_bias: Optional[Tensor],
-                        dense) -> Tensor:
-        """Masked self-attention of the new query against the slots read: its key and value are
-        written at slot ``t`` first (``whole``: the captured step's layer cache, read whole)."""
+    def _hidden(self, x: Tensor, t, keys: Tensor, starts: Optional[Tensor]) -> Optional[Tensor]:
+        """The slots a row must not see, as ``-inf``: in a running search, those before the row's
+        start (another sentence's past) ``(N, 1, 1, keys)``; None when every slot read is the row's."""
+        if starts is None:
+            return None
+        hidden = torch.zeros(x.size(0), 1, 1, keys.numel(), dtype=x.dtype, device=x.device)
+        return hidden.masked_fill(keys < starts[:, None, None, None], float("-inf"))
+
+    def _self_attention(self, layer: _Layer, h: Tensor, t, position, slot: Tensor, read, key_bias: Optional[Tensor]
+                        ) -> Tensor:
+        """Masked self-attention of the new query: its key and value are written at slot ``t`` of
+        ``slot``, then ``read()`` gives the keys ``(N*H, Dh, keys)`` and values ``(N*H, keys, Dh)`` attended."""
         N, H, Dh = h.size(0), self.heads, self.head_dim
-        qkv = dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
+        qkv = self._dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
         if self.rotary is not None:
             q = self._rotate(qkv.select(2, 0).reshape(N * H, 1, Dh), position)
             k = self._rotate(qkv.select(2, 1).reshape(N * H, 1, Dh), position)
@@ -310,39 +253,41 @@ class FastDecoder:
         else:
             q = qkv.select(2, 0).view(N * H, 1, Dh)
             _write(slot, t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))  # (2, N, H, Dh): its key and value
-        if whole is not None:
-            keys, values = attended(whole)
+        keys, values = read()
         scores = torch.bmm(q, keys)  # (N*H, 1, keys)
         if key_bias is not None:
             scores = scores + key_bias
-        return dense(layer.self_out, torch.bmm(scores.softmax(-1), values).view(N, H * Dh))
+        return self._dense(layer.self_out, torch.bmm(scores.softmax(-1), values).view(N, H * Dh))
 
-    def _cross_attention(self, layer: _Layer, h: Tensor, cross_k: Tensor, cross_v: Tensor, cross_bias: Tensor,
-                         dense) -> Tensor:
+    def _cross_attention(self, layer: _Layer, h: Tensor, cross_k: Tensor, cross_v: Tensor, cross_bias: Tensor
+                         ) -> Tensor:
         """Encoder-decoder attention: the K beams of a sentence share its keys."""
         N, H, Dh, K = h.size(0), self.heads, self.head_dim, cross_bias.size(1)
         B = N // K
-        q = dense(layer.cross_q, h)
+        q = self._dense(layer.cross_q, h)
         q = q.view(N * H, 1, Dh) if K == 1 else q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
         scores = torch.baddbmm(cross_bias, q, cross_k)  # (B*H, K, S)
         a = torch.bmm(scores.softmax(-1), cross_v)  # (B*H, K, Dh)
         a = a.view(N, H * Dh) if K == 1 else a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
-        return dense(layer.cross_out, a)
+        return self._dense(layer.cross_out, a)
 
-    def _feed_forward(self, layer: _Layer, h: Tensor, static: bool, dense) -> Tensor:
+    def _feed_forward(self, layer: _Layer, h: Tensor) -> Tensor:
         """The position-wise feed-forward network (gated when ``w3``), in rows, or feature-major
         where that layout measured faster for this many rows (the wide hidden layer never
         transposed)."""
-        if static or layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or layer.w1.layout(h) != "columns":
-            f = layer.act(dense(layer.w1, h))
-            if layer.w3 is not None:
-                f = f * dense(layer.w3, h)
-            return dense(layer.w2, f)
+        if layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or layer.w1.layout(h) != "columns":
+            return self._rows_feed_forward(layer, h)
         h_t = h.t()
         f = layer.act(layer.w1.columns(h_t))  # (F, N)
         if layer.w3 is not None:
             f = f * layer.w3.columns(h_t)
         return layer.w2.columns(f).t()  # (N, D), a transposed view
+
+    def _rows_feed_forward(self, layer: _Layer, h: Tensor) -> Tensor:
+        f = layer.act(self._dense(layer.w1, h))
+        if layer.w3 is not None:
+            f = f * self._dense(layer.w3, h)
+        return self._dense(layer.w2, f)
 
     def _rotate(self, x: Tensor, t) -> Tensor:
         """``x (N*H, 1, Dh)`` rotated to position ``t``: an int, a 0-d tensor or ``(N,)`` per row."""
@@ -372,12 +317,13 @@ def _write(buffer: Tensor, t, value: Tensor) -> None:
 
 
 def fast_decoder(model, precision: str = "fp32", compiled: bool = False) -> FastDecoder:
-    """The model's ``FastDecoder`` for ``precision`` (compiled or not), rebuilt only when the weights
-    changed since it was built (``snapshot``)."""
+    """The model's ``FastDecoder`` for ``precision`` (or its ``CapturedDecoder``), rebuilt only when
+    the weights changed since it was built (``snapshot``)."""
     def make() -> FastDecoder:
-        decoder = FastDecoder(model, precision)
         if compiled:
-            decoder.compile()
-        return decoder
+            from .captured import CapturedDecoder
+
+            return CapturedDecoder(model, precision)
+        return FastDecoder(model, precision)
 
     return snapshot(model, (precision, compiled), make)
