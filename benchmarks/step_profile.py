@@ -5,7 +5,7 @@ step spent in the weight products (``addmm``/``mm``/``bmm`` of the layouts, the 
     python benchmarks/step_profile.py [--shape small|base] [--precision fp32|int8|bf16] [--threads 2]
                                       [--int8-float-max-mb MB] [--rows N] [--compile] [--split]
 
-``--compile`` profiles the captured step (``FastDecoder.compile``; fp32) and also times the eager
+``--compile`` profiles the captured step (``CapturedDecoder``; fp32) and also times the eager
 step in the same process, in interleaved rounds, to print their ratio. ``--rows`` decodes N
 sentences at once (one by default). ``--split`` (eager) also times, in interleaved rounds, the step
 with every weight product replaced by a replay of its result (what the rest of the step costs),

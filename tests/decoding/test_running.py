@@ -7,7 +7,7 @@ import pytest
 
 from transduce import Transformer
 from transduce.config import DecodeConfig
-from transduce.decoding import Ensemble, translate_ids
+from transduce.decoding import Ensemble, SearchOptions, translate_ids
 from transduce.decoding.running import RunningSearch
 
 from ..conftest import tiny_config
@@ -59,7 +59,7 @@ def test_each_sentence_equals_its_search_alone(positional, name, fast, device):
     decode = SEARCHES[name]
     srcs = sources(24)
     alone = [translate_ids(model, [s], decode)[0] for s in srcs]
-    running = RunningSearch(model, decode, fast=fast)
+    running = RunningSearch(model, decode, SearchOptions(fast=fast))
     out, events = run_staggered(running, srcs)
     assert events["max_in_flight"] >= 4  # (sentences did share steps)
     assert_same(alone, out)
@@ -102,7 +102,7 @@ def test_int8_and_bf16_steps_run_as_they_search_alone(precision):
     decode = DecodeConfig(beam=2, max_len_b=6)
     srcs = sources(10, seed=6)
     alone = [translate_ids(model, [s], decode, precision=precision)[0] for s in srcs]
-    out, _ = run_staggered(RunningSearch(model, decode, precision=precision), srcs)
+    out, _ = run_staggered(RunningSearch(model, decode, SearchOptions(precision=precision)), srcs)
     # the rows' products run at other batch sizes than alone: low precision rounds differently
     for a, b in zip(alone, out):
         assert a[0].tokens == b[0].tokens or abs(a[0].score - b[0].score) < 0.05
@@ -153,7 +153,7 @@ def test_on_a_trained_model_each_sentence_equals_its_search_alone(reverse_run, p
     alone = [translate_ids(translator.model, [s], decode, precision=precision)[0] for s in srcs]
     engine, context = search_precision(precision)
     with torch.inference_mode(), autocast(torch.device("cpu"), context):
-        out, events = run_staggered(RunningSearch(translator.model, decode, precision=engine), srcs)
+        out, events = run_staggered(RunningSearch(translator.model, decode, SearchOptions(precision=engine)), srcs)
     assert events["max_in_flight"] >= 4
     assert all(len(h[0].tokens) < len(s) + 10 for h, s in zip(alone, srcs))  # ended by eos, not the limit
     right = sum(translator.tokenizer.decode_tgt(h[0].tokens) == " ".join(reversed(line.split()))

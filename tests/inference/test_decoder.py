@@ -150,9 +150,10 @@ def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
 
 
 def test_greedy_drops_finished_sentences_and_keeps_their_outputs(reverser, monkeypatch):
-    """Greedy and sampling drop a sentence's row once it ends (the rest of the batch steps on
-    without it) and give what the full batch gives; with on_step (a caller following every row)
-    the rows stay. The step is wrapped to record its batch sizes."""
+    """Greedy search drops a sentence's row once it ends (the rest of the batch steps on without
+    it) and gives what each sentence gets alone; a caller following every step (on_step) sees each
+    step's tokens in the batch's order, pad for the sentences done, which spell the outputs. The
+    step is wrapped to record its batch sizes."""
     model, src = reverser
     lengths = (src != 0).sum(1)
     rows = torch.cat([(lengths == n).nonzero()[:3, 0] for n in sorted(set(lengths.tolist()))])
@@ -164,10 +165,13 @@ def test_greedy_drops_finished_sentences_and_keeps_their_outputs(reverser, monke
         return original(self, tokens, cache)
 
     monkeypatch.setattr(FastDecoder, "step", recording)
-    shrinking = greedy_search(model, src[rows], DecodeConfig(max_len_a=1.0, max_len_b=4))
-    shrunk = list(sizes)
-    sizes.clear()
-    full = greedy_search(model, src[rows], DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(on_step=lambda tokens: None))
-    assert set(sizes) == {len(rows)} and shrunk[0] == len(rows) and shrunk[-1] < len(rows)
-    assert [h.tokens for h in shrinking] == [h.tokens for h in full]
-    assert [h.logprob for h in shrinking] == pytest.approx([h.logprob for h in full], abs=1e-4)
+    decode = DecodeConfig(max_len_a=1.0, max_len_b=4)
+    steps = []
+    shrinking = greedy_search(model, src[rows], decode, SearchOptions(on_step=lambda tokens: steps.append(tokens)))
+    assert sizes[0] == len(rows) and sizes[-1] < len(rows) and sizes == sorted(sizes, reverse=True)
+    alone = [greedy_search(model, src[r : r + 1], decode)[0] for r in rows.tolist()]
+    assert [h.tokens for h in shrinking] == [h.tokens for h in alone]
+    assert [h.logprob for h in shrinking] == pytest.approx([h.logprob for h in alone], abs=1e-4)
+    streamed = torch.stack(steps, dim=1).tolist()  # (B, steps)
+    eos, pad = model.config.eos_id, model.config.pad_id
+    assert [[t for t in row if t not in (eos, pad)] for row in streamed] == [h.tokens for h in shrinking]

@@ -8,9 +8,9 @@ from .beam import beam_search, length_penalty, merge_finished, top_candidates
 from .common import Hypothesis, SearchOptions
 from .driver import search, translate_ids
 from .ensemble import Ensemble
-from .greedy import greedy_search
+from .greedy import greedy_search, sample
 from .running import RunningSearch
-from .sampling import filter_logits, sample
+from .sampling import filter_logits
 from .scoring import forced_attention, score_targets
 
 __all__ = ["Ensemble", "RunningSearch", "beam_search", "greedy_search", "sample", "search", "score_targets", "forced_attention",

@@ -1,10 +1,10 @@
 """The bookkeeping every search keeps, written once: each sentence's rows and their tokens so far,
 the live scores, the finished hypotheses and the stopping rule.
 
-``beam_search``, greedy search and sampling (``walk``) and ``RunningSearch`` all keep their
-sentences in a ``Beams``; they differ only in where a step's log-probabilities come from (the
-decoding state) and in when sentences come and go (a batch: all at the first step; a running
-search: between any two steps). Every sentence has its own step count, so a sentence that joined a
+Every search (``RunningSearch``: beam search, greedy search and sampling, a batch or a stream of
+sentences) keeps its sentences in a ``Beams``; where a step's log-probabilities come from is the
+decoding state's (``state.py``), and sentences come and go between any two steps (a batch: all at
+the first step). Every sentence has its own step count, so a sentence that joined a
 running search late is searched by exactly the rules of a batch.
 
 Rows are sentence-major: sentence b owns rows ``b*K .. b*K+K-1``.

@@ -34,7 +34,7 @@ class SearchOptions:
     precision: "int8" quantizes the fast step's weights (CPU); "bf16" gives it bf16 copies of the
         weights on the CPU (``TunedLinear``); otherwise fp32, bf16 and fp16 come from the autocast
         context around the search.
-    compile: capture the fast step with ``torch.compile`` (``FastDecoder.compile``).
+    compile: capture the fast step with ``torch.compile`` (``inference.captured.CapturedDecoder``).
     on_step: greedy and sampling call it with each step's new tokens ``(B,)`` (streaming output).
     """
 
@@ -80,16 +80,16 @@ def banned_tokens(config, device: torch.device | str = "cpu") -> Tensor:
 
 def constrain(logprobs: Tensor, step: int | Tensor, config, max_len: Tensor, min_len: int,
               prefix: Optional[Tensor], per_row: int = 1, banned: Optional[Tensor] = None,
-              last_step: Optional[int] = None) -> Tensor:
+              may_end: bool = True) -> Tensor:
     """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based): an int
     for the whole batch, or a tensor ``(B,)`` of each sentence's own (a running search, whose
-    sentences joined at different steps; no forced prefix then).
+    sentences joined at different steps).
 
     Never pad or the start/bos tokens; no eos before ``min_len``; only eos at the last allowed
-    position; only the prefix token while a forced prefix lasts. ``max_len`` and ``prefix`` are
-    per sentence; each sentence owns ``per_row`` consecutive rows (its beams). ``banned``
-    (``banned_tokens(config, device)``) and ``last_step`` (``max_len.min() - 1``, on the host) may
-    be passed in to save work per step.
+    position; only the prefix token while a forced prefix lasts (``prefix (B, P)``, -1 where a
+    sentence has none). ``max_len`` and ``prefix`` are per sentence; each sentence owns ``per_row``
+    consecutive rows (its beams). ``banned`` (``banned_tokens(config, device)``) may be passed in
+    to save work per step, and ``may_end=False`` when no sentence can reach its last position yet.
     """
     neg_inf = float("-inf")
     logprobs.index_fill_(1, banned if banned is not None else banned_tokens(config, logprobs.device), neg_inf)
@@ -98,17 +98,28 @@ def constrain(logprobs: Tensor, step: int | Tensor, config, max_len: Tensor, min
             logprobs[(step < min_len).repeat_interleave(per_row), config.eos_id] = neg_inf
     elif step < min_len:
         logprobs[:, config.eos_id] = neg_inf
-    if last_step is None or step >= last_step:  # some sentence may have to end now
+    if may_end:  # some sentence may have to end now
         last = (max_len - 1 <= step).repeat_interleave(per_row)  # (N,) rows that must end now
         if last.any():
             eos = logprobs[last, config.eos_id].clone()
             logprobs[last] = neg_inf
             logprobs[last, config.eos_id] = eos
-    if prefix is not None and step < prefix.size(1):
-        forced = prefix[:, step].repeat_interleave(per_row)  # (N,)
+    forced = None if prefix is None else forced_tokens(prefix, step)
+    if forced is not None:
+        forced = forced.repeat_interleave(per_row)  # (N,)
         rows = (forced >= 0).nonzero().squeeze(1)
         if len(rows):
             keep = logprobs[rows, forced[rows]].clone()
             logprobs[rows] = neg_inf
             logprobs[rows, forced[rows]] = keep
     return logprobs
+
+
+def forced_tokens(prefix: Tensor, step: int | Tensor) -> Optional[Tensor]:
+    """Each sentence's forced token at ``step`` (its own, per sentence), -1 where none; None when
+    every prefix is behind (``prefix (B, P)``, -1 past a sentence's own)."""
+    width = prefix.size(1)
+    if not isinstance(step, Tensor):
+        return prefix[:, step] if step < width else None
+    inside = step < width
+    return prefix.gather(1, step.clamp(max=width - 1)[:, None]).squeeze(1).masked_fill(~inside, -1)

@@ -12,8 +12,7 @@ from ..data.dataset import pad_sequences
 from ..runtime import autocast, compile_choice
 from .beam import beam_search
 from .common import Hypothesis, SearchOptions
-from .greedy import greedy_search
-from .sampling import sample
+from .greedy import greedy_search, sample
 
 
 def search(model, src, decode: DecodeConfig, options: Optional[SearchOptions] = None,

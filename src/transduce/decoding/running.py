@@ -1,29 +1,31 @@
-"""A search that sentences join and leave at every step (continuous batching).
+"""The one search loop: sentences join and leave between steps; a batch is sentences that all
+join at the first step.
 
-``beam_search`` and ``greedy_search`` take a batch, step it until its last sentence is done and
-return. ``RunningSearch`` keeps stepping: between two steps new sentences ``join`` (encoded,
-their rows added to the decoding state, each at its own step count) and every sentence that is
-done leaves at once, its hypotheses returned by ``step``. Each sentence is searched by exactly the
-rules of the batch searches, with its own step number where they use the batch's: the length
-limits and ``min_len`` (``constrain`` with a step per sentence), the length penalty of what ends,
-the stopping rule; so its output is the one it gets searched alone, up to float rounding
-(``tests/decoding/test_running.py``).
+``RunningSearch`` keeps stepping: between two steps new sentences ``join`` (encoded, their rows
+added to the decoding state, each at its own step count) and every sentence that is done leaves
+at once, its hypotheses returned by ``step``. Each sentence is searched by the same rules wherever
+it joined: the length limits, ``min_len`` and a forced prefix at its own step (``constrain`` with
+a step per sentence), the length penalty of what ends, the stopping rule (``Beams``); so its output
+is the one it gets searched alone, up to float rounding (``tests/decoding/test_running.py``).
 
-One search serves one set of search settings (beam, alpha, nbest, ...): greedy when
-``decode.greedy`` (the most likely token, scored by its log-probability, as ``greedy_search``),
-beam search otherwise. Sampling and forced prefixes stay with the batch searches.
+``search_batch`` is ``translate``'s search: the batch joins one ``RunningSearch`` at the first step
+and is stepped until its last sentence is done. A running search serves one set of search settings:
+greedy when ``decode.greedy`` (the most likely token, scored by its log-probability), sampling when
+``decode.sampling`` (a batch only: a draw depends on the sentences beside it), beam search otherwise.
 """
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from typing import Callable, Hashable, Optional, Sequence
 
 import torch
+from torch import Tensor
 
 from ..config import DecodeConfig
 from ..data.dataset import pad_sequences
 from .beams import Beams
-from .common import Hypothesis, SearchOptions, banned_tokens, constrain, max_lengths
+from .common import Hypothesis, SearchOptions, banned_tokens, constrain, max_lengths, prefix_tensor
+from .sampling import draw
 from .state import decoding_state, kept_order
 
 
@@ -33,21 +35,35 @@ class RunningSearch:
     ``join(sources, keys)`` adds sentences (token ids without eos) under the caller's keys;
     ``step()`` advances every sentence by one token and returns ``[(key, hypotheses)]`` for the
     ones that finished; ``drop(keys)`` removes sentences whose answer nobody waits for.
-    ``precision`` is the fast step's (fp32, bf16, int8); ``fast=False`` decodes with the model's
-    own pass.
+    ``options``: the decoding state's (fast step or the model's decode, precision, compile, cache).
+    ``joinable=False``: the sentences join once, at the first step (a batch; this allows the
+    states that read whole prefixes, a captured step and sampling with ``generator``).
+    ``on_tokens(keys, tokens)``: greedy and sampling call it with each step's chosen tokens.
+    ``walk``: whether each sentence is one row whose token is chosen (greedy) or drawn (sampling);
+    by default when ``decode`` asks for greedy or sampling, else beam search (``walk=False``: a
+    beam search even of beam 1).
     """
 
-    def __init__(self, model, decode: DecodeConfig, precision: str = "fp32", fast: bool = True) -> None:
-        if decode.sampling:
+    def __init__(self, model, decode: DecodeConfig, options: Optional[SearchOptions] = None,
+                 joinable: bool = True, generator: Optional[torch.Generator] = None,
+                 on_tokens: Optional[Callable[[list, Tensor], None]] = None, walk: Optional[bool] = None,
+                 device: Optional[torch.device] = None) -> None:
+        # one row per sentence, its token chosen or drawn; walk=False: a beam search even of beam 1
+        self.walk = (decode.greedy or decode.sampling) if walk is None else walk
+        self.sampling = self.walk and decode.sampling
+        if self.sampling and joinable:
             raise ValueError("a running search does not sample (a sentence's draws would depend on its company)")
         self.model, self.decode, self.config = model, decode, model.config
-        self.greedy = decode.greedy
-        self.device = next(model.parameters()).device
-        self.beams = Beams(self.config, decode, decode.beam, self.device, walk=self.greedy)
+        self.joinable, self.generator, self.on_tokens = joinable, generator, on_tokens
+        self.device = device if device is not None else next(model.parameters()).device
+        self.beams = Beams(self.config, decode, decode.beam, self.device, walk=self.walk)
         self.K = self.beams.K
-        self.state = decoding_state(model, self.K, SearchOptions(precision=precision, fast=fast), joinable=True)
+        self.state = decoding_state(model, self.K, options or SearchOptions(), joinable)
         self.banned = banned_tokens(self.config, self.device)
         self.keys: list[Hashable] = []
+        self.prefix: Optional[Tensor] = None  # (B, P) forced prefixes, -1 where none
+        self.t = 0  # steps taken (a batch: every sentence's step)
+        self.ends_from = 0  # before this step no sentence is at its last allowed position
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -56,22 +72,38 @@ class RunningSearch:
         if not sources:
             return
         c = self.config
-        src = pad_sequences([list(s) for s in sources], c.pad_id, suffix=c.eos_id).to(self.device)
-        self.beams.join(max_lengths(self.model, src, self.decode))
-        self.state.join(src, capacity=self.beams.width + 1)
+        self.join_batch(pad_sequences([list(s) for s in sources], c.pad_id, suffix=c.eos_id).to(self.device), keys)
+
+    def join_batch(self, src: Tensor, keys: Sequence[Hashable], prefix: Optional[Tensor] = None) -> None:
+        """``src (n, S)``: padded, eos included; ``prefix (n, P)``: forced prefixes (-1: none)."""
+        if self.prefix is not None or (prefix is not None and self.keys):
+            raise ValueError("forced prefixes are for a batch's sentences, joined together at the first step")
+        max_len = max_lengths(self.model, src, self.decode)
+        ends_from = self.t + int(max_len.min()) - 1
+        self.ends_from = min(self.ends_from, ends_from) if self.keys else ends_from
+        self.beams.join(max_len)
+        self.state.join(src, capacity=self.beams.width + 1 if self.joinable else int(max_len.max()))
         self.keys += list(keys)
+        self.prefix = prefix
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
         """One token for every sentence in flight; the sentences that finished, with their n-best lists."""
         if not self.keys:
             return []
-        beams = self.beams
-        logprobs = constrain(self.state.logprobs(beams.last), beams.steps, self.config, beams.max_len,
-                             self.decode.min_len, None, per_row=self.K, banned=self.banned)  # (N, V)
-        if self.greedy:  # (as greedy_search: the first maximal index)
-            chosen, nxt = logprobs.max(-1)
+        beams, decode = self.beams, self.decode
+        if self.prefix is not None and self.t >= self.prefix.size(1):
+            self.prefix = None  # (every forced prefix is behind)
+        tokens = beams.tokens(self.t) if self.state.reads_prefix else beams.last
+        logprobs = constrain(self.state.logprobs(tokens), beams.steps, self.config, beams.max_len,
+                             decode.min_len, self.prefix, per_row=self.K, banned=self.banned,
+                             may_end=self.t >= self.ends_from)  # (N, V)
+        self.t += 1
+        if self.walk:
+            chosen, nxt = self._choose(logprobs)
             done = beams.advance_walk(nxt, chosen)
+            if self.on_tokens is not None:
+                self.on_tokens(self.keys, nxt)
         else:
             done, pick = beams.advance(logprobs)
             self.state.reorder(pick)
@@ -80,6 +112,13 @@ class RunningSearch:
         finished = [(self.keys[i], beams.finished(i)) for i in done.nonzero().squeeze(1).tolist()]
         self._keep(done.tolist())
         return finished
+
+    def _choose(self, logprobs: Tensor) -> tuple[Tensor, Tensor]:
+        """Each row's log-probability and token: the most likely one (max, not argmax: the same
+        first maximal index, and faster on the CPU), or a draw."""
+        if not self.sampling:
+            return logprobs.max(-1)
+        return draw(logprobs, self.decode, self.generator)
 
     def drop(self, keys: set) -> None:
         """Remove the sentences of ``keys`` (their rows leave the decoding state)."""
@@ -94,3 +133,29 @@ class RunningSearch:
         self.keys = [self.keys[i] for i in index]
         self.state.select(sentences)
         self.beams.keep(sentences)
+        if self.prefix is not None:
+            self.prefix = self.prefix.index_select(0, sentences)
+
+
+def search_batch(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptions] = None,
+                 generator: Optional[torch.Generator] = None, walk: Optional[bool] = None) -> list[list[Hypothesis]]:
+    """Search ``src (B, S)`` (padded, eos included) with ``decode`` (``walk``: ``RunningSearch``'s):
+    its n-best lists, in order.
+    ``options.on_step`` (greedy and sampling) gets each step's tokens ``(B,)`` in the batch's
+    order, pad for the sentences already done."""
+    options = options or SearchOptions()
+    B, pad = src.size(0), model.config.pad_id
+
+    def in_batch_order(keys: list, tokens: Tensor) -> None:
+        full = tokens.new_full((B,), pad)
+        full[torch.tensor(keys, device=tokens.device)] = tokens
+        options.on_step(full)
+
+    search = RunningSearch(model, decode, options, joinable=False, generator=generator, walk=walk,
+                           on_tokens=in_batch_order if options.on_step is not None else None, device=src.device)
+    search.join_batch(src, range(B), prefix_tensor(options.prefix, B, pad, src.device))
+    results: list[Optional[list[Hypothesis]]] = [None] * B
+    while len(search):
+        for key, hyps in search.step():
+            results[key] = hyps
+    return results  # type: ignore[return-value]

@@ -13,8 +13,11 @@ A state holds the hypotheses of the sentences being searched, sentence-major (a 
 
 The classes:
 - ``FastState``: the ``FastDecoder`` step (fp32, bf16 or int8 weights; captured with
-  ``compile``): every row in one product per weight. A joinable one keeps a ``RunningCache``, each
-  row at its own position; a batch one the plain cache, all rows at the same position.
+  ``compile``): every row in one product per weight, over a ``RunningCache`` (each row at its own
+  position; when a sentence leaves, only the rows that change place move) or, for one sentence
+  and for the captured step, the plain cache (all rows at one position; a leaver's removal copies
+  every row): a batch of several sentences is faster with the running cache, one sentence without
+  (``benchmarks/continuous_search.py``, docs/benchmarks.md).
 - ``ModelState``: the model's own incremental ``decode``, for what the fast step does not compute
   (and as the reference in tests): the sentences that joined together form a cohort with its own
   ``DecoderCache``, one call per cohort and step.
@@ -80,28 +83,27 @@ class FastState:
         self.model, self.beam, self.precision = model, beam, precision
         self.captured, self.joinable = compile, joinable
         self.fast = fast_decoder(model, precision, compile)
-        # a running cache fills each leaver's place from the end (only those rows move); a batch's
-        # plain cache keeps the sentences in order
-        self.fill_from_end = joinable
+        self.fill_from_end = False  # (a running cache fills each leaver's place from the end)
         self.cache = None
 
     def join(self, src: Tensor, capacity: int) -> None:
         # a captured search keeps the model's own encoder pass, which Translator compiles too
         memory = self.model.encode(src) if self.captured else encode(self.model, src, self.precision)  # (n, S, D)
-        if not self.joinable:
-            if self.cache is not None:
-                raise ValueError("a batch search's sentences join once, at the first step")
+        if self.cache is not None and not self.joinable:
+            raise ValueError("a batch search's sentences join once, at the first step")
+        if self.cache is None and (self.captured or not self.joinable and src.size(0) == 1):
             self.cache = self.fast.start(src, memory, self.beam, capacity)
             return
         lengths = src.ne(self.model.config.pad_id).sum(1)
         if self.cache is None:
             self.cache = RunningCache.empty_like(self.fast.start(src, memory, self.beam, capacity), lengths)
+            self.fill_from_end = True
         else:
             self.cache.join(self.fast.start(src, memory, self.beam, 1), lengths)
 
     @torch.no_grad()
     def logprobs(self, last: Tensor) -> Tensor:
-        if self.joinable:
+        if self.fill_from_end:  # (a running cache)
             self.cache.make_room()
         return torch.log_softmax(self.fast.step(last, self.cache).float(), dim=-1)
 
@@ -208,7 +210,10 @@ class EnsembleState:
     def __init__(self, model: Ensemble, members: list) -> None:
         self.model, self.members = model, members
         self.reads_prefix = any(member.reads_prefix for member in members)
-        self.fill_from_end = all(member.fill_from_end for member in members)
+
+    @property
+    def fill_from_end(self) -> bool:  # (a member's cache is chosen when sentences first join)
+        return all(member.fill_from_end for member in self.members)
 
     def join(self, src: Tensor, capacity: int) -> None:
         for member in self.members:

@@ -105,7 +105,7 @@ class TunedLinear:
 
     def plain(self, x: Tensor) -> Tensor:
         """One fixed layout, no per-call choices, for ``torch.compile``: ``rows`` where ``weight_t`` was
-        made for it (on the CPU, by ``FastDecoder.compile``: BLAS multiplies it faster at a few rows
+        made for it (on the CPU, by ``CapturedDecoder``: BLAS multiplies it faster at a few rows
         than ``F.linear``'s transposed view, ``benchmarks/dense_layouts.py``), else ``F.linear``."""
         if self.int8 is not None:
             return self.int8(x)

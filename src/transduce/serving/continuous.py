@@ -30,6 +30,7 @@ import torch
 
 from ..data.batching import fits_budget
 from ..decoding.driver import search_precision
+from ..decoding.common import SearchOptions
 from ..decoding.running import RunningSearch
 from ..runtime import autocast
 from .worker import BatchRecord, Job, Worker
@@ -104,7 +105,7 @@ class ContinuousBatcher(Worker):
         translator = self.translator
         engine, context = search_precision(translator.precision)
         if joining and (self.search is None or joining[0][0].decode != self.search.decode):
-            self.search = RunningSearch(translator.model, joining[0][0].decode, precision=engine)
+            self.search = RunningSearch(translator.model, joining[0][0].decode, SearchOptions(precision=engine))
         search = self.search
         gone = {key for key, (job, _) in self._flight.items() if job.future.cancelled()}
         with torch.inference_mode(), autocast(translator.device, context):
