@@ -125,3 +125,115 @@ def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
             reference.reorder(rows)
             cache.reorder(rows)
             tokens = torch.randint(4, config.target_vocab_size, (batch * beam,), generator=g).to(device)
+
+
+# --- pairs of choices, on every path of the fast step --------------------------------------------
+
+
+def _served(name: str, value) -> bool:
+    config = _config(name, value)
+    return config is not None and config.architecture == "encoder-decoder" and unsupported(config) is None
+
+
+def _pairwise(seed: int = 0) -> list[dict]:
+    """Configurations (as field -> value) in which every two served choices of two fields meet at
+    least once, where the config accepts them together (a greedy all-pairs cover: each new one
+    starts from a pair not yet met and gives every other field the value that meets most new pairs)."""
+    import random
+
+    g = random.Random(seed)
+    values = {f.name: [v for v in _values(f) if _served(f.name, v)] for f in fields(ModelConfig)}
+    values = {name: vs for name, vs in values.items() if len(vs) > 1}
+    names = sorted(values)
+    open_pairs = {((a, x), (b, y)) for i, a in enumerate(names) for b in names[i + 1 :]
+                  for x in values[a] for y in values[b]}
+    found: list[dict] = []
+    while open_pairs:
+        pair = g.choice(sorted(open_pairs, key=repr))
+        chosen = dict(pair)
+        if not _builds(chosen):
+            open_pairs.discard(pair)  # the config refuses these two together
+            continue
+        for name in g.sample(names, len(names)):
+            if name in chosen:
+                continue
+
+            def meets(v, name=name):
+                return sum(tuple(sorted([(name, v), (n, w)])) in open_pairs for n, w in chosen.items())
+
+            # the value meeting the most new pairs among those the config accepts with the others
+            for v in sorted(values[name], key=lambda v: (-meets(v), g.random())):
+                if _builds({**chosen, name: v}):
+                    chosen[name] = v
+                    break
+        items = sorted(chosen.items())
+        open_pairs -= {(p, q) for i, p in enumerate(items) for q in items[i + 1 :]}
+        found.append(chosen)
+    return found
+
+
+def _builds(assignment: dict) -> bool:
+    try:
+        config = tiny_config(**assignment)
+    except ValueError:
+        return False
+    return config.architecture == "encoder-decoder" and unsupported(config) is None
+
+
+PAIRS = _pairwise()
+
+
+def test_the_pairs_cover_every_served_choice():
+    """Every served non-default value of every field appears in some pair configuration."""
+    seen = {(name, repr(v)) for config in PAIRS for name, v in config.items()}
+    for f in fields(ModelConfig):
+        for v in _values(f):
+            if v != f.default and _served(f.name, v) and len([u for u in _values(f) if _served(f.name, u)]) > 1:
+                assert (f.name, repr(v)) in seen, f"{f.name}={v!r} is in no pair configuration"
+
+
+@pytest.mark.parametrize("number", range(len(PAIRS)), ids=lambda n: f"pairs{n}")
+def test_pairs_of_choices_on_every_path(number, device, monkeypatch):
+    """Beam search over one configuration of many choices, by every path of the fast step against
+    the model's own decode: a batch (the running cache), one sentence (the plain cache), sentences
+    joining a running search later, the captured step's arithmetic (its static shapes and masks,
+    run eagerly here: tests/inference/test_compile.py compiles it), and int8 (within its rounding)."""
+    from transduce.decoding import RunningSearch, beam_search
+
+    config = tiny_config(**PAIRS[number])
+    model = _perturbed(config, device)
+    vocab = min(config.vocab_size, config.target_vocab_size)
+    src, _ = random_batch(3, 6, vocab, pad_id=config.pad_id, device=device)
+    src[src == config.eos_id] = vocab - 1
+    decode = DecodeConfig(beam=2, nbest=2, max_len_a=0.0, max_len_b=min(5, config.max_positions - 1))
+    alone = [beam_search(model, src[i : i + 1], decode, SearchOptions(fast=False))[0] for i in range(3)]
+
+    def same(found, tolerance=1e-4):
+        for a, b in zip(alone, found):
+            assert [h.tokens for h in a] == [h.tokens for h in b]
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=tolerance)
+
+    same(beam_search(model, src, decode))
+    same([beam_search(model, src[i : i + 1], decode)[0] for i in range(3)])
+    running, out, step = RunningSearch(model, decode), [None] * 3, 0
+    while step == 0 or len(running):
+        if step in (0, 2):
+            rows = [0] if step == 0 else [1, 2]
+            running.join_batch(src[rows], rows)
+        for key, hyps in running.step():
+            out[key] = hyps
+        step += 1
+    same(out)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    same(beam_search(model, src, decode, SearchOptions(compile=True)))
+    if device == "cpu":
+        quantized = FastDecoder(model, "int8")
+        with torch.no_grad():
+            memory = model.encode(src)
+            cache, reference = quantized.start(src, memory, 1, capacity=4), model.start_decoding(src, memory)
+            tokens = torch.full((3,), config.start_id, device=device)
+            for _ in range(3):
+                expected = torch.log_softmax(model.decode(tokens[:, None], reference)[:, -1], -1)
+                got = torch.log_softmax(quantized.step(tokens, cache), -1)
+                assert (got - expected).abs().max() < 0.3
+                tokens = expected.argmax(-1)

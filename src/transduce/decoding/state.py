@@ -94,7 +94,10 @@ class FastState:
         if self.cache is None and (self.captured or not self.joinable and src.size(0) == 1):
             self.cache = self.fast.start(src, memory, self.beam, capacity)
             return
-        lengths = src.ne(self.model.config.pad_id).sum(1)
+        # each source's extent: up to its last token that is not padding (a pad id inside a
+        # sentence is masked like padding, and must not shorten the columns the cache keeps)
+        real = src.ne(self.model.config.pad_id)
+        lengths = (real * torch.arange(1, src.size(1) + 1, device=src.device)).amax(1)
         if self.cache is None:
             self.cache = RunningCache.empty_like(self.fast.start(src, memory, self.beam, capacity), lengths)
             self.fill_from_end = True

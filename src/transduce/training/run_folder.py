@@ -1,8 +1,8 @@
 """The run folder of a training run: its lock, ``config.json``, the metrics log, checkpoints written
 atomically and resumed from exactly, and the signals that stop a run with a checkpoint.
 
-``RunFolder`` is the ``Trainer``'s half that deals with the disk; it reads the trainer's state
-(model, optimizer, progress, ...) and never runs a step.
+``RunFolder`` is the part of a ``Trainer`` that deals with the disk: it saves and restores a
+``TrainingState`` (the weights, the optimizer, the EMA, the progress) and never runs a step.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -61,27 +62,50 @@ class Progress:
         return cls(**{key: check_type(key, value, types[known[key]]) for key, value in data.items()})
 
 
-class RunFolder:
-    """Mixed into ``Trainer``: everything it writes to or reads from ``run_dir``."""
+@dataclass
+class TrainingState:
+    """What an update changes and a checkpoint saves."""
 
-    def _prepare_run_dir(self, resume: bool) -> None:
+    model: Any  # the Transformer being trained
+    optimizer: torch.optim.Optimizer
+    scaler: Optional[Any]  # torch.amp.GradScaler (fp16 only)
+    ema: Optional[ExponentialAverage]
+    progress: Progress = field(default_factory=Progress)
+
+
+class RunFolder:
+    """Everything a run writes to or reads from its folder ``path``: the lock, config.json's
+    checks, checkpoints (saved and resumed), ``best/`` and ``ema/``, the metrics log.
+
+    ``settings``: the run's ``RunSettings``; ``dist``: its ``distributed`` setup (only rank 0
+    writes); ``log`` and ``warn``: where its lines go."""
+
+    def __init__(self, path: Path, settings, device: torch.device, dist, log: Callable[..., None],
+                 warn: Callable[[str], None]) -> None:
+        self.path = Path(path)
+        self.settings, self.device, self.dist = settings, device, dist
+        self.log, self.warn = log, warn
+        self.lock: Optional[RunLock] = None  # held from prepare() until release()
+        self.tensorboard: Any = None  # a SummaryWriter once metrics are written (False: none installed)
+
+    def prepare(self, model_config: ModelConfig, train_config, resume: bool) -> None:
         """Check the run directory and take its lock.
 
         A new run goes into a new or empty folder (or a run folder without checkpoints); a resumed
         run must keep its model. Changes to the training recipe on resume are logged field by field.
         """
-        config_path = self.run_dir / "config.json"
-        resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict()}
-        check_output_dir(self.run_dir, "run", [self.settings.data_dir], what="--out")
+        config_path = self.path / "config.json"
+        resolved = {"model": model_config.to_dict(), "train": train_config.to_dict()}
+        check_output_dir(self.path, "run", [self.settings.data_dir], what="--out")
         if resume:
             if not config_path.is_file():
-                raise TrainingError(f"--resume: {self.run_dir} is not a run directory (no config.json); "
+                raise TrainingError(f"--resume: {self.path} is not a run directory (no config.json); "
                                     "start a new run without --resume")
             saved = read_json(config_path)
             changed = [k for k, v in saved.get("model", {}).items() if resolved["model"].get(k) != v]
             if changed:
                 details = ", ".join(f"{k}: {saved['model'][k]} -> {resolved['model'][k]}" for k in changed)
-                raise TrainingError(f"--resume: the model differs from the one {self.run_dir} was trained with "
+                raise TrainingError(f"--resume: the model differs from the one {self.path} was trained with "
                                     f"({details}); resume with the same model options or start a new run")
             for key, old in saved.get("train", {}).items():
                 if resolved["train"].get(key) != old:
@@ -91,19 +115,26 @@ class RunFolder:
                 old = saved.get("settings", {}).get(key)
                 if old is not None and old != now[key]:
                     self.log(f"--resume: {key} changed: {old} -> {now[key]}")
-        elif list_checkpoints(self.run_dir):
-            raise TrainingError(f"{self.run_dir} already holds checkpoints; pass --resume to continue that run, "
+        elif list_checkpoints(self.path):
+            raise TrainingError(f"{self.path} already holds checkpoints; pass --resume to continue that run, "
                                 "or choose another --out")
         if self.dist.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self._lock = RunLock(self.run_dir)
-            write_marker(self.run_dir, "run")
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.lock = RunLock(self.path)
+            write_marker(self.path, "run")
 
-    def _resume(self) -> None:
-        """Continue from the newest complete checkpoint, skipping damaged ones with a warning."""
-        found = list_checkpoints(self.run_dir)
+    def release(self) -> None:
+        """Release the run lock (also released by the OS when the process ends)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def resume(self, state: TrainingState, data, train_config) -> None:
+        """Continue ``state`` from the newest complete checkpoint, skipping damaged ones with a
+        warning (the weights, optimizer, scaler, EMA, RNG states and progress all from the same one)."""
+        found = list_checkpoints(self.path)
         if not found:
-            self.log(f"--resume: {self.run_dir} has no checkpoint yet; starting from the beginning")
+            self.log(f"--resume: {self.path} has no checkpoint yet; starting from the beginning")
             return
         for folder in reversed(found):
             try:
@@ -112,61 +143,61 @@ class RunFolder:
                 self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
                 continue
             # a run goes on only on the ids it was trained on (not on data prepared again since)
-            check_same_tokenizer(self.data, folder, info, "--resume", self.warn)
+            check_same_tokenizer(data, folder, info, "--resume", self.warn)
             try:  # reading the state and loading the weights are the checks: a damaged file fails them
-                state, trainer = read_training_state(folder)
-                self._load_weights(folder)
-                self.optimizer.load_state_dict(state["optimizer"])
-                if self.scaler is not None and state.get("scaler"):
-                    self.scaler.load_state_dict(state["scaler"])
+                saved, trainer = read_training_state(folder)
+                self.load_weights(state.model, folder)
+                state.optimizer.load_state_dict(saved["optimizer"])
+                if state.scaler is not None and saved.get("scaler"):
+                    state.scaler.load_state_dict(saved["scaler"])
                 progress = Progress.from_dict(trainer["progress"])
-                self._resume_ema(folder)
-                rng = state["rng"]
+                self._resume_ema(state, folder, train_config)
+                rng = saved["rng"]
                 torch.set_rng_state(rng[self.dist.rank] if self.dist.rank < len(rng) else rng[0])
             except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError) as error:
                 self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
                 continue
             break
         else:
-            raise TrainingError(f"--resume: none of the checkpoints in {self.run_dir / 'checkpoints'} is complete "
+            raise TrainingError(f"--resume: none of the checkpoints in {self.path / 'checkpoints'} is complete "
                                 "(see the warnings above); start a new run in another --out")
         rank = self.dist.rank
-        cuda_rng = state.get("cuda_rng")
+        cuda_rng = saved.get("cuda_rng")
         if self.device.type == "cuda" and cuda_rng:
             torch.cuda.set_rng_state(cuda_rng[rank] if rank < len(cuda_rng) else cuda_rng[0], self.device)
-        self.progress = progress
-        self.log(f"resumed from {folder} (step {self.progress.step}, epoch {self.progress.epoch + 1}, "
-                 f"batch {self.progress.batch_in_epoch})")
+        state.progress = progress
+        self.log(f"resumed from {folder} (step {progress.step}, epoch {progress.epoch + 1}, "
+                 f"batch {progress.batch_in_epoch})")
 
-    def _resume_ema(self, folder: Path) -> None:
+    def _resume_ema(self, state: TrainingState, folder: Path, train_config) -> None:
         """The EMA's averages from ``folder`` (started afresh from the resumed weights if the run had
         none: ``--set ema=...`` added on resume)."""
-        if self.ema is None:
+        if state.ema is None:
             return
         path = folder / EMA_FILE
         if path.is_file() or path.is_symlink():
             path = checkpoint_file(folder, EMA_FILE)
         if not path.is_file():
-            self.ema = ExponentialAverage(self.model, self.tc.ema)
+            state.ema = ExponentialAverage(state.model, train_config.ema)
             self.log(f"--resume: {folder} has no EMA; the EMA starts from the resumed weights")
             return
         from safetensors.torch import load_file
 
         try:
-            self.ema.load_state_dict(upgrade_names(load_file(str(path), device=str(self.device))))
+            state.ema.load_state_dict(upgrade_names(load_file(str(path), device=str(self.device))))
         except Exception as error:  # safetensors raises its own types for a damaged file
             raise CheckpointError(f"{path} is damaged ({error})") from None
 
-    def _load_weights(self, folder: Path) -> None:
-        """Load ``folder``'s weights into the model; a partial load is an error naming the keys."""
-        missing, unexpected = load_weights(self.model, checkpoint_file(folder, "model.safetensors"), self.device)
+    def load_weights(self, model, folder: Path) -> None:
+        """Load ``folder``'s weights into ``model``; a partial load is an error naming the keys."""
+        missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"), self.device)
         if missing or unexpected:
             raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing keys "
                                   f"{missing[:5]}, unexpected keys {unexpected[:5]}")
 
-    def _init_source(self, path: str) -> Path:
+    def init_source(self, path: str, model_config: ModelConfig, data) -> Path:
         """The checkpoint ``--init-from`` names, checked before the run folder is made: it exists and
-        holds the same model."""
+        holds the same model (``data``: the run's ``TrainingData``, whose tokenizer it must share)."""
         try:
             folder = resolve(path)
             info = read_info(folder)
@@ -174,43 +205,37 @@ class RunFolder:
             theirs = ModelConfig.from_dict(info["model"]).to_dict()
         except (TransduceError, TypeError, ValueError) as error:
             raise TrainingError(f"--init-from {path}: {error}") from None
-        mine = self.cfg.to_dict()
+        mine = model_config.to_dict()
         diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k) and k not in REGULARIZATION)
         if diff:
             raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
-        check_same_tokenizer(self.data, folder, info, "--init-from", self.warn)
+        check_same_tokenizer(data, folder, info, "--init-from", self.warn)
         return folder
 
-    def _init_from(self, folder: Path) -> None:
-        self._load_weights(folder)
-        self.log(f"initialized the weights from {folder}")
-
-    def _write_metrics(self, record: dict) -> None:
+    def write_metrics(self, record: dict) -> None:
+        """One line of metrics.jsonl (and TensorBoard's scalars, where it is installed)."""
         if not self.dist.is_main:
             return
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        with open(self.path / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-        if not hasattr(self, "_tb"):
+        if self.tensorboard is None:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(self.run_dir / "tensorboard"))
+                self.tensorboard = SummaryWriter(str(self.path / "tensorboard"))
             except Exception:  # TensorBoard is optional
-                self._tb = None
-        if self._tb is not None and "step" in record:
+                self.tensorboard = False
+        if self.tensorboard and "step" in record:
             for key, value in record.items():
                 if isinstance(value, (int, float)) and key != "step":
-                    self._tb.add_scalar(f"{record['type']}/{key}", value, record["step"])
+                    self.tensorboard.add_scalar(f"{record['type']}/{key}", value, record["step"])
 
-    def checkpoint_info(self) -> dict:
-        return {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
-                "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()},
-                "step": self.progress.step}
-
-    def save(self, best: bool = False) -> None:
-        """Write a checkpoint (atomic), keep the last K; with ``best``, (re)write ``best/`` only."""
+    def save(self, state: TrainingState, info: dict, tokenizer_files: list, train_config, best: bool = False) -> None:
+        """Write a checkpoint of ``state`` (atomic), keep the last K; with ``best``, (re)write
+        ``best/`` only. ``info``: the checkpoint's description (model, languages, tokenizer)."""
+        info = {**info, "step": state.progress.step}
         if best:  # only rank 0 validates, so only rank 0 comes here
-            write_checkpoint(self.run_dir / "best", self.model, self.checkpoint_info(), self.tokenizer_files)
+            write_checkpoint(self.path / "best", state.model, info, tokenizer_files)
             return
         # Every rank's RNG states (CPU and, on CUDA, the device's): each rank's dropout masks
         # continue exactly on resume.
@@ -223,17 +248,17 @@ class RunFolder:
             cuda_rngs = [cuda for _, cuda in gathered] if cuda_rngs else None
         if not self.dist.is_main:
             return
-        state = {"optimizer": self.optimizer.state_dict(), "rng": rngs, "cuda_rng": cuda_rngs,
-                 "scaler": self.scaler.state_dict() if self.scaler is not None else None}
-        folder = self.run_dir / "checkpoints" / f"step_{self.progress.step:08d}"
-        write_checkpoint(folder, self.model, self.checkpoint_info(), self.tokenizer_files, state,
-                         {"progress": asdict(self.progress), "train": self.tc.to_dict()},
-                         tensors={EMA_FILE: self.ema.state_dict()} if self.ema is not None else None, run=self.run_dir)
-        if self.ema is not None:  # the averaged weights as a checkpoint of their own
-            with self.ema.applied(self.model):
-                write_checkpoint(self.run_dir / "ema", self.model, {**self.checkpoint_info(), "ema": self.tc.ema},
-                                 self.tokenizer_files)
-        for old in list_checkpoints(self.run_dir)[: -self.tc.keep_last]:
+        saved = {"optimizer": state.optimizer.state_dict(), "rng": rngs, "cuda_rng": cuda_rngs,
+                 "scaler": state.scaler.state_dict() if state.scaler is not None else None}
+        folder = self.path / "checkpoints" / f"step_{state.progress.step:08d}"
+        ema = state.ema
+        write_checkpoint(folder, state.model, info, tokenizer_files, saved,
+                         {"progress": asdict(state.progress), "train": train_config.to_dict()},
+                         tensors={EMA_FILE: ema.state_dict()} if ema is not None else None, run=self.path)
+        if ema is not None:  # the averaged weights as a checkpoint of their own
+            with ema.applied(state.model):
+                write_checkpoint(self.path / "ema", state.model, {**info, "ema": train_config.ema}, tokenizer_files)
+        for old in list_checkpoints(self.path)[: -train_config.keep_last]:
             remove_output(old, "checkpoint")  # pruning keeps the last K
 
 

@@ -26,7 +26,7 @@ from .data_setup import TrainingData, check_lengths_against_model, check_model_a
 from .ema import ExponentialAverage
 from .loss import label_smoothed_nll
 from .recipe import apply_recipe
-from .run_folder import Progress, RunFolder, StopSignals
+from .run_folder import Progress, RunFolder, StopSignals, TrainingState
 from .schedule import learning_rate
 from .validation import Validation
 
@@ -55,11 +55,13 @@ class RunSettings:
     extra: dict = field(default_factory=dict)
 
 
-class Trainer(RunFolder, Validation):
+class Trainer:
     """Trains ``model_config`` on ``settings.data_dir``, writing everything into ``settings.run_dir``.
 
-    The data comes from ``TrainingData``; the run folder (lock, resume, checkpoints, metrics) is
-    ``RunFolder``'s half and validation ``Validation``'s; this file holds the update and the loop."""
+    Composed of: the data (``self.data``, a ``TrainingData``), what training changes and saves
+    (``self.state``, a ``TrainingState``: model, optimizer, scaler, EMA, progress), the run folder
+    (``self.folder``: lock, resume, checkpoints, metrics) and validation (``self.validation``);
+    this file holds the update and the loop."""
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig, settings: RunSettings,
                  resume: bool = False, log=print, on_validate: Optional[Callable[[dict], Optional[str]]] = None,
@@ -72,9 +74,6 @@ class Trainer(RunFolder, Validation):
         if recipe is not None and not resume:
             train_config, _ = apply_recipe(train_config, model_config, settings.data_dir, recipe)
         self.cfg, self.tc, self.settings = model_config, train_config, settings
-        self.on_validate = on_validate
-        self._stop_reason: Optional[str] = None
-        self._validated_at = -1  # the step of the last validation
         self._signals: Optional[StopSignals] = None  # while train() runs: SIGTERM/SIGINT noted for the loop
         self.run_dir = Path(settings.run_dir)
         self.device = torch.device(settings.device)
@@ -97,27 +96,33 @@ class Trainer(RunFolder, Validation):
         self.train_indices, self.tokenizer, self.tokenizer_files = data.train_indices, data.tokenizer, data.tokenizer_files
         check_fits(model_config, self.device, training=True, source="the model to train")
         torch.manual_seed(train_config.seed)
-        self.model = Transformer(model_config).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(train_config.adam_beta1,
-                                          train_config.adam_beta2), eps=train_config.adam_eps,
-                                          weight_decay=train_config.weight_decay)
-        # fp16 (CUDA only) needs loss scaling; bf16 and fp32 do not.
-        self.scaler = torch.amp.GradScaler("cuda") if settings.precision == "fp16" else None
-        self.ema = ExponentialAverage(self.model, train_config.ema) if train_config.ema > 0 else None
-        self.progress = Progress()
-        self._lock = None
-        source = self._init_source(settings.init_from) if settings.init_from and not resume else None
-        self._prepare_run_dir(resume)
+        model = Transformer(model_config).to(self.device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(train_config.adam_beta1,
+                                     train_config.adam_beta2), eps=train_config.adam_eps,
+                                     weight_decay=train_config.weight_decay)
+        self.state = TrainingState(
+            model, optimizer,
+            torch.amp.GradScaler("cuda") if settings.precision == "fp16" else None,  # fp16 (CUDA) scales the loss
+            ExponentialAverage(model, train_config.ema) if train_config.ema > 0 else None)
+        self.folder = RunFolder(self.run_dir, settings, self.device, self.dist, self.log, self.warn)
+        source = self.folder.init_source(settings.init_from, model_config, data) \
+            if settings.init_from and not resume else None
+        self.folder.prepare(model_config, train_config, resume)
         # Dropout differs per rank (seed + rank), as with any data-parallel run.
         torch.manual_seed(train_config.seed + self.dist.rank)
         if resume:
-            self._resume()
+            self.folder.resume(self.state, data, train_config)
             if settings.more_time is not None:
                 self.tc = replace(self.tc, max_time=self.progress.elapsed + settings.more_time)
                 self.log(f"--more-time: training until {self.tc.max_time / 60:.1f} min of training in all "
                          f"(now {self.progress.elapsed / 60:.1f} min)")
         elif source is not None:
-            self._init_from(source)
+            self.folder.load_weights(model, source)
+            self.log(f"initialized the weights from {source}")
+        # (its log reads the trainer's: the loop sends lines above its progress bar)
+        self.validation = Validation(model_config, self.tc, data, self.device, settings.precision, self.dist,
+                                     self.folder, self.checkpoint_info, lambda *a, **k: self.log(*a, **k),
+                                     on_validate)
         if self.dist.is_main:
             resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict(),
                         "settings": {k: v for k, v in asdict(self.settings).items() if k != "run_dir"}}
@@ -130,6 +135,22 @@ class Trainer(RunFolder, Validation):
             self.forward_model = self.ddp
         if settings.compile:
             self.forward_model = torch.compile(self.forward_model)
+
+    # what the loop reads most, by name (all of them the state's)
+    model = property(lambda self: self.state.model)
+    optimizer = property(lambda self: self.state.optimizer)
+    scaler = property(lambda self: self.state.scaler)
+    ema = property(lambda self: self.state.ema)
+    progress = property(lambda self: self.state.progress)
+
+    def checkpoint_info(self) -> dict:
+        """What a checkpoint of this run says of it: the model, the languages, the tokenizer."""
+        return {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
+                "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
+
+    def save(self) -> None:
+        """A checkpoint of the run as it stands (atomic; the last ``keep_last`` are kept)."""
+        self.folder.save(self.state, self.checkpoint_info(), self.tokenizer_files, self.tc)
 
     # --- one update -----------------------------------------------------------------------
 
@@ -222,7 +243,7 @@ class Trainer(RunFolder, Validation):
         if reason:
             self.log(f"nothing to do: {reason} already reached")
         if reason is None and tc.valid_at_start and p.step == 0:
-            self._validate_and_track(scheduled=False)  # the starting point's scores first
+            self.validation.track(self.state, scheduled=False)  # the starting point's scores first
         try:
             while reason is None:
                 batches = self.sampler.batches(p.epoch, start=p.batch_in_epoch)
@@ -259,7 +280,7 @@ class Trainer(RunFolder, Validation):
                         self._log_train(window, stats, bar)
                         window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
                     if tc.valid_every > 0 and p.step % tc.valid_every == 0:
-                        self._validate_and_track()
+                        self.validation.track(self.state)
                     due = (tc.save_every and p.step % tc.save_every == 0) or \
                         (tc.save_minutes and time.time() - last_save >= 60 * tc.save_minutes)
                     reason = self._limit_reached()
@@ -274,7 +295,7 @@ class Trainer(RunFolder, Validation):
                     p.epoch += 1
                     p.batch_in_epoch = 0
                     if tc.valid_every == 0:
-                        self._validate_and_track()
+                        self.validation.track(self.state)
                     reason = self._limit_reached()
                     _, stop = self._agree(False, reason is not None)
                     reason = (reason or "another rank stopped") if stop else None
@@ -296,8 +317,8 @@ class Trainer(RunFolder, Validation):
             self.log(f"{reason}: saving a checkpoint before stopping")
         try:  # (a signal now is noted, the run is stopping anyway; a second one still stops at once)
             if reason and not reason.startswith(("interrupted", "terminated")) and tc.valid_every >= 0 and \
-                    self._validated_at != p.step and p.step > 0:
-                self._validate_and_track(scheduled=False)  # the final weights always get their say for best/
+                    self.validation.validated_at != p.step and p.step > 0:
+                self.validation.track(self.state, scheduled=False)  # the final weights always get their say for best/
             self.save()
         except KeyboardInterrupt as stop:
             self.close()
@@ -309,7 +330,7 @@ class Trainer(RunFolder, Validation):
                    "best_bleu": p.best_bleu, "best_step": p.best_step}
         if self.lm:
             summary = {**{k: v for k, v in summary.items() if k != "best_bleu"}, "best_ppl": p.best_ppl}
-        self._write_metrics({"type": "end", **summary})
+        self.folder.write_metrics({"type": "end", **summary})
         best = (f"; best valid perplexity {p.best_ppl:.2f} at step {p.best_step}" if self.lm and p.best_ppl else
                 f"; best valid BLEU {p.best_bleu:.2f} at step {p.best_step}" if not self.lm and p.best_bleu >= 0 else "")
         self.log(f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min{best}")
@@ -319,9 +340,7 @@ class Trainer(RunFolder, Validation):
 
     def close(self) -> None:
         """Release the run lock (also released by the OS when the process ends)."""
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        self.folder.release()
 
     def _agree(self, save: bool, stop: bool) -> tuple[bool, bool]:
         """Rank 0's clock and validation decide for every rank, so that no rank waits alone."""
@@ -344,7 +363,7 @@ class Trainer(RunFolder, Validation):
             return f"max_time {tc.max_time:.0f}s"
         if tc.patience and p.validations_since_best >= tc.patience:
             return f"no better validation BLEU in {tc.patience} validations"
-        return self._stop_reason
+        return self.validation.stop_reason
 
     def _log_train(self, window: dict, last: dict, bar) -> None:
         seconds = max(time.time() - window["time"], 1e-9)
@@ -361,5 +380,5 @@ class Trainer(RunFolder, Validation):
                         tok_s=f"{record['tokens_per_s']:.0f}")
         if bar.disable:
             self.log(" ".join(f"{k}={v}" for k, v in record.items() if k != "type"))
-        self._write_metrics(record)
+        self.folder.write_metrics(record)
 

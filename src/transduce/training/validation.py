@@ -1,13 +1,14 @@
 """Validation during training: loss, perplexity and BLEU/chrF of the validation set's translations
 (for a language model, its objective on every validation block), and ``best/`` kept.
 
-``Validation`` is mixed into ``Trainer``; only rank 0 validates.
+``Validation`` is the part of a ``Trainer`` that validates; only rank 0 validates.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Callable, Optional
 
 import torch
 
@@ -21,26 +22,38 @@ from .loss import label_smoothed_nll
 
 
 class Validation:
-    """Mixed into ``Trainer``: validates and tracks the best weights."""
+    """Validates a ``TrainingState``'s model on ``data``'s validation sets and tracks the best.
 
-    def _validate_and_track(self, scheduled: bool = True) -> None:
+    ``folder``: the run's ``RunFolder`` (``best/`` and the metrics go there); ``checkpoint_info``:
+    what a checkpoint says of the run; ``log``: where its lines go; ``on_validate`` (a plain
+    callable) sees each result and may return a reason to stop training."""
+
+    def __init__(self, model_config, train_config, data, device, precision: str, dist, folder,
+                 checkpoint_info: Callable[[], dict], log: Callable[..., None],
+                 on_validate: Optional[Callable[[dict], Optional[str]]] = None) -> None:
+        self.cfg, self.tc, self.data = model_config, train_config, data
+        self.device, self.precision, self.dist = device, precision, dist
+        self.folder, self.checkpoint_info, self.log, self.on_validate = folder, checkpoint_info, log, on_validate
+        self.validated_at = -1  # the step of the last validation
+        self.stop_reason: Optional[str] = None  # what on_validate returned, if anything
+
+    def track(self, state, scheduled: bool = True) -> None:
         """Validate (rank 0), keep ``best/``, and let ``on_validate`` stop the run.
 
         A scheduled validation is skipped while validation has already taken more than
         ``valid_share`` of the training time, so that it costs a bounded share of any budget.
         """
-        p, tc = self.progress, self.tc
-        if self.valid_set is None:
+        p, tc = state.progress, self.tc
+        if self.data.valid_set is None:
             return
         if scheduled and tc.valid_share and p.best_step > 0 and p.valid_seconds > tc.valid_share * p.elapsed:
             return
-        self._validated_at = p.step
-        result = self.validate() if self.dist.is_main else None
+        self.validated_at = p.step
+        result = self.validate(state) if self.dist.is_main else None
         distributed.barrier(self.dist)
         if not self.dist.is_main:
             return
-        p = self.progress
-        if self.lm:
+        if self.data.lm:
             better = p.best_ppl == 0 or result["ppl"] < p.best_ppl
             if better:
                 p.best_ppl = result["ppl"]
@@ -50,10 +63,10 @@ class Validation:
                 p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
         if better:
             p.best_step, p.validations_since_best = p.step, 0
-            self.save(best=True)
+            self.folder.save(state, self.checkpoint_info(), self.data.tokenizer_files, tc, best=True)
         else:
             p.validations_since_best += 1
-        if self.lm:
+        if self.data.lm:
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f} "
                      f"({result['tokens']:,} tokens{' masked' if self.cfg.architecture == 'encoder-only' else ''}, "
                      f"{result['seconds']:.1f} s)")
@@ -64,45 +77,46 @@ class Validation:
                      f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} sentences, "
                      f"{result['seconds']:.1f} s){extra}")
         if self.on_validate is not None:
-            self._stop_reason = self.on_validate(result) or self._stop_reason
+            self.stop_reason = self.on_validate(result) or self.stop_reason
 
     @torch.no_grad()
-    def validate(self) -> dict:
+    def validate(self, state) -> dict:
         """Validation loss/perplexity and BLEU/chrF of translations of the validation set, and of
         the second one (``--valid-extra``) under ``extra_*`` keys (for a language model: loss and
         perplexity of its objective on every validation block)."""
-        start = time.time()
-        self.model.eval()
-        if self.lm:
-            return self._validate_language_model(start)
-        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
-                  **self._translation_scores(self.valid_set)}
-        extra = self.data.extra_set
-        if extra is not None:
-            scores = self._translation_scores(extra)
-            result.update({f"extra_{key}": scores[key] for key in ("loss", "ppl", "bleu", "chrf", "sentences")})
+        start, p, model = time.time(), state.progress, state.model
+        model.eval()
+        if self.data.lm:
+            result = self._language_model_scores(model)
+        else:
+            result = self._translation_scores(model, self.data.valid_set)
+            extra = self.data.extra_set
+            if extra is not None:
+                scores = self._translation_scores(model, extra)
+                result.update({f"extra_{key}": scores[key] for key in ("loss", "ppl", "bleu", "chrf", "sentences")})
         seconds = time.time() - start
-        self.progress.valid_seconds += seconds
-        result.update(seconds=round(seconds, 2), elapsed=round(self.progress.elapsed, 1))
-        self._write_metrics(result)
+        p.valid_seconds += seconds
+        result = {"type": "valid", "step": p.step, "epoch": p.epoch + 1, **result,
+                  "seconds": round(seconds, 2), "elapsed": round(p.elapsed, 1)}
+        self.folder.write_metrics(result)
         return result
 
-    def _translation_scores(self, ds) -> dict:
+    def _translation_scores(self, model, ds) -> dict:
         """Loss and perplexity of ``ds``'s references, and BLEU/chrF of its translations."""
-        model, tc, cfg = self.model, self.tc, self.cfg
+        tc, cfg = self.tc, self.cfg
         sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, tc.max_tokens, shuffle=False)
         loss_sum = nll_sum = tokens = 0.0
         for indices in sampler.batches(0):
             batch = collate(ds, indices, cfg.pad_id, cfg.start_id, cfg.eos_id).to(self.device)
-            with autocast(self.device, self.settings.precision):
+            with autocast(self.device, self.precision):
                 logits = model(batch.src, batch.tgt_in)
             loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing, cfg.pad_id)
             loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
         n = len(ds) if not tc.valid_max_sentences else min(len(ds), tc.valid_max_sentences)
         sources = [ds[i][0].tolist() for i in range(n)]
         decode = DecodeConfig(beam=tc.valid_beam, max_tokens=max(tc.max_tokens, 2048))
-        hyps = translate_ids(model, sources, decode, precision=self.settings.precision)
-        texts = [self.tokenizer.decode_tgt(h[0].tokens) for h in hyps]
+        hyps = translate_ids(model, sources, decode, precision=self.precision)
+        texts = [self.data.tokenizer.decode_tgt(h[0].tokens) for h in hyps]
         references = ds.raw_text("tgt")[:n]
         scores = score(texts, references, tokenize=tc.bleu_tokenize)
         exact = sum(h == r for h, r in zip(texts, references)) / max(n, 1)
@@ -110,23 +124,18 @@ class Validation:
                 "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
                 "exact": round(exact, 4), "sentences": n}
 
-    def _validate_language_model(self, start: float) -> dict:
-        tc, cfg, ds = self.tc, self.cfg, self.valid_set
+    def _language_model_scores(self, model) -> dict:
+        """A language model's loss and perplexity of its objective on every validation block."""
+        tc, cfg, ds = self.tc, self.cfg, self.data.valid_set
         blocks = BlockSampler(ds.num_blocks(tc.block_size, cfg.architecture == "decoder-only"),
                               max(1, tc.max_tokens // tc.block_size), shuffle=False)
         loss_sum = nll_sum = tokens = 0.0
         for number, indices in enumerate(blocks.batches(0)):
-            batch = self.collate(indices, 0, number, split=ds).to(self.device)  # the same masks every time
-            with autocast(self.device, self.settings.precision):
-                logits = self.model(*batch.inputs)
+            batch = self.data.collate(indices, 0, number, split=ds).to(self.device)  # the same masks every time
+            with autocast(self.device, self.precision):
+                logits = model(*batch.inputs)
             loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing,
                                            cfg.pad_id)
             loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
-        seconds = time.time() - start
-        self.progress.valid_seconds += seconds
-        result = {"type": "valid", "step": self.progress.step, "epoch": self.progress.epoch + 1,
-                  "loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
-                  "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "tokens": int(tokens),
-                  "seconds": round(seconds, 2), "elapsed": round(self.progress.elapsed, 1)}
-        self._write_metrics(result)
-        return result
+        return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
+                "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "tokens": int(tokens)}
