@@ -80,10 +80,11 @@ def test_slow_and_vanishing_clients_do_not_block_others(served_run, start_server
 
 
 def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, start_server):
-    """Three requests wait in the batcher (dynamic batching's long --max-wait-ms keeps them in flight)
-    when SIGTERM comes: a request sent then gets 503, the three get their translations, the process
-    exits 0. (The continuous batcher's draining: tests/serving/test_continuous.py.)"""
-    server = start_server(served_run, "--batching", "dynamic", "--max-wait-ms", "3000")
+    """Three requests wait in the batcher for company (the longest window, 10 s after the last
+    arrival) when SIGTERM comes: the batch goes at once (no more company is coming), a request sent once the server says it is stopping gets 503, the three get their
+    translations, the process exits 0. (The continuous batcher's draining:
+    tests/serving/test_continuous.py.)"""
+    server = start_server(served_run, "--batching", "dynamic", "--max-wait-ms", "10000")
     answers: dict[int, tuple] = {}
     bodies = [{"text": [s]} for s in ("the cat sat", "a dog runs", "red blue house")]
     threads = [threading.Thread(target=lambda n=n: answers.__setitem__(n, call(server.url + "/v1/translate",
@@ -91,22 +92,24 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, st
                for n in range(3)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 300  # a deadlock guard, not a speed limit
-    while "transduce_requests_in_flight 3" not in call(server.url + "/metrics")[1]:
-        assert time.monotonic() < deadline, "the requests never got in flight"
-        time.sleep(0.05)
+
+    def until(condition, what: str) -> None:
+        deadline = time.monotonic() + 300  # a deadlock guard, not a speed limit
+        while not condition():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
+
+    until(lambda: "transduce_requests_in_flight 3" in call(server.url + "/metrics")[1], "never in flight")
     server.process.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
+    until(lambda: call(server.url + "/health")[0] == 503, "the server never said it was stopping")
     late = call(server.url + "/v1/translate", {"text": ["the cat"]})
-    health = call(server.url + "/health")
     for thread in threads:
-        thread.join(60)
+        thread.join(300)
     assert late == (503, {"detail": "the server is stopping; it takes no new requests"})
-    assert health == (503, {"status": "stopping"})
     expected = [cli("translate", str(served_run), input=b["text"][0] + "\n").stdout.strip() for b in bodies]
     assert [answers[n][0] for n in range(3)] == [200] * 3
     assert [answers[n][1]["translations"][0] for n in range(3)] == expected
-    assert server.process.wait(60) == 0
+    assert server.process.wait(300) == 0
     log = server.text()
     assert "stopping: finishing 3 request(s) in flight" in log and log.rstrip().endswith("stopped")
 

@@ -111,6 +111,7 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     hosts = None if everywhere else {*LOOPBACK_HOSTS, settings.host.lower(), *(h.lower() for h in settings.allowed_hosts)}
     app.add_middleware(Gatekeeper, gate=gate, metrics=metrics, max_body_bytes=settings.max_body_bytes, hosts=hosts,
                        body_timeout=settings.body_timeout)
+    gate.on_drain.append(batcher.drain)
     app.state.gate, app.state.batcher, app.state.metrics, app.state.settings = gate, batcher, metrics, settings
 
     @app.exception_handler(ApiError)

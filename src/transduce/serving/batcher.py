@@ -87,7 +87,7 @@ class Batcher(Worker):
                 wait = deadline - time.monotonic()
                 # as many requests came since the last search as it answered: its clients are back
                 back = 0 < self._answered <= self._returned
-                if not self.batching or full or wait <= 0 or back or self._closed:
+                if not self.batching or full or wait <= 0 or back or self._closed or self._draining:
                     taken = {(id(job), i) for job, i in batch}
                     self._queue = collections.deque(x for x in self._queue if (id(x[0]), x[1]) not in taken)
                     self._busy = len(batch)

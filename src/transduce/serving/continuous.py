@@ -73,7 +73,7 @@ class ContinuousBatcher(Worker):
         # a join encodes its sentences in one pass, which costs about as much for one as for several:
         # a few arrivals wait for company, at most max_wait after the oldest came
         few = len(taken) < max(1, len(self._flight) // JOIN_SHARE)
-        if self._flight and few and not self._closed and time.monotonic() - self._queue[0][0].arrived < self.max_wait:
+        if self._flight and few and not (self._closed or self._draining) and time.monotonic() - self._queue[0][0].arrived < self.max_wait:
             return []
         for _ in taken:
             self._queue.popleft()

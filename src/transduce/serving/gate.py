@@ -20,6 +20,14 @@ class Gate:
         self.in_flight = 0
         self.draining = False
         self.ready = False
+        self.on_drain: list = []  # called once when the server starts stopping
+
+    def drain(self) -> None:
+        """Stop taking translation requests; those in flight finish (the worker is told: no more
+        company is coming for a batch that waits for some)."""
+        self.draining = True
+        for hook in self.on_drain:
+            hook()
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -29,7 +29,7 @@ class GracefulServer(uvicorn.Server):
         if self.gate.draining:
             self.force_exit = self.should_exit = True
             return
-        self.gate.draining = True
+        self.gate.drain()
         self.deadline = time.monotonic() + self.drain_timeout
         print(f"stopping: finishing {self.gate.in_flight} request(s) in flight, refusing new ones "
               "(Ctrl+C again to stop at once)", file=sys.stderr, flush=True)

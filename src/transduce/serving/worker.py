@@ -110,6 +110,7 @@ class Worker:
         )  # (job, sentence index)
         self._cond = threading.Condition()
         self._closed = False
+        self._draining = False  # no more company is coming: nothing waits for it
         self._thread: Optional[threading.Thread] = None
 
     # the requests' side
@@ -152,6 +153,13 @@ class Worker:
     def busy(self) -> int:
         """Sentences being searched now."""
         raise NotImplementedError
+
+    def drain(self) -> None:
+        """The server stops taking requests: what is queued goes now, without waiting for company
+        (``close`` still ends the worker)."""
+        with self._cond:
+            self._draining = True
+            self._cond.notify_all()
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish what is queued and in flight, then stop the worker."""
