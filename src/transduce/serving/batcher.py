@@ -18,7 +18,6 @@ request at a time, as a one-request-per-search server would: the baseline of
 from __future__ import annotations
 
 import collections
-import time
 from typing import Optional
 
 from ..data.batching import budget_batches
@@ -84,7 +83,7 @@ class Batcher(Worker):
                 # last), at most LINGER x max_wait
                 opened = max(candidates[0][0].arrived, self._free_since)
                 deadline = min(max(opened, self._last_arrival) + self.max_wait, opened + LINGER * self.max_wait)
-                wait = deadline - time.monotonic()
+                wait = deadline - self.clock()
                 # as many requests came since the last search as it answered: its clients are back
                 back = 0 < self._answered <= self._returned
                 if not self.batching or full or wait <= 0 or back or self._closed or self._draining:
@@ -98,13 +97,13 @@ class Batcher(Worker):
         """Search ``batch`` and hand each request its results."""
         jobs = list({id(job): job for job, _ in batch}.values())
         try:
-            start = time.monotonic()
+            start = self.clock()
             decode = batch[0][0].decode
             translator = self.translator
             sources = [job.sources[i] for job, i in batch]
             hyps = translate_ids(translator.model, sources, decode, precision=translator.precision,
                                  compile=self.compiled)
-            now = time.monotonic()
+            now = self.clock()
             for job in jobs:
                 job.started = job.started if job.started is not None else start
                 job.search_seconds += now - start
@@ -115,7 +114,7 @@ class Batcher(Worker):
         finally:
             with self._cond:
                 self._busy = 0
-                self._free_since = time.monotonic()
+                self._free_since = self.clock()
                 self._answered = sum(job.future.done() for job in jobs)
                 self._returned = 0
 

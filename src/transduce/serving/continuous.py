@@ -23,7 +23,6 @@ finishes what is queued and in flight.
 
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import torch
@@ -73,7 +72,7 @@ class ContinuousBatcher(Worker):
         # a join encodes its sentences in one pass, which costs about as much for one as for several:
         # a few arrivals wait for company, at most max_wait after the oldest came
         few = len(taken) < max(1, len(self._flight) // JOIN_SHARE)
-        if self._flight and few and not (self._closed or self._draining) and time.monotonic() - self._queue[0][0].arrived < self.max_wait:
+        if self._flight and few and not (self._closed or self._draining) and self.clock() - self._queue[0][0].arrived < self.max_wait:
             return []
         for _ in taken:
             self._queue.popleft()
@@ -101,7 +100,7 @@ class ContinuousBatcher(Worker):
 
     def _work(self, joining: list[tuple[Job, int]]) -> None:
         """Join ``joining``, drop the vanished, step once, answer the finished."""
-        start = time.monotonic()
+        start = self.clock()
         translator = self.translator
         engine, context = search_precision(translator.precision)
         if joining and (self.search is None or joining[0][0].decode != self.search.decode):
@@ -128,6 +127,6 @@ class ContinuousBatcher(Worker):
             for key, _ in finished:
                 del self._flight[key]
         requests = len({id(job) for job, _ in [*self._flight.values(), *((job, i) for job, i, _ in done)]})
-        now = time.monotonic()
+        now = self.clock()
         self._deliver(done, now)
         self._record(BatchRecord(in_flight, requests, in_flight, now - start, search.decode.beam, len(finished)))

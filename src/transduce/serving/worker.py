@@ -111,6 +111,7 @@ class Worker:
         self._cond = threading.Condition()
         self._closed = False
         self._draining = False  # no more company is coming: nothing waits for it
+        self.clock = time.monotonic  # (arrivals and batch windows; a test's simulated clock replaces it)
         self._thread: Optional[threading.Thread] = None
 
     # the requests' side
@@ -128,7 +129,7 @@ class Worker:
     ) -> Job:
         """Queue one request's sentences; ``job.future`` resolves to the job when all are done, and
         ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done."""
-        job = Job([list(s) for s in sources], decode, attention, on_result=on_result)
+        job = Job([list(s) for s in sources], decode, attention, on_result=on_result, arrived=self.clock())
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
