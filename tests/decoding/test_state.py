@@ -25,9 +25,9 @@ def reference(model, src, history):
 
 def drive(state, model, first, later, device, atol=1e-4):
     """Three sentences join and step; a beam reorder; the first sentence leaves; two more join
-    (when the state is joinable: with room for 2 slots, so the running cache must make room) and
-    another reorder; every step's log-probabilities against the full pass over the same rows'
-    histories."""
+    (when the state is joinable: with room for 2 slots, so the running cache must make room),
+    another reorder, and the first ones leave (the later ones stay, all started at one later slot);
+    every step's log-probabilities against the full pass over the same rows' histories."""
     c = model.config
     g = torch.Generator().manual_seed(0)
     state.join(first, capacity=2 if later is not None else 8)
@@ -54,6 +54,14 @@ def drive(state, model, first, later, device, atol=1e-4):
             rows = torch.arange(history.size(0), device=device) // BEAM * BEAM
             state.reorder(rows)
             history = history[rows]
+        if step == 2 and later is not None:  # the first ones leave: the later ones, from slot 2, stay
+            keep = kept_order([j < src.size(0) - later.size(0) for j in range(src.size(0))], state.fill_from_end)
+            sentences = torch.tensor(keep, device=device)
+            state.select(sentences)
+            src = src[sentences]
+            rows = (sentences[:, None] * BEAM + torch.arange(BEAM, device=device)).view(-1)
+            history = history[rows]
+            joined_at = [joined_at[i] for i in keep]
         if step == 1 and src.size(0) > 1:  # the first sentence leaves
             keep = kept_order([True] + [False] * (src.size(0) - 1), state.fill_from_end)
             sentences = torch.tensor(keep, device=device)

@@ -162,9 +162,11 @@ class FastDecoder:
         if t >= cache.kv.size(4) or (not running and t >= self.config.max_positions):
             raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
                              f"the model {self.config.max_positions}")
+        # rows that all started at one slot share one position: ``starts`` is then that slot (an int)
+        starts = cache.first if running and cache.uniform else cache.starts
         with self._precision():
             logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
-                                   cache.views, cache.starts, cache.first)
+                                   cache.views, starts, cache.first)
         cache.length = t + 1
         return logits
 
@@ -173,13 +175,15 @@ class FastDecoder:
         return torch.autocast("cpu", enabled=False) if self.bf16 else nullcontext()
 
     def _forward(self, tokens: Tensor, t: int, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_bias: Tensor, views: tuple, starts: Optional[Tensor] = None, first: int = 0) -> Tensor:
+                 cross_bias: Tensor, views: tuple, starts: Optional[Tensor | int] = None, first: int = 0
+                 ) -> Tensor:
         """One step at position ``t``, attending over the filled slots only. ``views``:
         ``cache_views(kv)``, made once per cache.
 
         ``starts (N,)``: each row's first slot (a running search, whose rows joined at different
         steps): ``t`` is then the slot written, row n's position is ``t - starts[n]`` and it attends
         over its own slots ``starts[n] .. t`` only (ALiBi's distances are differences of slots);
+        an int when every row started at that slot (all positions ``t - starts``, nothing hidden).
         ``first`` (the smallest start) is the first slot any row reads."""
         slots, all_keys, all_values = views
         seen = t + 1 - first  # the slots a step reads: first .. t
@@ -210,7 +214,7 @@ class FastDecoder:
         """The tokens' embeddings, scaled, plus their positions' (``position``: ``t``, or per row)."""
         x = F.embedding(tokens, self.embed_weight)  # (N, D)
         if self.positions is not None:
-            table = _row(self.positions, t) if not isinstance(position, Tensor) or position.dim() == 0 else \
+            table = _row(self.positions, position) if not isinstance(position, Tensor) or position.dim() == 0 else \
                 self.positions.index_select(0, position)
             return torch.add(table.to(x.dtype), x, alpha=self.embed_scale)
         return x * self.embed_scale if self.embed_scale != 1.0 else x
@@ -235,7 +239,7 @@ class FastDecoder:
     def _hidden(self, x: Tensor, t, keys: Tensor, starts: Optional[Tensor]) -> Optional[Tensor]:
         """The slots a row must not see, as ``-inf``: in a running search, those before the row's
         start (another sentence's past) ``(N, 1, 1, keys)``; None when every slot read is the row's."""
-        if starts is None:
+        if not isinstance(starts, Tensor):
             return None
         hidden = torch.zeros(x.size(0), 1, 1, keys.numel(), dtype=x.dtype, device=x.device)
         return hidden.masked_fill(keys < starts[:, None, None, None], float("-inf"))

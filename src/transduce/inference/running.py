@@ -41,6 +41,7 @@ class RunningCache(StepCache):
         running = cls(fresh.kv, fresh.cross_k, fresh.cross_v, fresh.cross_bias, fresh.heads, fresh.beam)
         running.starts = torch.zeros(fresh.kv.size(2), dtype=torch.long, device=fresh.kv.device)
         running.lengths = lengths
+        running.uniform = False  # (make_room says whether every row started at the same slot)
         running._cross = [*fresh.cross_k, *fresh.cross_v, fresh.cross_bias]  # the buffers
         running._view()
         return running
@@ -135,7 +136,10 @@ class RunningCache(StepCache):
         reorder copies, from there on); when every slot is written, move each row's slots to the
         front by it, doubling the capacity when that frees less than half of it."""
         C = self.kv.size(4)
-        self.first = int(self.starts.min()) if self.rows else self.length
+        low, high = torch.stack(self.starts.aminmax()).tolist() if self.rows else (self.length, self.length)
+        # rows that all started at one slot (a batch; a running search between joins) share one
+        # position and hide nothing: the step then runs as over a plain cache
+        self.first, self.uniform = low, low == high
         if self.length < C:
             return
         self._new_kv(self.kv.size(2), C if self.length - self.first <= C // 2 else 2 * C, self.first)
