@@ -64,6 +64,7 @@ class RunningSearch:
         self.prefix: Optional[Tensor] = None  # (B, P) forced prefixes, -1 where none
         self.t = 0  # steps taken (a batch: every sentence's step)
         self.ends_from = 0  # before this step no sentence is at its last allowed position
+        self.joined_at: Optional[int] = None  # the step every sentence in flight joined at (None: several)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -83,6 +84,7 @@ class RunningSearch:
         self.ends_from = min(self.ends_from, ends_from) if self.keys else ends_from
         self.beams.join(max_len)
         self.state.join(src, capacity=self.beams.width + 1 if self.joinable else int(max_len.max()))
+        self.joined_at = self.t if not self.keys or self.joined_at == self.t else None
         self.keys += list(keys)
         self.prefix = prefix
 
@@ -95,7 +97,9 @@ class RunningSearch:
         if self.prefix is not None and self.t >= self.prefix.size(1):
             self.prefix = None  # (every forced prefix is behind)
         tokens = beams.tokens(self.t) if self.state.reads_prefix else beams.last
-        logprobs = constrain(self.state.logprobs(tokens), beams.steps, self.config, beams.max_len,
+        # every sentence's own step: one number while they all joined together (a batch)
+        steps = self.t - self.joined_at if self.joined_at is not None else beams.steps
+        logprobs = constrain(self.state.logprobs(tokens), steps, self.config, beams.max_len,
                              decode.min_len, self.prefix, per_row=self.K, banned=self.banned,
                              may_end=self.t >= self.ends_from)  # (N, V)
         self.t += 1
