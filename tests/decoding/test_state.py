@@ -54,21 +54,17 @@ def drive(state, model, first, later, device, atol=1e-4):
             rows = torch.arange(history.size(0), device=device) // BEAM * BEAM
             state.reorder(rows)
             history = history[rows]
-        if step == 2 and later is not None:  # the first ones leave: the later ones, from slot 2, stay
-            keep = kept_order([j < src.size(0) - later.size(0) for j in range(src.size(0))], state.fill_from_end)
-            sentences = torch.tensor(keep, device=device)
-            state.select(sentences)
-            src = src[sentences]
-            rows = (sentences[:, None] * BEAM + torch.arange(BEAM, device=device)).view(-1)
-            history = history[rows]
-            joined_at = [joined_at[i] for i in keep]
+        leaving = None
         if step == 1 and src.size(0) > 1:  # the first sentence leaves
-            keep = kept_order([True] + [False] * (src.size(0) - 1), state.fill_from_end)
+            leaving = [n == 0 for n in range(src.size(0))]
+        if step == 2 and later is not None:  # the first ones leave: the later ones, from slot 2, stay
+            leaving = [n < src.size(0) - later.size(0) for n in range(src.size(0))]
+        if leaving is not None:
+            keep = kept_order(leaving, state.fill_from_end)
             sentences = torch.tensor(keep, device=device)
             state.select(sentences)
             src = src[sentences]
-            rows = (sentences[:, None] * BEAM + torch.arange(BEAM, device=device)).view(-1)
-            history = history[rows]
+            history = history[(sentences[:, None] * BEAM + torch.arange(BEAM, device=device)).view(-1)]
             joined_at = [joined_at[i] for i in keep]
 
 
