@@ -1,11 +1,14 @@
-"""Outputs that must not depend on how a sentence is searched, on a trained model and real sentences.
+"""Outputs that must not depend on how a sentence is searched, on a trained model and real
+sentences.
 
     python benchmarks/output_checks.py --run runs/multi30k-small [--sentences 256] [--source FILE]
 
 On Multi30k's test_2016_flickr English side (``../shared/data``; ``--source`` for other text),
 each sentence is searched alone (beam 4, and greedy) and then:
-- in batches of ``--batch`` (``translate``'s search, the running cache: sentences leave as they end);
-- in a running search that they join a few at a time at random steps (the server's continuous batching);
+- in batches of ``--batch`` (``translate``'s search, the running cache: sentences leave as they
+end);
+- in a running search that they join a few at a time at random steps (the server's continuous
+batching);
 - by an ensemble of the model with itself, alone and in batches (the same distribution, mixed);
 - at int8, in batches against alone (reported only: fbgemm quantizes a product's activations
   with one scale for all its rows, so a row's rounding depends on its company).
@@ -38,7 +41,9 @@ def main() -> None:
     parser.add_argument("--run", required=True, help="a trained run (e.g. runs/multi30k-small)")
     parser.add_argument("--source", help="a text file of source sentences, one a line")
     parser.add_argument("--sentences", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=128, help="sentences per batch of the batch checks")
+    parser.add_argument(
+        "--batch", type=int, default=128, help="sentences per batch of the batch checks"
+    )
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -51,20 +56,37 @@ def main() -> None:
     n = len(sources)
     twice = Ensemble([model, model])
     rows, failed = [], False
-    for name, decode in (("beam 4", DecodeConfig(beam=4, max_sentences=args.batch, max_tokens=10**6)),
-                         ("greedy", DecodeConfig(beam=1, max_sentences=args.batch, max_tokens=10**6))):
+    for name, decode in (
+        ("beam 4", DecodeConfig(beam=4, max_sentences=args.batch, max_tokens=10**6)),
+        ("greedy", DecodeConfig(beam=1, max_sentences=args.batch, max_tokens=10**6)),
+    ):
         alone = [translate_ids(model, [s], decode)[0] for s in sources]
 
         def compare(check: str, found: list, exact: bool = True) -> None:
             nonlocal failed
-            same = [a for a, b in zip(alone, found) if [h.tokens for h in a] == [h.tokens for h in b]]
-            gap = max((abs(x.score - y.score) for a, b in zip(alone, found) if a in same for x, y in zip(a, b)),
-                      default=0.0)
+            same = [
+                a for a, b in zip(alone, found) if [h.tokens for h in a] == [h.tokens for h in b]
+            ]
+            gap = max(
+                (
+                    abs(x.score - y.score)
+                    for a, b in zip(alone, found)
+                    if a in same
+                    for x, y in zip(a, b)
+                ),
+                default=0.0,
+            )
             ok = len(same) == n and gap <= 1e-4
             failed |= exact and not ok
-            rows.append({"search": name, "check": check, "same_tokens": f"{len(same)}/{n}",
-                         "max_score_gap": f"{gap:.1e}", "verdict": ("equal" if ok else "DIFFERS") if exact
-                         else "reported"})
+            rows.append(
+                {
+                    "search": name,
+                    "check": check,
+                    "same_tokens": f"{len(same)}/{n}",
+                    "max_score_gap": f"{gap:.1e}",
+                    "verdict": ("equal" if ok else "DIFFERS") if exact else "reported",
+                }
+            )
             print(f"  {rows[-1]}", file=sys.stderr, flush=True)
 
         compare(f"batches of {args.batch}", translate_ids(model, sources, decode))
@@ -78,15 +100,36 @@ def main() -> None:
                 for key, hyps in running.step():
                     out[key] = hyps
         compare("running search, joined at random steps", out)
-        compare("ensemble of the model with itself, alone", [translate_ids(twice, [s], decode)[0] for s in sources])
-        compare(f"ensemble of the model with itself, batches of {args.batch}", translate_ids(twice, sources, decode))
+        compare(
+            "ensemble of the model with itself, alone",
+            [translate_ids(twice, [s], decode)[0] for s in sources],
+        )
+        compare(
+            f"ensemble of the model with itself, batches of {args.batch}",
+            translate_ids(twice, sources, decode),
+        )
         int8_alone = [translate_ids(model, [s], decode, precision="int8")[0] for s in sources]
         int8_batch = translate_ids(model, sources, decode, precision="int8")
-        same = sum([h.tokens for h in a] == [h.tokens for h in b] for a, b in zip(int8_alone, int8_batch))
-        rows.append({"search": name, "check": f"int8: batches of {args.batch} against int8 alone",
-                     "same_tokens": f"{same}/{n}", "max_score_gap": "", "verdict": "reported"})
+        same = sum(
+            [h.tokens for h in a] == [h.tokens for h in b] for a, b in zip(int8_alone, int8_batch)
+        )
+        rows.append(
+            {
+                "search": name,
+                "check": f"int8: batches of {args.batch} against int8 alone",
+                "same_tokens": f"{same}/{n}",
+                "max_score_gap": "",
+                "verdict": "reported",
+            }
+        )
     print(table(rows, ["search", "check", "same_tokens", "max_score_gap", "verdict"]))
-    payload = {"machine": machine(), "run": args.run, "source": str(path), "sentences": n, "rows": rows}
+    payload = {
+        "machine": machine(),
+        "run": args.run,
+        "source": str(path),
+        "sentences": n,
+        "rows": rows,
+    }
     print(f"wrote {save('output_checks', payload)}", file=sys.stderr)
     sys.exit(1 if failed else 0)
 

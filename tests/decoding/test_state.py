@@ -6,8 +6,14 @@ import torch
 
 from transduce import ModelConfig, Transformer
 from transduce.decoding import Ensemble, SearchOptions
-from transduce.decoding.state import (EnsembleState, FastState, ModelState, PrefixState, decoding_state,
-                                      kept_order)
+from transduce.decoding.state import (
+    EnsembleState,
+    FastState,
+    ModelState,
+    PrefixState,
+    decoding_state,
+    kept_order,
+)
 
 from transduce.inference.running import RunningCache
 
@@ -17,7 +23,8 @@ BEAM = 2
 
 
 def reference(model, src, history):
-    """The full forward pass: ``src (B, S)``, ``history (B*K, t)`` -> log-probabilities ``(B*K, V)``."""
+    """The full forward pass: ``src (B, S)``, ``history (B*K, t)`` -> log-probabilities ``(B*K,
+    V)``."""
     with torch.no_grad():
         logits = model(src.repeat_interleave(BEAM, dim=0), history)[:, -1]
     return torch.log_softmax(logits.float(), dim=-1)
@@ -38,14 +45,19 @@ def drive(state, model, first, later, device, atol=1e-4):
         if step == 2 and later is not None:
             state.join(later, capacity=2)
             src = torch.cat([pad_to(src, later.size(1)), pad_to(later, src.size(1))])
-            history = torch.cat([history, torch.full((later.size(0) * BEAM, history.size(1)), c.pad_id, device=device)])
+            history = torch.cat(
+                [
+                    history,
+                    torch.full((later.size(0) * BEAM, history.size(1)), c.pad_id, device=device),
+                ]
+            )
             history[-later.size(0) * BEAM :, -1] = c.start_id
             joined_at += [step] * later.size(0)
         tokens = history if state.reads_prefix else history[:, -1]
         got = state.logprobs(tokens)
         for n in range(src.size(0)):  # each sentence against its own history since it joined
             rows = slice(n * BEAM, (n + 1) * BEAM)
-            own = history[rows, joined_at[n]:]
+            own = history[rows, joined_at[n] :]
             want = reference(model, src[n : n + 1], own)
             assert torch.allclose(got[rows], want, atol=atol), f"step {step}, sentence {n}"
         chosen = torch.randint(4, c.vocab_size, (history.size(0), 1), generator=g).to(device)
@@ -57,14 +69,18 @@ def drive(state, model, first, later, device, atol=1e-4):
         leaving = None
         if step == 1 and src.size(0) > 1:  # the first sentence leaves
             leaving = [n == 0 for n in range(src.size(0))]
-        if step == 2 and later is not None:  # the first ones leave: the later ones, from slot 2, stay
+        if (
+            step == 2 and later is not None
+        ):  # the first ones leave: the later ones, from slot 2, stay
             leaving = [n < src.size(0) - later.size(0) for n in range(src.size(0))]
         if leaving is not None:
             keep = kept_order(leaving, state.fill_from_end)
             sentences = torch.tensor(keep, device=device)
             state.select(sentences)
             src = src[sentences]
-            history = history[(sentences[:, None] * BEAM + torch.arange(BEAM, device=device)).view(-1)]
+            history = history[
+                (sentences[:, None] * BEAM + torch.arange(BEAM, device=device)).view(-1)
+            ]
             joined_at = [joined_at[i] for i in keep]
 
 
@@ -72,13 +88,26 @@ def pad_to(src, width):
     return torch.nn.functional.pad(src, (0, max(0, width - src.size(1))))
 
 
-@pytest.mark.parametrize("kind", ["fast-one", "fast-batch", "fast-joinable", "int8-joinable", "model", "model-joinable",
-                                  "no-cache", "ensemble"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "fast-one",
+        "fast-batch",
+        "fast-joinable",
+        "int8-joinable",
+        "model",
+        "model-joinable",
+        "no-cache",
+        "ensemble",
+    ],
+)
 def test_every_state_computes_the_models_own_distribution(kind, device):
     torch.manual_seed(0)
     model = Transformer(tiny_config()).to(device).eval()
     first = random_batch(3, 6, model.config.vocab_size, device=device)[0]
-    later = random_batch(2, 7, model.config.vocab_size, generator=torch.Generator().manual_seed(2), device=device)[0]
+    later = random_batch(
+        2, 7, model.config.vocab_size, generator=torch.Generator().manual_seed(2), device=device
+    )[0]
     joinable = kind.endswith("joinable")
     if kind == "ensemble":
         state = decoding_state(Ensemble([model, model]), BEAM, SearchOptions())
@@ -98,7 +127,14 @@ def test_every_state_computes_the_models_own_distribution(kind, device):
     if kind == "fast-one":  # one sentence: the plain cache (a batch of several: the running cache)
         first = first[:1]
     # int8: the same distribution within the weights' and activations' quantization error
-    drive(state, model, first, later if joinable else None, device, atol=0.15 if kind.startswith("int8") else 1e-4)
+    drive(
+        state,
+        model,
+        first,
+        later if joinable else None,
+        device,
+        atol=0.15 if kind.startswith("int8") else 1e-4,
+    )
     if isinstance(state, FastState):
         assert isinstance(state.cache, RunningCache) == (kind != "fast-one") == state.fill_from_end
 

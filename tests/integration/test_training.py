@@ -117,7 +117,7 @@ def test_gradient_accumulation_equals_one_big_batch(reverse_data, tmp_path):
         trainer = Trainer(cfg, tc, RunSettings(str(reverse_data), str(tmp_path / f"r{i}"), quiet=True), log=lambda *a: None)
         # SGD makes the update proportional to the gradient (Adam's first step is ~lr * sign(grad),
         # which turns rounding noise in near-zero gradients into full-size differences).
-        trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+        trainer.state.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
         stats = trainer.update([collate(ds, b) for b in micro])
         params.append([p.detach().clone() for p in trainer.model.parameters()])
         assert stats["tokens"] == sum(int(ds.tgt_lengths[j]) + 1 for j in b0 + b1)

@@ -60,7 +60,7 @@ def test_compiled_training_equals_eager(data, tmp_path):
         trainer = Trainer(_config(data, dropout=0.0), TrainConfig(max_steps=1, max_tokens=1500, warmup=10),
                           RunSettings(str(data), str(tmp_path / f"r{int(compiled)}"), quiet=True, compile=compiled),
                           log=lambda *a: None)
-        trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+        trainer.state.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
         stats = trainer.update(micro)
         params.append(([p.detach().clone() for p in trainer.model.parameters()], float(stats["loss"])))
         trainer.close()

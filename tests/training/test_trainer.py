@@ -24,9 +24,15 @@ def data(tmp_path_factory):
 
 def make(data, out, **train) -> Trainer:
     vocab = json.loads((data / "meta.json").read_text())["vocab_size"]["src"]
-    config = ModelConfig.preset("tiny", vocab_size=vocab, dropout=0.0)  # (no dropout: updates comparable)
-    recipe = TrainConfig(**{"max_tokens": 300, "warmup": 4, "max_steps": 10, "log_every": 100, **train})
-    return Trainer(config, recipe, RunSettings(str(data), str(out), quiet=True), log=lambda *a: None)
+    config = ModelConfig.preset(
+        "tiny", vocab_size=vocab, dropout=0.0
+    )  # (no dropout: updates comparable)
+    recipe = TrainConfig(
+        **{"max_tokens": 300, "warmup": 4, "max_steps": 10, "log_every": 100, **train}
+    )
+    return Trainer(
+        config, recipe, RunSettings(str(data), str(out), quiet=True), log=lambda *a: None
+    )
 
 
 def weights(trainer) -> dict:
@@ -38,7 +44,13 @@ def gradients_at_the_step(trainer) -> dict:
     seen, real = {}, trainer.optimizer.step
 
     def step(*args, **kwargs):
-        seen.update({name: p.grad.clone() for name, p in trainer.model.named_parameters() if p.grad is not None})
+        seen.update(
+            {
+                name: p.grad.clone()
+                for name, p in trainer.model.named_parameters()
+                if p.grad is not None
+            }
+        )
         return real(*args, **kwargs)
 
     trainer.optimizer.step = step
@@ -53,7 +65,9 @@ def test_accumulated_micro_batches_give_the_gradient_of_one_big_batch(data, tmp_
     split_grads, joined_grads = gradients_at_the_step(split), gradients_at_the_step(joined)
     a = split.update([split.collate(first, 0, 0), split.collate(second, 0, 1)])
     b = joined.update([joined.collate(list(first) + list(second), 0, 0)])
-    assert a["tokens"] == b["tokens"] and float(a["loss"]) == pytest.approx(float(b["loss"]), rel=1e-5)
+    assert a["tokens"] == b["tokens"] and float(a["loss"]) == pytest.approx(
+        float(b["loss"]), rel=1e-5
+    )
     assert split_grads.keys() == joined_grads.keys() and split_grads
     for name, grad in split_grads.items():
         torch.testing.assert_close(grad, joined_grads[name], atol=1e-7, rtol=1e-4, msg=name)
@@ -68,11 +82,15 @@ def test_the_learning_rate_of_an_update_is_the_schedules(data, tmp_path):
         stats = trainer.update([trainer.collate(batch, 0, 0)])
         trainer.progress.step += 1  # (the loop counts applied updates)
         tc = trainer.tc
-        expected = learning_rate(n, tc.lr_schedule, trainer.cfg.d_model, tc.warmup, tc.lr_factor, tc.peak_lr)
+        expected = learning_rate(
+            n, tc.lr_schedule, trainer.cfg.d_model, tc.warmup, tc.lr_factor, tc.peak_lr
+        )
         assert stats["finite"] and stats["lr"] == expected
         assert all(group["lr"] == expected for group in trainer.optimizer.param_groups)
     shadow = trainer.ema.state_dict()
-    assert any(not torch.equal(shadow[k].to(before[k].dtype), before[k]) for k in before if k in shadow)
+    assert any(
+        not torch.equal(shadow[k].to(before[k].dtype), before[k]) for k in before if k in shadow
+    )
 
 
 def test_a_non_finite_loss_changes_nothing(data, tmp_path, monkeypatch):
@@ -80,7 +98,10 @@ def test_a_non_finite_loss_changes_nothing(data, tmp_path, monkeypatch):
     trainer = make(data, tmp_path / "run", ema=0.9)
     batch = trainer.collate(trainer.sampler.batches(0)[0], 0, 0)
     trainer.update([batch])  # one good update first: the optimizer has moments to keep
-    before, moments = weights(trainer), {k: v.clone() for k, v in trainer.optimizer.state_dict()["state"][0].items()}
+    before, moments = (
+        weights(trainer),
+        {k: v.clone() for k, v in trainer.optimizer.state_dict()["state"][0].items()},
+    )
     shadow = {k: v.clone() for k, v in trainer.ema.state_dict().items()}
     real = trainer_module.label_smoothed_nll
 
@@ -92,6 +113,10 @@ def test_a_non_finite_loss_changes_nothing(data, tmp_path, monkeypatch):
     stats = trainer.update([batch])
     assert not stats["finite"]
     assert all(torch.equal(before[k], v) for k, v in weights(trainer).items())
-    assert all(torch.equal(moments[k], v) for k, v in trainer.optimizer.state_dict()["state"][0].items())
+    assert all(
+        torch.equal(moments[k], v) for k, v in trainer.optimizer.state_dict()["state"][0].items()
+    )
     assert all(torch.equal(shadow[k], v) for k, v in trainer.ema.state_dict().items())
-    assert all(p.grad is None for p in trainer.model.parameters())  # nothing left for the next update
+    assert all(
+        p.grad is None for p in trainer.model.parameters()
+    )  # nothing left for the next update

@@ -11,7 +11,8 @@ is the one it gets searched alone, up to float rounding (``tests/decoding/test_r
 ``search_batch`` is ``translate``'s search: the batch joins one ``RunningSearch`` at the first step
 and is stepped until its last sentence is done. A running search serves one set of search settings:
 greedy when ``decode.greedy`` (the most likely token, scored by its log-probability), sampling when
-``decode.sampling`` (a batch only: a draw depends on the sentences beside it), beam search otherwise.
+``decode.sampling`` (a batch only: a draw depends on the sentences beside it), beam search
+otherwise.
 """
 
 from __future__ import annotations
@@ -44,15 +45,24 @@ class RunningSearch:
     beam search even of beam 1).
     """
 
-    def __init__(self, model, decode: DecodeConfig, options: Optional[SearchOptions] = None,
-                 joinable: bool = True, generator: Optional[torch.Generator] = None,
-                 on_tokens: Optional[Callable[[list, Tensor], None]] = None, walk: Optional[bool] = None,
-                 device: Optional[torch.device] = None) -> None:
+    def __init__(
+        self,
+        model,
+        decode: DecodeConfig,
+        options: Optional[SearchOptions] = None,
+        joinable: bool = True,
+        generator: Optional[torch.Generator] = None,
+        on_tokens: Optional[Callable[[list, Tensor], None]] = None,
+        walk: Optional[bool] = None,
+        device: Optional[torch.device] = None,
+    ) -> None:
         # one row per sentence, its token chosen or drawn; walk=False: a beam search even of beam 1
         self.walk = (decode.greedy or decode.sampling) if walk is None else walk
         self.sampling = self.walk and decode.sampling
         if self.sampling and joinable:
-            raise ValueError("a running search does not sample (a sentence's draws would depend on its company)")
+            raise ValueError(
+                "a running search does not sample (a sentence's draws would depend on its company)"
+            )
         self.model, self.decode, self.config = model, decode, model.config
         self.joinable, self.generator, self.on_tokens = joinable, generator, on_tokens
         self.device = device if device is not None else next(model.parameters()).device
@@ -64,7 +74,8 @@ class RunningSearch:
         self.prefix: Optional[Tensor] = None  # (B, P) forced prefixes, -1 where none
         self.t = 0  # steps taken (a batch: every sentence's step)
         self.ends_from = 0  # before this step no sentence is at its last allowed position
-        self.joined_at: Optional[int] = None  # the step every sentence in flight joined at (None: several)
+        # the step every sentence in flight joined at (None: they joined at several)
+        self.joined_at: Optional[int] = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -73,12 +84,19 @@ class RunningSearch:
         if not sources:
             return
         c = self.config
-        self.join_batch(pad_sequences([list(s) for s in sources], c.pad_id, suffix=c.eos_id).to(self.device), keys)
+        self.join_batch(
+            pad_sequences([list(s) for s in sources], c.pad_id, suffix=c.eos_id).to(self.device),
+            keys,
+        )
 
-    def join_batch(self, src: Tensor, keys: Sequence[Hashable], prefix: Optional[Tensor] = None) -> None:
+    def join_batch(
+        self, src: Tensor, keys: Sequence[Hashable], prefix: Optional[Tensor] = None
+    ) -> None:
         """``src (n, S)``: padded, eos included; ``prefix (n, P)``: forced prefixes (-1: none)."""
         if self.prefix is not None or (prefix is not None and self.keys):
-            raise ValueError("forced prefixes are for a batch's sentences, joined together at the first step")
+            raise ValueError(
+                "forced prefixes are for a batch's sentences, joined together at the first step"
+            )
         max_len = max_lengths(self.model, src, self.decode)
         ends_from = self.t + int(max_len.min()) - 1
         self.ends_from = min(self.ends_from, ends_from) if self.keys else ends_from
@@ -90,7 +108,8 @@ class RunningSearch:
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
-        """One token for every sentence in flight; the sentences that finished, with their n-best lists."""
+        """One token for every sentence in flight; the sentences that finished, with their n-best
+        lists."""
         if not self.keys:
             return []
         beams, decode = self.beams, self.decode
@@ -99,9 +118,17 @@ class RunningSearch:
         tokens = beams.tokens(self.t) if self.state.reads_prefix else beams.last
         # every sentence's own step: one number while they all joined together (a batch)
         steps = self.t - self.joined_at if self.joined_at is not None else beams.steps
-        logprobs = constrain(self.state.logprobs(tokens), steps, self.config, beams.max_len,
-                             decode.min_len, self.prefix, per_row=self.K, banned=self.banned,
-                             may_end=self.t >= self.ends_from)  # (N, V)
+        logprobs = constrain(
+            self.state.logprobs(tokens),
+            steps,
+            self.config,
+            beams.max_len,
+            decode.min_len,
+            self.prefix,
+            per_row=self.K,
+            banned=self.banned,
+            may_end=self.t >= self.ends_from,
+        )  # (N, V)
         self.t += 1
         if self.walk:
             chosen, nxt = self._choose(logprobs)
@@ -131,7 +158,8 @@ class RunningSearch:
             self._keep(done)
 
     def _keep(self, done: list[bool]) -> None:
-        """The sentences ``done`` leave; the others stay in flight (in the order ``kept_order`` gives)."""
+        """The sentences ``done`` leave; the others stay in flight (in the order ``kept_order``
+        gives)."""
         index = kept_order(done, self.state.fill_from_end)
         sentences = torch.tensor(index, dtype=torch.long, device=self.device)
         self.keys = [self.keys[i] for i in index]
@@ -141,8 +169,14 @@ class RunningSearch:
             self.prefix = self.prefix.index_select(0, sentences)
 
 
-def search_batch(model, src: Tensor, decode: DecodeConfig, options: Optional[SearchOptions] = None,
-                 generator: Optional[torch.Generator] = None, walk: Optional[bool] = None) -> list[list[Hypothesis]]:
+def search_batch(
+    model,
+    src: Tensor,
+    decode: DecodeConfig,
+    options: Optional[SearchOptions] = None,
+    generator: Optional[torch.Generator] = None,
+    walk: Optional[bool] = None,
+) -> list[list[Hypothesis]]:
     """Search ``src (B, S)`` (padded, eos included) with ``decode`` (``walk``: ``RunningSearch``'s):
     its n-best lists, in order.
     ``options.on_step`` (greedy and sampling) gets each step's tokens ``(B,)`` in the batch's
@@ -155,8 +189,16 @@ def search_batch(model, src: Tensor, decode: DecodeConfig, options: Optional[Sea
         full[torch.tensor(keys, device=tokens.device)] = tokens
         options.on_step(full)
 
-    search = RunningSearch(model, decode, options, joinable=False, generator=generator, walk=walk,
-                           on_tokens=in_batch_order if options.on_step is not None else None, device=src.device)
+    search = RunningSearch(
+        model,
+        decode,
+        options,
+        joinable=False,
+        generator=generator,
+        walk=walk,
+        on_tokens=in_batch_order if options.on_step is not None else None,
+        device=src.device,
+    )
     search.join_batch(src, range(B), prefix_tensor(options.prefix, B, pad, src.device))
     results: list[Optional[list[Hypothesis]]] = [None] * B
     while len(search):

@@ -10,8 +10,11 @@ from torch import Tensor
 from ..config import DecodeConfig
 
 
-def filter_logits(logprobs: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
-    """Rescale by temperature and keep only the top-k / nucleus (top-p) tokens of each row ``(N, V)``."""
+def filter_logits(
+    logprobs: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> Tensor:
+    """Rescale by temperature and keep only the top-k / nucleus (top-p) tokens of each row ``(N,
+    V)``."""
     scores = logprobs / temperature
     if top_k > 0:
         kth = scores.topk(min(top_k, scores.size(-1)), dim=-1).values[:, -1:]  # (N, 1)
@@ -25,9 +28,11 @@ def filter_logits(logprobs: Tensor, temperature: float = 1.0, top_k: int = 0, to
     return scores
 
 
-def draw(logprobs: Tensor, decode: DecodeConfig, generator: Optional[torch.Generator] = None
-         ) -> tuple[Tensor, Tensor]:
-    """One token per row of ``logprobs (N, V)`` drawn with ``decode``'s temperature, top-k and top-p:
+def draw(
+    logprobs: Tensor, decode: DecodeConfig, generator: Optional[torch.Generator] = None
+) -> tuple[Tensor, Tensor]:
+    """One token per row of ``logprobs (N, V)`` drawn with ``decode``'s temperature, top-k and
+    top-p:
     ``(its log-probability, the token)``, each ``(N,)``."""
     probs = filter_logits(logprobs, decode.temperature, decode.top_k, decode.top_p).softmax(-1)
     token = torch.multinomial(probs, 1, generator=generator).squeeze(1)

@@ -46,21 +46,30 @@ def decoding_state(model, beam: int, options, joinable: bool = False):
     (``SearchOptions``: fast or the model's own decode, precision, compile, cache); ``joinable``:
     sentences may join after the first step (a running search)."""
     if isinstance(model, Ensemble):
-        return EnsembleState(model, [decoding_state(m, beam, options, joinable) for m in model.models])
+        return EnsembleState(
+            model, [decoding_state(m, beam, options, joinable) for m in model.models]
+        )
     lm = model.config.architecture == "decoder-only"
     if lm or not options.use_cache:
         if joinable:
-            raise ValueError("a running search needs the decoding cache of an encoder-decoder model")
+            raise ValueError(
+                "a running search needs the decoding cache of an encoder-decoder model"
+            )
         return PrefixState(model, beam, options.use_cache)
     int8, captured = options.precision == "int8", options.compile
     wanted = options.fast or int8 or captured
     reason = unsupported(model.config) if wanted else None
     if reason and (int8 or captured):
-        warnings.warn(f"the fast decode step does not support {reason}: decoding without "
-                      f"{'int8' if int8 else 'compilation'}", stacklevel=4)
+        warnings.warn(
+            f"the fast decode step does not support {reason}: decoding without "
+            f"{'int8' if int8 else 'compilation'}",
+            stacklevel=4,
+        )
     if wanted and not reason:
         if joinable and captured:
-            raise ValueError("a running search steps eagerly: rows at positions of their own are not captured")
+            raise ValueError(
+                "a running search steps eagerly: rows at positions of their own are not captured"
+            )
         return FastState(model, beam, options.precision, captured, joinable)
     return ModelState(model, beam)
 
@@ -78,8 +87,14 @@ def kept_order(done: list[bool], fill_from_end: bool) -> list[int]:
 class FastState:
     reads_prefix = False
 
-    def __init__(self, model, beam: int, precision: str = "fp32", compile: bool = False,
-                 joinable: bool = False) -> None:
+    def __init__(
+        self,
+        model,
+        beam: int,
+        precision: str = "fp32",
+        compile: bool = False,
+        joinable: bool = False,
+    ) -> None:
         self.model, self.beam, self.precision = model, beam, precision
         self.captured, self.joinable = compile, joinable
         self.fast = fast_decoder(model, precision, compile)
@@ -88,7 +103,9 @@ class FastState:
 
     def join(self, src: Tensor, capacity: int) -> None:
         # a captured search keeps the model's own encoder pass, which Translator compiles too
-        memory = self.model.encode(src) if self.captured else encode(self.model, src, self.precision)  # (n, S, D)
+        memory = (
+            self.model.encode(src) if self.captured else encode(self.model, src, self.precision)
+        )  # (n, S, D)
         if self.cache is not None and not self.joinable:
             raise ValueError("a batch search's sentences join once, at the first step")
         if self.cache is None and (self.captured or not self.joinable and src.size(0) == 1):
@@ -99,7 +116,9 @@ class FastState:
         real = src.ne(self.model.config.pad_id)
         lengths = (real * torch.arange(1, src.size(1) + 1, device=src.device)).amax(1)
         if self.cache is None:
-            self.cache = RunningCache.empty_like(self.fast.start(src, memory, self.beam, capacity), lengths)
+            self.cache = RunningCache.empty_like(
+                self.fast.start(src, memory, self.beam, capacity), lengths
+            )
             self.fill_from_end = True
         else:
             self.cache.join(self.fast.start(src, memory, self.beam, 1), lengths)
@@ -129,7 +148,9 @@ class ModelState:
         self.cohorts: list[list] = []  # [DecoderCache, sentences] in the order they joined
 
     def join(self, src: Tensor, capacity: int) -> None:
-        cache = self.model.start_decoding(src, self.model.encode(src), beam=self.beam, capacity=capacity)
+        cache = self.model.start_decoding(
+            src, self.model.encode(src), beam=self.beam, capacity=capacity
+        )
         self.cohorts.append([cache, src.size(0)])
 
     @torch.no_grad()
@@ -178,20 +199,32 @@ class PrefixState:
             raise ValueError("a batch search's sentences join once, at the first step")
         self.src = src  # (B, S)
         if self.lm:
-            self.prompt = src.repeat_interleave(self.beam, dim=0)  # (N, P): each beam continues its prompt
+            self.prompt = src.repeat_interleave(
+                self.beam, dim=0
+            )  # (N, P): each beam continues its prompt
             if self.use_cache:
-                self.cache = self.model.start_decoding(src, beam=self.beam, capacity=src.size(1) + capacity + 1)
+                self.cache = self.model.start_decoding(
+                    src, beam=self.beam, capacity=src.size(1) + capacity + 1
+                )
 
     @torch.no_grad()
     def logprobs(self, tokens: Tensor) -> Tensor:
         """``tokens (N, t)``: every row's history, start token first."""
-        if self.cache is not None and self.cache.length:  # the prompt is in the cache: the newest token
+        if (
+            self.cache is not None and self.cache.length
+        ):  # the prompt is in the cache: the newest token
             logits = self.model.decode(tokens[:, -1:], self.cache)[:, -1]
         elif self.lm:  # the start, the prompt, what search chose
             tokens = torch.cat([tokens[:, :1], self.prompt, tokens[:, 1:]], dim=1)
-            logits = (self.model.decode(tokens, self.cache) if self.cache is not None else self.model(tokens))[:, -1]
+            logits = (
+                self.model.decode(tokens, self.cache)
+                if self.cache is not None
+                else self.model(tokens)
+            )[:, -1]
         else:
-            logits = self.model(self.src.repeat_interleave(self.beam, dim=0), tokens)[:, -1]  # (N, V)
+            logits = self.model(self.src.repeat_interleave(self.beam, dim=0), tokens)[
+                :, -1
+            ]  # (N, V)
         return torch.log_softmax(logits.float(), dim=-1)
 
     def reorder(self, rows: Tensor) -> None:
@@ -203,7 +236,9 @@ class PrefixState:
     def select(self, sentences: Tensor) -> None:
         self.src = self.src.index_select(0, sentences)
         if self.lm:
-            rows = (sentences[:, None] * self.beam + torch.arange(self.beam, device=sentences.device)).view(-1)
+            rows = (
+                sentences[:, None] * self.beam + torch.arange(self.beam, device=sentences.device)
+            ).view(-1)
             self.prompt = self.prompt.index_select(0, rows)
         if self.cache is not None:
             self.cache.select_sentences(sentences)
@@ -224,9 +259,14 @@ class EnsembleState:
 
     def logprobs(self, tokens: Tensor) -> Tensor:
         # (members that read only the newest token get its column of a history)
-        return self.model.combine([
-            member.logprobs(tokens if member.reads_prefix or tokens.dim() == 1 else tokens[:, -1])
-            for member in self.members])
+        return self.model.combine(
+            [
+                member.logprobs(
+                    tokens if member.reads_prefix or tokens.dim() == 1 else tokens[:, -1]
+                )
+                for member in self.members
+            ]
+        )
 
     def reorder(self, rows: Tensor) -> None:
         for member in self.members:

@@ -27,13 +27,20 @@ class CapturedDecoder(FastDecoder):
     def __init__(self, model, precision: str = "fp32") -> None:
         super().__init__(model, precision)
         if self.bf16:
-            raise ValueError("the CPU's bf16 step is not compiled (its choice of bf16 or fp32 per product is eager)")
+            raise ValueError(
+                "the CPU's bf16 step is not compiled (its choice of bf16 or fp32 per product is "
+                "eager)"
+            )
         if precision == "int8":
-            raise ValueError("the int8 step cannot be compiled (its quantized kernels are opaque to torch.compile)")
+            raise ValueError(
+                "the int8 step cannot be compiled (its quantized kernels are opaque to "
+                "torch.compile)"
+            )
         if self.embed_weight.device.type == "cuda":
             compiled = torch.compile(self._forward, mode="reduce-overhead", dynamic=False)
         else:
-            # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per kernel,
+            # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per
+            # kernel,
             # and the products get W^T contiguous (faster than F.linear's transposed view at a few
             # rows: benchmarks/dense_layouts.py)
             for d in self.denses():
@@ -49,7 +56,9 @@ class CapturedDecoder(FastDecoder):
         # the added source positions are masked like padding, the added sentences are zeros
         cross_k = [pad_rows(F.pad(k, (0, wide - S)), total * H) for k in cross_k]
         cross_v = [pad_rows(F.pad(v, (0, 0, 0, wide - S)), total * H) for v in cross_v]
-        bias = pad_rows(F.pad(bias, (0, wide - S), value=float("-inf")).reshape(B * H, beam, -1), total * H)
+        bias = pad_rows(
+            F.pad(bias, (0, wide - S), value=float("-inf")).reshape(B * H, beam, -1), total * H
+        )
         # the step reads every slot (masked): unfilled ones must not hold NaN garbage
         kv = memory.new_zeros((len(self.layers), 2, total * beam, H, capacity, self.head_dim))
         static_address(kv, bias, *cross_k, *cross_v)
@@ -58,30 +67,55 @@ class CapturedDecoder(FastDecoder):
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         t = cache.length
         if cache.starts is not None:
-            raise ValueError("a running cache (rows at positions of their own) is stepped eagerly, not captured")
+            raise ValueError(
+                "a running cache (rows at positions of their own) is stepped eagerly, not captured"
+            )
         if t >= cache.kv.size(4) or t >= self.config.max_positions:
-            raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
-                             f"the model {self.config.max_positions}")
+            raise ValueError(
+                f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} "
+                "positions, "
+                f"the model {self.config.max_positions}"
+            )
         # a fresh tensor, padded to the cache's batch class with token 0 (rows nobody reads): the
         # caller's tensor may have another stride at every step, and a new stride recompiles
         N = tokens.size(0)
         padded = tokens.new_zeros(cache.kv.size(2))
         padded[:N] = tokens
         position = torch.tensor(t, device=tokens.device)
-        logits = self.compiled(padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias)[:N]
+        logits = self.compiled(
+            padded, position, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias
+        )[:N]
         cache.length = t + 1
         return logits
 
-    def _forward(self, tokens: Tensor, t: Tensor, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_bias: Tensor) -> Tensor:
+    def _forward(
+        self,
+        tokens: Tensor,
+        t: Tensor,
+        kv: Tensor,
+        cross_k: list[Tensor],
+        cross_v: list[Tensor],
+        cross_bias: Tensor,
+    ) -> Tensor:
         """One step at position ``t`` (a 0-d tensor) over the whole capacity; each layer's keys and
         values are viewed inside the graph, after this step's write."""
         x = self._embed(tokens, t, t)
         key_bias = self._key_bias(x, t, 0, kv.size(4), None)
         for i, layer in enumerate(self.layers):
-            x = self._block(layer, 0, x, lambda h: self._self_attention(
-                layer, h, t, t, kv[i], lambda: attended(kv[i]), key_bias))
-            x = self._block(layer, 1, x, lambda h: self._cross_attention(layer, h, cross_k[i], cross_v[i], cross_bias))
+            x = self._block(
+                layer,
+                0,
+                x,
+                lambda h: self._self_attention(
+                    layer, h, t, t, kv[i], lambda: attended(kv[i]), key_bias
+                ),
+            )
+            x = self._block(
+                layer,
+                1,
+                x,
+                lambda h: self._cross_attention(layer, h, cross_k[i], cross_v[i], cross_bias),
+            )
             x = self._block(layer, 2, x, lambda h: self._rows_feed_forward(layer, h))
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -92,7 +126,9 @@ class CapturedDecoder(FastDecoder):
 
     def _hidden(self, x: Tensor, t, keys: Tensor, starts) -> Tensor:
         """The slots after the position ``t`` (not written yet in this search)."""
-        return torch.zeros(keys.numel(), dtype=x.dtype, device=x.device).masked_fill(keys > t, float("-inf"))
+        return torch.zeros(keys.numel(), dtype=x.dtype, device=x.device).masked_fill(
+            keys > t, float("-inf")
+        )
 
 
 def _compile_limit():
