@@ -1,0 +1,209 @@
+"""Constituency trees in Penn Treebank bracketing: read, cleaned as parsing evaluation sees them,
+and linearized for a sequence-to-sequence model (the paper's section 6.3, after Vinyals et al.
+2015, "Grammar as a Foreign Language").
+
+The linearization: the source is the sentence's words; the target is the bracket sequence of the
+tree, each opening bracket with its label (``(NP``), each closing bracket with it too (``)NP``),
+and each preterminal (the part-of-speech tag and its word) replaced by one placeholder ``XX``:
+
+    (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))
+    source: The dog barks .
+    target: (S (NP XX XX )NP (VP XX )VP XX )S
+
+Closing labels make the target longer but let a reader (and a constrained search) check each
+bracket against the one it closes. The treebank's outer bracket without a label is the root; its
+children are linearized one after the other (almost always one).
+
+Cleaning (``clean``), as parsing evaluation does: empty elements (``-NONE-``) and the
+constituents left without words by their removal go; function tags and coindexation go
+(``NP-SBJ-1`` -> ``NP``, ``NP=2`` -> ``NP``, ``ADVP|PRT`` -> ``ADVP``); labels that begin with
+``-`` (``-LRB-``, ``-RRB-``, ``-NONE-``) are kept whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence, Union
+
+from ..errors import TransduceError
+
+PLACEHOLDER = "XX"
+
+
+@dataclass
+class Tree:
+    """A constituent: its label and its children, each a ``Tree`` or a word (a preterminal has
+    exactly one child, its word)."""
+
+    label: str
+    children: list[Union["Tree", str]] = field(default_factory=list)
+
+    @property
+    def preterminal(self) -> bool:
+        return len(self.children) == 1 and isinstance(self.children[0], str)
+
+    def words(self) -> list[str]:
+        return [
+            w
+            for child in self.children
+            for w in ([child] if isinstance(child, str) else child.words())
+        ]
+
+    def __str__(self) -> str:
+        """The tree in one line of Penn bracketing (the root without a label as ``( ... )``)."""
+        inner = " ".join(str(child) for child in self.children)
+        return f"({self.label} {inner})" if self.label else f"( {inner} )"
+
+
+class TreeError(TransduceError):
+    """A bracketing that is not a tree, with where it went wrong."""
+
+
+def parse_trees(text: str, source: str = "<text>") -> Iterator[tuple[int, Tree]]:
+    """Every tree in ``text`` (one or several lines a tree, trees one after another), with the
+    line it starts on. A word may hold balanced brackets (``a(b)``)."""
+    i, n, line = 0, len(text), 1
+    while True:
+        while i < n and text[i].isspace():
+            line += text[i] == "\n"
+            i += 1
+        if i >= n:
+            return
+        if text[i] != "(":
+            raise TreeError(
+                f"{source}, line {line}: expected '(' to begin a tree, found {text[i : i + 20]!r}"
+            )
+        start = line
+        tree, i, line = _read(text, i, line, source)
+        yield start, tree
+
+
+def _read(text: str, i: int, line: int, source: str) -> tuple[Tree, int, int]:
+    """The constituent opening at ``text[i] == '('``; returns it, the index after its ')', the
+    line."""
+    n = len(text)
+    i += 1
+    j = i
+    while j < n and not text[j].isspace() and text[j] not in "()":
+        j += 1
+    node = Tree(text[i:j])
+    i = j
+    while True:
+        while i < n and text[i].isspace():
+            line += text[i] == "\n"
+            i += 1
+        if i >= n:
+            raise TreeError(f"{source}, line {line}: the tree ends before its brackets close")
+        if text[i] == ")":
+            if not node.children:
+                raise TreeError(f"{source}, line {line}: an empty constituent ({node.label})")
+            return node, i + 1, line
+        if text[i] == "(":
+            child, i, line = _read(text, i, line, source)
+            node.children.append(child)
+            continue
+        j, depth = i, 0  # a word: up to the ')' that is not its own, or a space
+        while j < n and not text[j].isspace():
+            if text[j] == "(":
+                depth += 1
+            elif text[j] == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+            j += 1
+        node.children.append(text[i:j])
+        i = j
+
+
+def read_trees(path) -> list[Tree]:
+    """The trees of a file (gzipped or not), each cleaned (``clean``); errors name the line."""
+    import gzip
+    from pathlib import Path
+
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise TreeError(f"cannot read {path}: {error}") from None
+    trees = []
+    for line, tree in parse_trees(text, str(path)):
+        cleaned = clean(tree)
+        if cleaned is None:
+            raise TreeError(
+                f"{path}, line {line}: the tree has no words once its empty elements go"
+            )
+        trees.append(cleaned)
+    return trees
+
+
+def base_label(label: str) -> str:
+    """``NP-SBJ-1`` -> ``NP``, ``NP=2`` -> ``NP``, ``ADVP|PRT`` -> ``ADVP``; ``-LRB-`` stays."""
+    if not label or label.startswith("-"):
+        return label
+    for mark in "-=|":
+        label = label.split(mark)[0]
+    return label
+
+
+def clean(tree: Tree) -> Tree | None:
+    """``tree`` without empty elements, constituents left empty, function tags and coindexation
+    (None if nothing is left)."""
+    if tree.preterminal:
+        return None if tree.label == "-NONE-" else Tree(base_label(tree.label), list(tree.children))
+    children = [
+        c for c in (clean(child) for child in tree.children if isinstance(child, Tree)) if c
+    ]
+    return Tree(base_label(tree.label), children) if children else None
+
+
+def linearize(tree: Tree) -> tuple[list[str], list[str]]:
+    """``(words, target)``: the sentence and the bracket sequence described in the module
+    docstring."""
+    target: list[str] = []
+
+    def walk(node: Tree) -> None:
+        if node.preterminal:
+            target.append(PLACEHOLDER)
+            return
+        target.append(f"({node.label}")
+        for child in node.children:
+            walk(child)
+        target.append(f"){node.label}")
+
+    for child in tree.children if not tree.label else [tree]:
+        walk(child)
+    return tree.words(), target
+
+
+def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOLDER) -> Tree:
+    """The tree a bracket sequence describes over ``words``: each placeholder becomes the
+    preterminal ``(tag word)``, the words in order, under a root without a label. A sequence that
+    does not describe a tree over exactly these words is an error saying where."""
+    root = Tree("")
+    stack, used = [root], 0
+    for k, token in enumerate(target):
+        if token == PLACEHOLDER:
+            if used == len(words):
+                raise TreeError(f"token {k}: a placeholder past the sentence's {len(words)} words")
+            stack[-1].children.append(Tree(tag, [words[used]]))
+            used += 1
+        elif token.startswith("(") and len(token) > 1:
+            node = Tree(token[1:])
+            stack[-1].children.append(node)
+            stack.append(node)
+        elif token.startswith(")") and len(token) > 1:
+            if len(stack) == 1 or stack[-1].label != token[1:]:
+                opened = stack[-1].label if len(stack) > 1 else "nothing"
+                raise TreeError(f"token {k}: {token} closes {opened}")
+            if not stack[-1].children:
+                raise TreeError(f"token {k}: {token} closes an empty constituent")
+            stack.pop()
+        else:
+            raise TreeError(f"token {k}: {token!r} is neither a bracket nor {PLACEHOLDER}")
+    if len(stack) > 1:
+        raise TreeError(f"the sequence ends with {stack[-1].label} open")
+    if used != len(words):
+        raise TreeError(f"{used} placeholders for {len(words)} words")
+    return root

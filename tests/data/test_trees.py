@@ -1,0 +1,144 @@
+"""``data/trees.py``: Penn Treebank bracketings read, cleaned as parsing evaluation sees them,
+linearized and read back, on hand-written trees and on the CRAFT treebank."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from transduce.data.trees import (
+    PLACEHOLDER,
+    Tree,
+    TreeError,
+    base_label,
+    clean,
+    delinearize,
+    linearize,
+    parse_trees,
+    read_trees,
+)
+
+from ..conftest import SHARED_DATA
+
+CRAFT = SHARED_DATA / "craft"
+
+
+def one(text: str) -> Tree:
+    trees = list(parse_trees(text))
+    assert len(trees) == 1
+    return trees[0][1]
+
+
+def test_a_bracketing_over_several_lines_with_its_empty_root_and_bracket_words():
+    text = """( (S
+        (NP-SBJ (NN Bone) (-LRB- -LRB-) (NN BMP) (-RRB- -RRB-))
+        (VP (VBZ acts) (PP (IN on) (NP (NN a(b)) (HYPH /) (NN c\\/d))))
+        (. .)) )
+    (FRAG (NP (NN Abstract)))"""
+    (first_line, first), (second_line, second) = parse_trees(text)
+    assert (first_line, second_line) == (1, 5)
+    assert first.label == "" and first.children[0].label == "S"
+    assert first.words() == [
+        "Bone",
+        "-LRB-",
+        "BMP",
+        "-RRB-",
+        "acts",
+        "on",
+        "a(b)",
+        "/",
+        "c\\/d",
+        ".",
+    ]
+    assert str(one(str(first))) == str(first)  # one line of bracketing, read back the same
+    assert str(second) == "(FRAG (NP (NN Abstract)))"
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("( (S (NP (NN a)) )", "ends before its brackets close"),
+        ("(S (NP (NN a)))\n(S (NP))", "line 2: an empty constituent"),
+        ("(S (NN a)) x", "expected '('"),
+    ],
+)
+def test_a_broken_bracketing_names_its_line(text, where):
+    with pytest.raises(TreeError, match=where.replace("(", "\\(")):
+        list(parse_trees(text))
+
+
+def test_cleaning_removes_empty_elements_the_constituents_they_leave_and_function_tags():
+    tree = one(
+        "( (S (NP-SBJ-1 (-NONE- *PRO*)) (VP (VBZ is) (NP-PRD=2 (NP (-NONE- *T*-1)) (NN rain))"
+        " (ADVP|PRT (RB up))) (-LRB- -LRB-)) )"
+    )
+    assert str(clean(tree)) == "( (S (VP (VBZ is) (NP (NN rain)) (ADVP (RB up))) (-LRB- -LRB-)) )"
+    assert [base_label(x) for x in ("NP-SBJ-1", "PP-TMP", "NP=2", "-NONE-", "-LRB-", "S")] == [
+        "NP",
+        "PP",
+        "NP",
+        "-NONE-",
+        "-LRB-",
+        "S",
+    ]
+    assert clean(one("( (NP (-NONE- *)) )")) is None
+
+
+def test_linearized_as_labeled_brackets_and_one_placeholder_a_word():
+    tree = clean(one("( (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .)) )"))
+    words, target = linearize(tree)
+    assert words == ["The", "dog", "barks", "."]
+    assert target == ["(S", "(NP", "XX", "XX", ")NP", "(VP", "XX", ")VP", "XX", ")S"]
+    assert (
+        str(delinearize(target, words)) == "( (S (NP (XX The) (XX dog)) (VP (XX barks)) (XX .)) )"
+    )
+
+
+@pytest.mark.parametrize(
+    "target, words, error",
+    [
+        (["(S", "XX", ")NP"], ["a"], "closes S"),
+        (["(S", "XX"], ["a"], "ends with S open"),
+        (["(S", "XX", "XX", ")S"], ["a"], "past the sentence's 1 words"),
+        (["(S", "XX", ")S"], ["a", "b"], "1 placeholders for 2 words"),
+        (["(S", ")S"], [], "closes an empty constituent"),
+        (["(S", "a", ")S"], ["a"], "neither a bracket nor XX"),
+        ([")S"], ["a"], "closes nothing"),
+    ],
+)
+def test_a_sequence_that_is_not_a_tree_over_the_words_says_where(target, words, error):
+    with pytest.raises(TreeError, match=error):
+        delinearize(target, words)
+
+
+def test_every_craft_dev_tree_reads_back_from_its_linearization():
+    """Every tree of CRAFT's development split (2,780): cleaned, linearized and read back, it is
+    itself with its tags as placeholders; the counts are the README's."""
+    path = CRAFT / "dev.trees.gz"
+    if not path.is_file():
+        pytest.skip(f"the CRAFT treebank is not in {CRAFT}")
+    trees = read_trees(path)
+    assert len(trees) == 2780
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        assert sum(1 for _ in handle) == 2780  # one tree a line in this release
+    for tree in trees:
+        words, target = linearize(tree)
+        assert target.count(PLACEHOLDER) == len(words) and len(words) > 0
+        assert not any(t in ("(-NONE-", ")-NONE-") or "-SBJ" in t for t in target)
+
+        def tags_as_placeholders(node):
+            if node.preterminal:
+                return Tree(PLACEHOLDER, node.children)
+            return Tree(node.label, [tags_as_placeholders(c) for c in node.children])
+
+        assert str(delinearize(target, words)) == str(tags_as_placeholders(tree))
+
+
+def test_a_file_that_is_not_a_treebank_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "bad.trees"
+    bad.write_text("( (S (NN a)) )\n( (S (NP (-NONE- *))) )\n", encoding="utf-8")
+    with pytest.raises(TreeError, match=r"bad.trees, line 2: the tree has no words"):
+        read_trees(bad)
+    with pytest.raises(TreeError, match="cannot read"):
+        read_trees(tmp_path / "missing.trees")
