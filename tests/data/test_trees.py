@@ -18,6 +18,7 @@ from transduce.data.trees import (
     parse_trees,
     read_trees,
 )
+from transduce.errors import TransduceError
 
 from ..conftest import SHARED_DATA
 
@@ -140,5 +141,5 @@ def test_a_file_that_is_not_a_treebank_names_the_file_and_line(tmp_path):
     bad.write_text("( (S (NN a)) )\n( (S (NP (-NONE- *))) )\n", encoding="utf-8")
     with pytest.raises(TreeError, match=r"bad.trees, line 2: the tree has no words"):
         read_trees(bad)
-    with pytest.raises(TreeError, match="cannot read"):
+    with pytest.raises(TransduceError, match="missing.trees: no such file"):
         read_trees(tmp_path / "missing.trees")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence, Union
 
 from ..errors import TransduceError
+from .corpus import read_lines
 
 PLACEHOLDER = "XX"
 
@@ -117,23 +118,11 @@ def _read(text: str, i: int, line: int, source: str) -> tuple[Tree, int, int]:
 
 def read_trees(path) -> list[Tree]:
     """The trees of a file (gzipped or not), each cleaned (``clean``); errors name the line."""
-    import gzip
-    from pathlib import Path
-
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        raise TreeError(f"cannot read {path}: {error}") from None
     trees = []
-    for line, tree in parse_trees(text, str(path)):
+    for line, tree in parse_trees("\n".join(read_lines(path)), str(path)):
         cleaned = clean(tree)
         if cleaned is None:
-            raise TreeError(
-                f"{path}, line {line}: the tree has no words once its empty elements go"
-            )
+            raise TreeError(f"{path}, line {line}: the tree has no words once its empty elements go")
         trees.append(cleaned)
     return trees
 

@@ -98,16 +98,20 @@ class FastState:
         self.model, self.beam, self.precision = model, beam, precision
         self.captured, self.joinable = compile, joinable
         self.fast = fast_decoder(model, precision, compile)
-        self.fill_from_end = False  # (a running cache fills each leaver's place from the end)
         self.cache = None
 
+    @property
+    def fill_from_end(self) -> bool:
+        """A running cache fills each leaver's place from the end (only those rows move)."""
+        return isinstance(self.cache, RunningCache)
+
     def join(self, src: Tensor, capacity: int) -> None:
+        if self.cache is not None and not self.joinable:
+            raise ValueError("a batch search's sentences join once, at the first step")
         # a captured search keeps the model's own encoder pass, which Translator compiles too
         memory = (
             self.model.encode(src) if self.captured else encode(self.model, src, self.precision)
         )  # (n, S, D)
-        if self.cache is not None and not self.joinable:
-            raise ValueError("a batch search's sentences join once, at the first step")
         if self.cache is None and (self.captured or not self.joinable and src.size(0) == 1):
             self.cache = self.fast.start(src, memory, self.beam, capacity)
             return
@@ -119,7 +123,6 @@ class FastState:
             self.cache = RunningCache.empty_like(
                 self.fast.start(src, memory, self.beam, capacity), lengths
             )
-            self.fill_from_end = True
         else:
             self.cache.join(self.fast.start(src, memory, self.beam, 1), lengths)
 
