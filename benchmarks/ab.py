@@ -108,7 +108,8 @@ def main() -> None:
         )
     )
     print(
-        f"\n({time.time() - started:.0f} s; {machine()}; spread: (max - min) / median over the rounds)"
+        f"\n({time.time() - started:.0f} s; {machine()}; spread: (max - min) / median over the "
+        "rounds)"
     )
     save("ab", {**raw, "rows": rows})
 

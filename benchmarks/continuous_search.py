@@ -8,10 +8,7 @@ side by side, for each number K of sentences in flight: ``batches``, K at a time
 each batch searched until its longest sentence is done (dynamic batching's searches, without the
 waiting); ``running``, one ``RunningSearch`` that sentences join, in the same order, as soon as
 fewer than K are in flight (continuous batching's, joining a quarter of K at a time as the server
-does); and ``at_once``, the batch search *as* a running search: each batch of K joins one
-``RunningSearch`` at its first step and is stepped until its last sentence is done (the batches'
-work exactly, on the running search's decoding state, whose rows each keep a position of their
-own). Reported: sentences/s, the decode steps each way and the rows they decoded (a sentence's
+does). Reported: sentences/s, the decode steps each way and the rows they decoded (a sentence's
 beams, a step each, until it is done: the same total both ways), the ratio running / batches, and
 how many sentences got the same tokens both ways (all, up to float rounding between batch shapes).
 The difference is in how each step is spent: a running search keeps every step full, a batch's last
@@ -46,7 +43,7 @@ def main() -> None:
                                          "test_2016_flickr English side)")
     parser.add_argument("--sentences", type=int, default=400)
     parser.add_argument("--in-flight", type=int, nargs="+", default=[8, 16, 64])
-    parser.add_argument("--beam", type=int, default=4, help="1: greedy")
+    parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
@@ -86,34 +83,15 @@ def main() -> None:
         sync()
         run_seconds = time.perf_counter() - start
         steps, run_rows = counter.take()
-        sync()
-        start, at_once = time.perf_counter(), []
-        with torch.inference_mode():
-            for i in range(0, len(sources), k):
-                batch = RunningSearch(model, decode)
-                batch.join(sources[i : i + k], range(k))
-                found: list = [None] * len(sources[i : i + k])
-                while len(batch):
-                    for key, hyps in batch.step():
-                        found[key] = hyps
-                at_once += found
-        sync()
-        at_once_seconds = time.perf_counter() - start
-        counter.take()
-        same_at_once = sum([h.tokens for h in a] == [h.tokens for h in b] for a, b in zip(batched, at_once))
         same = sum([h.tokens for h in a] == [h.tokens for h in b] for a, b in zip(batched, out))
         rows.append({"in_flight": k, "batches_sent_per_s": round(len(sources) / batch_seconds, 1),
                      "running_sent_per_s": round(len(sources) / run_seconds, 1), "batch_steps": batch_steps,
                      "running_steps": steps, "batch_rows": batch_rows, "running_rows": run_rows,
-                     "ratio": round(batch_seconds / run_seconds, 2), "same_outputs": f"{same}/{len(sources)}",
-                     "at_once_sent_per_s": round(len(sources) / at_once_seconds, 1),
-                     "at_once_ratio": round(batch_seconds / at_once_seconds, 2),
-                     "same_at_once": f"{same_at_once}/{len(sources)}"})
+                     "ratio": round(batch_seconds / run_seconds, 2), "same_outputs": f"{same}/{len(sources)}"})
         print(f"  {rows[-1]}", file=sys.stderr, flush=True)
     counter.close()
     print(table(rows, ["in_flight", "batches_sent_per_s", "running_sent_per_s", "batch_steps", "running_steps",
-                       "batch_rows", "running_rows", "ratio", "same_outputs", "at_once_sent_per_s",
-                       "at_once_ratio", "same_at_once"]))
+                       "batch_rows", "running_rows", "ratio", "same_outputs"]))
     payload = {"machine": machine(), "run": args.run, "source": str(path), "device": str(translator.device),
                "beam": args.beam,
                "threads": args.threads, "sentences": len(sources), "rows": rows}

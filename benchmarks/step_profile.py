@@ -65,7 +65,8 @@ def main() -> None:
     src = torch.randint(4, 8000, (args.rows, 20))
     eager = fast.FastDecoder(model, args.precision) if args.compile else None
     began = time.perf_counter()
-    decoder = CapturedDecoder(model, args.precision) if args.compile else fast.FastDecoder(model, args.precision)
+    make = CapturedDecoder if args.compile else fast.FastDecoder
+    decoder = make(model, args.precision)
 
     def run(decoder=decoder) -> None:
         cache = decoder.start(src, memory, 1, capacity=args.steps)
@@ -108,9 +109,9 @@ def main() -> None:
     calls = sum(r["calls per step"] for r in rows)
     share = ("inside the compiled graph's call" if args.compile else
              f"{products:.0%} of the profiled time (addmm, mm, int8; the blocks layout's bmm counts with attention's)")
-    print(f"{args.shape}, {args.precision}{', captured' if args.compile else ''}, {args.rows} sentence(s), "
-          f"{args.threads} threads: {ms:.3f} ms per step; weight products {share}, {calls:.0f} operator calls "
-          f"a step (nested ones included)\n")
+    print(f"{args.shape}, {args.precision}{', captured' if args.compile else ''}, {args.rows} "
+          f"sentence(s), {args.threads} threads: {ms:.3f} ms per step; weight products {share}, "
+          f"{calls:.0f} operator calls a step (nested ones included)\n")
     print("| operator | calls a step | us a step | share |\n|---|---|---|---|")
     for r in rows[:20]:
         print(f"| {r['op']} | {r['calls per step']:.0f} | {r['us per step']:.1f} | {r['share']:.1%} |")
@@ -156,9 +157,9 @@ def split(decoder, run, ms_per_step, rows: int) -> dict:
             best = min(best, (time.perf_counter() - began) / 50)
         alone += best * 1e3
     inside = full - rest
-    print(f"the step {full:.3f} ms; without its products {rest:.3f} ms; so the products take {inside:.3f} ms "
-          f"inside the step, against {alone:.3f} ms timed one by one ({inside / alone:.2f}x: their weights "
-          "read from farther than the core's cache)\n")
+    print(f"the step {full:.3f} ms; without its products {rest:.3f} ms; so the products take "
+          f"{inside:.3f} ms inside the step, against {alone:.3f} ms timed one by one "
+          f"({inside / alone:.2f}x: their weights read from farther than the core's cache)\n")
     return {"step_ms": full, "without_products_ms": rest, "products_in_step_ms": inside, "products_alone_ms": alone}
 
 

@@ -110,8 +110,8 @@ def choose(path: str | Path) -> Choice:
     found = candidates(path)
     if not found:
         raise TransduceError(
-            f"{path} holds no checkpoint (no model.safetensors in it, its averaged/, best/ "
-            "or checkpoints/)"
+            f"{path} holds no checkpoint (no model.safetensors in it, its averaged/, best/ or "
+            "checkpoints/)"
         )
     warnings = []
     for folder in found:  # (the run's checkpoints come last, and a checkpoint is never stale)
@@ -142,8 +142,8 @@ def _stale_warnings(folder: Path, named: bool) -> list[str]:
         return []
     if "ema" in info:
         refresh = (
-            f"the EMA is written with each checkpoint of a run trained with --ema; `transduce train ... "
-            f"--out {run} --resume --ema {info['ema']}` continues it"
+            "the EMA is written with each checkpoint of a run trained with --ema; `transduce "
+            f"train ... --out {run} --resume --ema {info['ema']}` continues it"
         )
     else:
         count = len(info.get("averaged_from") or []) or 5
@@ -154,8 +154,8 @@ def _stale_warnings(folder: Path, named: bool) -> list[str]:
         )
     what = "used as named" if named else "not used"
     return [
-        f"warning: {folder} was made at update {info['step']:,}, before the run's newest checkpoint "
-        f"(update {latest:,}): {what}; {refresh}"
+        f"warning: {folder} was made at update {info['step']:,}, before the run's newest "
+        f"checkpoint (update {latest:,}): {what}; {refresh}"
     ]
 
 

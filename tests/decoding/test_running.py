@@ -153,9 +153,11 @@ def test_on_a_trained_model_each_sentence_equals_its_search_alone(reverse_run, p
     alone = [translate_ids(translator.model, [s], decode, precision=precision)[0] for s in srcs]
     engine, context = search_precision(precision)
     with torch.inference_mode(), autocast(torch.device("cpu"), context):
-        out, events = run_staggered(RunningSearch(translator.model, decode, SearchOptions(precision=engine)), srcs)
+        out, events = run_staggered(RunningSearch(translator.model, decode,
+                                                  SearchOptions(precision=engine)), srcs)
     assert events["max_in_flight"] >= 4
-    assert all(len(h[0].tokens) < len(s) + 10 for h, s in zip(alone, srcs))  # ended by eos, not the limit
+    # ended by eos, not the limit
+    assert all(len(h[0].tokens) < len(s) + 10 for h, s in zip(alone, srcs))
     right = sum(translator.tokenizer.decode_tgt(h[0].tokens) == " ".join(reversed(line.split()))
                 for h, line in zip(alone, lines))
     assert right >= 0.6 * len(lines)  # (a trained model: it does the task)

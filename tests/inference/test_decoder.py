@@ -167,11 +167,13 @@ def test_greedy_drops_finished_sentences_and_keeps_their_outputs(reverser, monke
     monkeypatch.setattr(FastDecoder, "step", recording)
     decode = DecodeConfig(max_len_a=1.0, max_len_b=4)
     steps = []
-    shrinking = greedy_search(model, src[rows], decode, SearchOptions(on_step=lambda tokens: steps.append(tokens)))
+    shrinking = greedy_search(model, src[rows], decode,
+                              SearchOptions(on_step=lambda tokens: steps.append(tokens)))
     assert sizes[0] == len(rows) and sizes[-1] < len(rows) and sizes == sorted(sizes, reverse=True)
     alone = [greedy_search(model, src[r : r + 1], decode)[0] for r in rows.tolist()]
     assert [h.tokens for h in shrinking] == [h.tokens for h in alone]
     assert [h.logprob for h in shrinking] == pytest.approx([h.logprob for h in alone], abs=1e-4)
     streamed = torch.stack(steps, dim=1).tolist()  # (B, steps)
     eos, pad = model.config.eos_id, model.config.pad_id
-    assert [[t for t in row if t not in (eos, pad)] for row in streamed] == [h.tokens for h in shrinking]
+    spelled = [[t for t in row if t not in (eos, pad)] for row in streamed]
+    assert spelled == [h.tokens for h in shrinking]

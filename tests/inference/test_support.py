@@ -69,7 +69,8 @@ def _config(name: str, value) -> ModelConfig | None:
 
 # (test_every_field_is_declared_and_tried checks that every field has a value other than its
 # default that builds; the values the config refuses on the tiny model are not decode cases)
-CASES = [(f.name, v) for f in fields(ModelConfig) for v in _values(f) if _config(f.name, v) is not None]
+CASES = [(f.name, v) for f in fields(ModelConfig) for v in _values(f)
+         if _config(f.name, v) is not None]
 
 
 def test_every_field_is_declared_and_tried():
@@ -132,13 +133,15 @@ def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
 
 def _served(name: str, value) -> bool:
     config = _config(name, value)
-    return config is not None and config.architecture == "encoder-decoder" and unsupported(config) is None
+    return (config is not None and config.architecture == "encoder-decoder"
+            and unsupported(config) is None)
 
 
 def _pairwise(seed: int = 0) -> list[dict]:
     """Configurations (as field -> value) in which every two served choices of two fields meet at
     least once, where the config accepts them together (a greedy all-pairs cover: each new one
-    starts from a pair not yet met and gives every other field the value that meets most new pairs)."""
+    starts from a pair not yet met and gives every other field the value that meets most new
+    pairs)."""
     import random
 
     g = random.Random(seed)
@@ -159,7 +162,8 @@ def _pairwise(seed: int = 0) -> list[dict]:
                 continue
 
             def meets(v, name=name):
-                return sum(tuple(sorted([(name, v), (n, w)])) in open_pairs for n, w in chosen.items())
+                pairs = (tuple(sorted([(name, v), (n, w)])) for n, w in chosen.items())
+                return sum(pair in open_pairs for pair in pairs)
 
             # the value meeting the most new pairs among those the config accepts with the others
             for v in sorted(values[name], key=lambda v: (-meets(v), g.random())):
@@ -188,7 +192,8 @@ def test_the_pairs_cover_every_served_choice():
     seen = {(name, repr(v)) for config in PAIRS for name, v in config.items()}
     for f in fields(ModelConfig):
         for v in _values(f):
-            if v != f.default and _served(f.name, v) and len([u for u in _values(f) if _served(f.name, u)]) > 1:
+            choices = [u for u in _values(f) if _served(f.name, u)]
+            if v != f.default and _served(f.name, v) and len(choices) > 1:
                 assert (f.name, repr(v)) in seen, f"{f.name}={v!r} is in no pair configuration"
 
 
@@ -197,7 +202,8 @@ def test_pairs_of_choices_on_every_path(number, device, monkeypatch):
     """Beam search over one configuration of many choices, by every path of the fast step against
     the model's own decode: a batch (the running cache), one sentence (the plain cache), sentences
     joining a running search later, the captured step's arithmetic (its static shapes and masks,
-    run eagerly here: tests/inference/test_compile.py compiles it), and int8 (within its rounding)."""
+    run eagerly here: tests/inference/test_compile.py compiles it), and int8 (within its
+    rounding)."""
     from transduce.decoding import RunningSearch, beam_search
 
     config = tiny_config(**PAIRS[number])
@@ -205,8 +211,10 @@ def test_pairs_of_choices_on_every_path(number, device, monkeypatch):
     vocab = min(config.vocab_size, config.target_vocab_size)
     src, _ = random_batch(3, 6, vocab, pad_id=config.pad_id, device=device)
     src[src == config.eos_id] = vocab - 1
-    decode = DecodeConfig(beam=2, nbest=2, max_len_a=0.0, max_len_b=min(5, config.max_positions - 1))
-    alone = [beam_search(model, src[i : i + 1], decode, SearchOptions(fast=False))[0] for i in range(3)]
+    decode = DecodeConfig(beam=2, nbest=2, max_len_a=0.0,
+                          max_len_b=min(5, config.max_positions - 1))
+    alone = [beam_search(model, src[i : i + 1], decode, SearchOptions(fast=False))[0]
+             for i in range(3)]
 
     def same(found, tolerance=1e-4):
         for a, b in zip(alone, found):
@@ -230,7 +238,8 @@ def test_pairs_of_choices_on_every_path(number, device, monkeypatch):
         quantized = FastDecoder(model, "int8")
         with torch.no_grad():
             memory = model.encode(src)
-            cache, reference = quantized.start(src, memory, 1, capacity=4), model.start_decoding(src, memory)
+            cache = quantized.start(src, memory, 1, capacity=4)
+            reference = model.start_decoding(src, memory)
             tokens = torch.full((3,), config.start_id, device=device)
             for _ in range(3):
                 expected = torch.log_softmax(model.decode(tokens[:, None], reference)[:, -1], -1)

@@ -8,8 +8,8 @@ import torch
 @pytest.mark.parametrize("rows", [1, 4, 16, 40])
 @pytest.mark.parametrize("bias", [True, False])
 def test_every_dense_layout_gives_the_same_product(rows, bias):
-    """The layouts a TunedLinear chooses between by timing (rows, columns, blocks) all compute x W^T + b;
-    the choice is made once per class of row counts and kept."""
+    """The layouts a TunedLinear chooses between by timing (rows, columns, blocks) all compute
+    x W^T + b; the choice is made once per class of row counts and kept."""
     from transduce.inference.timing import row_class as _bucket
     from transduce.inference.tuned_linear import TunedLinear
 

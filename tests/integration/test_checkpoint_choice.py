@@ -51,8 +51,8 @@ def test_an_average_older_than_the_run_is_passed_over_with_the_command_that_refr
     cli("train", str(data), "--out", str(run), "--resume", "--max-steps", "50", *TRAIN)
     stale = cli("translate", str(run), input="the cat\n")
     assert (
-        f"warning: {run}/averaged was made at update 30, before the run's newest checkpoint (update 50): not "
-        f"used; `transduce average {run} --last 2` refreshes it"
+        f"warning: {run}/averaged was made at update 30, before the run's newest checkpoint "
+        f"(update 50): not used; `transduce average {run} --last 2` refreshes it"
     ) in stale.stderr
     assert using(stale).startswith(f"using {run}/best: update ")
     assert "the best validation BLEU" in using(stale)
@@ -99,7 +99,8 @@ def test_an_ema_older_than_the_run_warns_when_named_and_is_never_chosen_silently
     current = cli("translate", str(run / "ema"), input="the cat\n")
     assert (
         using(current)
-        == f"using {run}/ema: the exponential moving average of the weights (decay 0.9) at update 20"
+        == f"using {run}/ema: the exponential moving average of the weights (decay 0.9) at update "
+           "20"
     )
     assert "warning" not in current.stderr
     cli(
@@ -116,8 +117,8 @@ def test_an_ema_older_than_the_run_warns_when_named_and_is_never_chosen_silently
     )
     old = cli("translate", str(run / "ema"), input="the cat\n")
     assert (
-        f"warning: {run}/ema was made at update 20, before the run's newest checkpoint (update 30): used as "
-        "named"
+        f"warning: {run}/ema was made at update 20, before the run's newest checkpoint (update "
+        "30): used as named"
     ) in old.stderr
     assert "--resume --ema 0.9" in old.stderr
     assert using(cli("translate", str(run), input="the cat\n")).startswith(f"using {run}/best")

@@ -111,8 +111,8 @@ BAD_REQUESTS = [
     ("layers-without-attention", {"json": {"text": ["a"], "attention_layers": True}}, 422,
      "attention_layers needs attention"),
     ("too-many-sentences", {"json": {"text": ["a"] * 4}}, 413, "at most 3 per request (--max-request-sentences)"),
-    ("too-many-characters", {"json": {"text": ["a", "x" * 41]}}, 413, "text[1] has 41 characters; this server takes "
-                                                                      "at most 40"),
+    ("too-many-characters", {"json": {"text": ["a", "x" * 41]}}, 413,
+     "text[1] has 41 characters; this server takes at most 40"),
     ("body-too-large", {"json": {"text": ["a" * 30] * 3, "pad": "x" * 400}}, 413,
      "larger than this server's limit of 400 bytes (--max-body-bytes)"),
     ("body-too-large-chunked", {"content": iter([b'{"text": ["', b"a" * 300, b"a" * 300, b'"]}']), "headers": JSON},
@@ -219,7 +219,8 @@ def test_health_model_metrics_and_the_page(translator):
 
 def hold_until_queued(batcher, sentences: int) -> None:
     """The worker takes its first work only once ``sentences`` wait in the queue: the requests of a
-    test all arrive before the first search, whatever the machine's speed (a 60 s deadlock guard)."""
+    test all arrive before the first search, whatever the machine's speed (a 60 s deadlock
+    guard)."""
     import time
 
     real, held = batcher._next_work, []
@@ -329,7 +330,8 @@ def test_the_batch_window_stays_open_while_sentences_keep_coming():
     many keep coming, it closes LINGER x max_wait after it opened."""
     assert first_batch_with_arrivals(1.0, [0.0, 0.3, 0.6, 0.9, 1.2]) == 5
     assert first_batch_with_arrivals(1.0, [0.0, 0.3, 1.5, 1.6]) == 2
-    assert LINGER == 5 and first_batch_with_arrivals(1.0, [0.9 * n for n in range(10)]) == 6  # 0 .. 4.5 s
+    every_09 = [0.9 * n for n in range(10)]
+    assert LINGER == 5 and first_batch_with_arrivals(1.0, every_09) == 6  # those by 4.5 s
 
 
 def test_docs_page_works_offline(translator):

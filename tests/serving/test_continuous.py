@@ -195,7 +195,8 @@ def test_a_stream_says_when_the_search_failed(translator, monkeypatch):
         raise RuntimeError("out of memory (simulated)")
 
     monkeypatch.setattr(RunningSearch, "step", fail)
-    with TestClient(create_app(translator, ServeSettings(batching="continuous")), base_url=LOCAL) as client:
+    with TestClient(create_app(translator, ServeSettings(batching="continuous")),
+                    base_url=LOCAL) as client:
         lines = stream_lines(client, {"text": ["", "red"]})
     assert lines[0] == {"index": 0, "translation": ""}
     assert lines[-1] == {"error": "internal error: RuntimeError: out of memory (simulated)"}

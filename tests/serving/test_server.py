@@ -81,8 +81,9 @@ def test_slow_and_vanishing_clients_do_not_block_others(served_run, start_server
 
 def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, start_server):
     """Three requests wait in the batcher for company (the longest window, 10 s after the last
-    arrival) when SIGTERM comes: the batch goes at once (no more company is coming), a request sent once the server says it is stopping gets 503, the three get their
-    translations, the process exits 0. (The continuous batcher's draining:
+    arrival) when SIGTERM comes: the batch goes at once (no more company is coming), a request sent
+    once the server says it is stopping gets 503, the three get their translations, the process
+    exits 0. (The continuous batcher's draining:
     tests/serving/test_continuous.py.)"""
     server = start_server(served_run, "--batching", "dynamic", "--max-wait-ms", "10000")
     answers: dict[int, tuple] = {}
@@ -99,7 +100,8 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, st
             assert time.monotonic() < deadline, what
             time.sleep(0.05)
 
-    until(lambda: "transduce_requests_in_flight 3" in call(server.url + "/metrics")[1], "never in flight")
+    in_flight = "transduce_requests_in_flight 3"
+    until(lambda: in_flight in call(server.url + "/metrics")[1], "never in flight")
     server.process.send_signal(signal.SIGTERM)
     until(lambda: call(server.url + "/health")[0] == 503, "the server never said it was stopping")
     late = call(server.url + "/v1/translate", {"text": ["the cat"]})
@@ -127,7 +129,8 @@ def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(se
     host, port = server.url.removeprefix("http://").split(":")
     body = json.dumps({"text": ["the cat sat"]}).encode()
     stalled = socket.create_connection((host, int(port)))
-    stalled.sendall((f"POST /v1/translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    stalled.sendall((f"POST /v1/translate HTTP/1.1\r\nHost: {host}\r\n"
+                     "Content-Type: application/json\r\n"
                      f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:5])  # and no more
     stalled.settimeout(60)
     reply = b""
@@ -155,7 +158,8 @@ def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(se
             pass
         try:
             trickling.sendall(head[byte:byte + 1])
-        except (BrokenPipeError, ConnectionResetError):  # the server closed it: its answer is read below
+        # the server closed it: its answer is read below
+        except (BrokenPipeError, ConnectionResetError):
             break
     for connection in replies:
         connection.settimeout(60)
@@ -163,9 +167,9 @@ def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(se
             while chunk := connection.recv(65536):
                 replies[connection] += chunk
         except ConnectionResetError:
-            # a server that closes with trickled bytes of ours unread ends the connection with a reset
-            # instead of an end of stream: the kernel hands over its 408 first, then the reset (the
-            # assertions below check that the 408 came)
+            # a server that closes with trickled bytes of ours unread ends the connection with a
+            # reset instead of an end of stream: the kernel hands over its 408 first, then the
+            # reset (the assertions below check that the 408 came)
             pass
         connection.close()
         assert replies[connection].startswith(b"HTTP/1.1 408"), replies[connection]

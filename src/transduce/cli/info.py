@@ -43,8 +43,8 @@ def run(args) -> int:
     if args.model is not None:
         if args.preset or args.vocab_size or args.set:
             raise TransduceError(
-                "info RUN describes what the run holds: --preset, --vocab-size and --set describe a "
-                "preset instead (give one or the other)"
+                "info RUN describes what the run holds: --preset, --vocab-size and --set describe "
+                "a preset instead (give one or the other)"
             )
         return describe_run(Path(args.model))
     sizes = {} if args.vocab_size is None else {"vocab_size": args.vocab_size}
@@ -73,9 +73,9 @@ def print_counts(config: ModelConfig) -> None:
     if config.has_decoder:
         per_token = model.cache_bytes_per_token()
         print(
-            f"decoding cache (self-attention keys and values, fp32): {per_token / 1024:,.1f} KiB per position of "
-            f"each hypothesis ({config.kv_heads} key/value head{'s' if config.kv_heads > 1 else ''} of "
-            f"{config.n_heads})"
+            f"decoding cache (self-attention keys and values, fp32): {per_token / 1024:,.1f} KiB "
+            f"per position of each hypothesis ({config.kv_heads} key/value "
+            f"head{'s' if config.kv_heads > 1 else ''} of {config.n_heads})"
             + (f", at most {config.attention_window} positions" if config.attention_window else "")
         )
 
@@ -108,8 +108,8 @@ def describe_run(path: Path) -> int:
         else f"{config.encoder_layers or config.decoder_layers} layers"
     )
     print(
-        f"  model      {shape}, d_model {config.d_model}, d_ff {config.d_ff}, {config.n_heads} heads, "
-        f"vocabulary {config.vocab_size:,}"
+        f"  model      {shape}, d_model {config.d_model}, d_ff {config.d_ff}, {config.n_heads} "
+        f"heads, vocabulary {config.vocab_size:,}"
         + (
             f"/{config.target_vocab_size:,}"
             if config.target_vocab_size != config.vocab_size
@@ -127,12 +127,13 @@ def describe_run(path: Path) -> int:
             progress = trainer.get("progress", {})
             minutes = float(progress.get("elapsed", 0)) / 60
             print(
-                f"  trained    {progress.get('step', 0):,} updates, {progress.get('epoch', 0) + 1} epoch(s) begun, "
-                f"{minutes:.1f} min"
+                f"  trained    {progress.get('step', 0):,} updates, {progress.get('epoch', 0) + 1} "
+                f"epoch(s) begun, {minutes:.1f} min"
             )
             if config.architecture == "encoder-decoder" and progress.get("best_bleu", -1) >= 0:
                 print(
-                    f"  best       validation BLEU {progress['best_bleu']:.2f} at update {progress['best_step']:,}"
+                    f"  best       validation BLEU {progress['best_bleu']:.2f} at update "
+                    f"{progress['best_step']:,}"
                 )
             elif progress.get("best_ppl"):
                 print(

@@ -28,24 +28,28 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over HTTP, with continuous batching and a page that shows attention",
-                       description="Serve a model over HTTP: POST /v1/translate, GET /v1/model, /health, /metrics, "
-                                   "the page at / and the API's documentation at /docs. Needs the serve extra: "
-                                   "pip install 'transduce[serve]'.")
+                       description="Serve a model over HTTP: POST /v1/translate, GET /v1/model, "
+                                   "/health, /metrics, the page at / and the API's documentation "
+                                   "at /docs. Needs the serve extra: pip install "
+                                   "'transduce[serve]'.")
     p.add_argument("model", help="a run directory or checkpoint folder")
     p.add_argument("--host", default="127.0.0.1",
-                   help="the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every network, "
-                        "without authentication)")
+                   help="the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
+                        "network, without authentication)")
     p.add_argument("--port", type=number(int, 0, 65_535), default=8000, help="the port (0: a free one, printed at the start)")
     g = p.add_argument_group("batching and limits")
-    g.add_argument("--batching", choices=["auto", "continuous", "dynamic", "off", "on"], default="auto",
-                   help="continuous: sentences join the running search at every step and leave it as soon as "
-                        "they are done; dynamic (or on): waiting sentences are gathered into a batch, searched "
-                        "to its end; off: one request per search; auto: dynamic on the CPU (measured: the same "
-                        "sentences/s with a lower p99 latency), continuous on a GPU")
+    g.add_argument("--batching", choices=["auto", "continuous", "dynamic", "off", "on"],
+                   default="auto",
+                   help="continuous: sentences join the running search at every step and leave it "
+                        "as soon as they are done; dynamic (or on): waiting sentences are "
+                        "gathered into a batch, searched to its end; off: one request per search; "
+                        "auto: dynamic on the CPU (measured: the same sentences/s with a lower "
+                        "p99 latency), continuous on a GPU")
     g.add_argument("--max-wait-ms", type=number(float, 0, 10_000), default=10.0,
-                   help="dynamic: a batch waits for more sentences while they keep coming, each within this "
-                        "of the last (at most 5x this in all); continuous: a few arrivals wait at most this long "
-                        "for company before they join the running search")
+                   help="dynamic: a batch waits for more sentences while they keep coming, each "
+                        "within this of the last (at most 5x this in all); continuous: a few "
+                        "arrivals wait at most this long for company before they join the running "
+                        "search")
     g.add_argument("--max-request-sentences", type=number(int, 1, 1_000_000), default=64, help="sentences per request")
     g.add_argument("--max-chars", type=number(int, 1, 10**8), default=2000, help="characters per sentence")
     g.add_argument("--max-body-bytes", type=number(int, 1, 2**40), default=1_000_000, help="bytes per request body")
@@ -55,11 +59,12 @@ def add_parser(sub) -> None:
     g.add_argument("--drain-timeout", type=number(float, 0, 86_400), default=30.0,
                    help="seconds a stopping server gives requests in flight to finish")
     g.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                   help="answer requests for this host name too (repeatable; the loopback names and --host always; "
-                        "every name when listening on every network): a reverse proxy's name")
+                   help="answer requests for this host name too (repeatable; the loopback names "
+                        "and --host always; every name when listening on every network): a "
+                        "reverse proxy's name")
     g.add_argument("--body-timeout", type=number(float, 0.1, 3600), default=30.0,
-                   help="seconds a request's head, and then its body, may take to arrive (a connection that "
-                        "stalls gets 408 and is closed)")
+                   help="seconds a request's head, and then its body, may take to arrive (a "
+                        "connection that stalls gets 408 and is closed)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
     add_decode_options(p)
     p.set_defaults(run=run)
@@ -72,8 +77,8 @@ def _settings(args):
 
     decode = decode_config(args)
     if decode.beam > args.max_beam:
-        raise TransduceError(f"--beam {decode.beam} is more than --max-beam {args.max_beam}: raise --max-beam or "
-                             "lower --beam")
+        raise TransduceError(f"--beam {decode.beam} is more than --max-beam {args.max_beam}: raise "
+                             "--max-beam or lower --beam")
     try:
         return ServeSettings(decode=decode, max_wait_ms=args.max_wait_ms, batching="dynamic" if args.batching == "on" else args.batching,
                              max_request_sentences=args.max_request_sentences, max_chars=args.max_chars,
@@ -121,8 +126,9 @@ def run(args) -> int:
         import fastapi  # noqa: F401
         import uvicorn
     except ImportError:
-        raise TransduceError("transduce serve needs FastAPI and uvicorn: pip install 'transduce[serve]' "
-                             "(from a clone: pip install -e '.[serve]')") from None
+        raise TransduceError("transduce serve needs FastAPI and uvicorn: pip install "
+                             "'transduce[serve]' (from a clone: pip install -e "
+                             "'.[serve]')") from None
     from .. import load
     from ..runtime import compile_choice
     from ..serving.app import batching_mode, create_app
@@ -150,14 +156,15 @@ def run(args) -> int:
     budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} sentences"
     described = {"continuous": f"continuous ({budget} in flight)",
                  "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} ms)", "off": "off"}
-    print(f"device {translator.device}, precision {translator.precision}, {threads} thread(s)"
-          f"{', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; batching {described[mode]}",
+    print(f"device {translator.device}, precision {translator.precision}, {threads} "
+          f"thread(s){', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; "
+          f"batching {described[mode]}",
           file=sys.stderr)
     if why:
         print(f"batching {mode}: {why}", file=sys.stderr)
     if args.host not in LOOPBACK:
-        print(f"warning: listening on {args.host}: anyone who can reach this machine can use the model "
-              "(there is no authentication)", file=sys.stderr)
+        print(f"warning: listening on {args.host}: anyone who can reach this machine can use the "
+              "model (there is no authentication)", file=sys.stderr)
     print(f"open {url} (the API's documentation: {url}docs); Ctrl+C stops", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, lifespan="on",
                             http=head_deadline(settings.body_timeout),

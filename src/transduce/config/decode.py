@@ -16,8 +16,9 @@ class DecodeConfig(ConfigMixin):
 
     Each field is declared once, with its help and choices (``fields.option``): ``translate``,
     ``evaluate`` and ``serve`` generate their flags from these declarations
-    (``cli.common.add_decode_options``), and the searches take the config whole. Ranking: logprob / lp, lp = ((5+|Y|)/6)^alpha ("gnmt",
-    the paper's) or |Y|^alpha ("power", HF and CTranslate2); see ``decoding.beam`` for ``stop``.
+    (``cli.common.add_decode_options``), and the searches take the config whole. Ranking:
+    logprob / lp, lp = ((5+|Y|)/6)^alpha ("gnmt", the paper's) or |Y|^alpha ("power", HF and
+    CTranslate2); see ``decoding.beam`` for ``stop``.
     """
 
     beam: int = option(4, "beam size (1 = greedy; paper: 4)", low=1, high=1024)
@@ -47,13 +48,13 @@ class DecodeConfig(ConfigMixin):
         at_least(self, 1, "beam", "nbest", "max_tokens", "max_sentences")
         at_least(self, 0, "alpha", "max_len_a", "max_len_b", "min_len", "top_k")
         if self.nbest > self.beam and not self.sampling:
-            raise ValueError(f"nbest={self.nbest} is more than beam={self.beam}; a beam search keeps at most "
-                             "beam hypotheses: raise --beam or lower --nbest")
+            raise ValueError(f"nbest={self.nbest} is more than beam={self.beam}; a beam search "
+                             "keeps at most beam hypotheses: raise --beam or lower --nbest")
         if self.sampling and self.nbest > 1:
             raise ValueError("nbest > 1 is not supported with sampling; run the sampler several times (--seed)")
         if not self.temperature > 0:
-            raise ValueError(f"temperature must be positive, got {self.temperature} (for the most likely token, "
-                             "use --beam 1 without --sampling)")
+            raise ValueError(f"temperature must be positive, got {self.temperature} (for the most "
+                             "likely token, use --beam 1 without --sampling)")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_len_a == 0 and self.max_len_b == 0:

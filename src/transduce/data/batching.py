@@ -100,8 +100,9 @@ def _make_divisible(batches: list[np.ndarray], world_size: int) -> list[np.ndarr
 
 def fits_budget(count: int, longest: int, max_tokens: int, max_sentences: int) -> bool:
     """Whether ``count`` sources whose longest has ``longest`` tokens (eos included) make one search
-    batch: at most ``max_sentences`` of them, and ``count x longest <= max_tokens`` padded positions.
-    The rule of every search batch: ``budget_batches``' and a running search's (serving)."""
+    batch: at most ``max_sentences`` of them, and ``count x longest <= max_tokens`` padded
+    positions. The rule of every search batch: ``budget_batches``' and a running search's
+    (serving)."""
     return count <= max_sentences and count * longest <= max_tokens
 
 

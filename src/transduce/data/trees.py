@@ -122,7 +122,8 @@ def read_trees(path) -> list[Tree]:
     for line, tree in parse_trees("\n".join(read_lines(path)), str(path)):
         cleaned = clean(tree)
         if cleaned is None:
-            raise TreeError(f"{path}, line {line}: the tree has no words once its empty elements go")
+            raise TreeError(f"{path}, line {line}: the tree has no words once its empty "
+                            "elements go")
         trees.append(cleaned)
     return trees
 

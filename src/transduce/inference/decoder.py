@@ -18,7 +18,8 @@ builds, once per set of weights, a ``FastDecoder`` that:
   the self-attention product, whose rows are ordered per head as query, key, value), attends over the
   filled positions ``0..t`` only, and a beam reorder is an ``index_select`` of the filled part;
 - computes attention explicitly for the single query (two ``bmm`` and a softmax);
-- has a static-shape variant for ``torch.compile`` and CUDA graphs (``CapturedDecoder``, ``captured.py``).
+- has a static-shape variant for ``torch.compile`` and CUDA graphs (``CapturedDecoder``,
+  ``captured.py``).
 
 What it decodes is an allow-list over every ``ModelConfig`` field (``support.py``); the outputs
 equal ``Transformer.decode``'s up to float rounding for every supported choice, and every other
@@ -89,8 +90,9 @@ class FastDecoder:
 
     ``cache = fast.start(src, memory, beam, capacity)``, then ``logits = fast.step(tokens, cache)``
     with ``tokens (N,)`` one new token per hypothesis. This is the eager step: it attends over the
-    filled slots only, and serves running searches (rows at positions of their own). The snapshot does not follow later changes of
-    the model's weights: ``fast_decoder(model)`` rebuilds it when they change.
+    filled slots only, and serves running searches (rows at positions of their own). The snapshot
+    does not follow later changes of the model's weights: ``fast_decoder(model)`` rebuilds it when
+    they change.
     """
 
     def __init__(self, model, precision: str = "fp32") -> None:
@@ -100,7 +102,8 @@ class FastDecoder:
         self.precision = precision
         int8 = precision == "int8"
         device = model.output.weight.device
-        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (see ``TunedLinear``)
+        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (see
+        # ``TunedLinear``)
         self.bf16 = precision == "bf16" and device.type == "cpu"
         self.heads, self.head_dim = c.n_heads, c.d_k
         self.pre = c.norm_position == "pre"
@@ -140,7 +143,8 @@ class FastDecoder:
         kv = memory.new_empty((len(self.layers), 2, B * beam, H, capacity, self.head_dim))
         return StepCache(kv, cross_k, cross_v, bias.reshape(B * H, beam, -1), H, beam)
 
-    def _cross(self, src: Tensor, memory: Tensor, beam: int) -> tuple[list[Tensor], list[Tensor], Tensor]:
+    def _cross(self, src: Tensor, memory: Tensor, beam: int
+               ) -> tuple[list[Tensor], list[Tensor], Tensor]:
         """Every layer's encoder-decoder keys ``(B*H, Dh, S)`` and values ``(B*H, S, Dh)``, and the
         additive mask of the source's padding ``(B, H, beam, S)``."""
         B, S = src.shape
@@ -160,13 +164,13 @@ class FastDecoder:
         t = cache.length
         running = cache.starts is not None  # (each row at its own position: a running search's cache)
         if t >= cache.kv.size(4) or (not running and t >= self.config.max_positions):
-            raise ValueError(f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} positions, "
-                             f"the model {self.config.max_positions}")
-        # rows that all started at one slot share one position: ``starts`` is then that slot (an int)
+            raise ValueError(f"position {t} does not fit: the decoding cache holds "
+                             f"{cache.kv.size(4)} positions, the model {self.config.max_positions}")
+        # rows that all started at one slot share one position: ``starts`` is then that slot
         starts = cache.first if running and cache.uniform else cache.starts
         with self._precision():
-            logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v, cache.cross_bias,
-                                   cache.views, starts, cache.first)
+            logits = self._forward(tokens, t, cache.kv, cache.cross_k, cache.cross_v,
+                                   cache.cross_bias, cache.views, starts, cache.first)
         cache.length = t + 1
         return logits
 
@@ -174,9 +178,9 @@ class FastDecoder:
         """bf16 on the CPU: autocast off (the step chooses bf16 or fp32 per product); else as the caller set it."""
         return torch.autocast("cpu", enabled=False) if self.bf16 else nullcontext()
 
-    def _forward(self, tokens: Tensor, t: int, kv: Tensor, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_bias: Tensor, views: tuple, starts: Optional[Tensor | int] = None, first: int = 0
-                 ) -> Tensor:
+    def _forward(self, tokens: Tensor, t: int, kv: Tensor, cross_k: list[Tensor],
+                 cross_v: list[Tensor], cross_bias: Tensor, views: tuple,
+                 starts: Optional[Tensor | int] = None, first: int = 0) -> Tensor:
         """One step at position ``t``, attending over the filled slots only. ``views``:
         ``cache_views(kv)``, made once per cache.
 
@@ -194,7 +198,8 @@ class FastDecoder:
             keys, values = all_keys[i].narrow(2, first, seen), all_values[i].narrow(1, first, seen)
             x = self._block(layer, 0, x, lambda h: self._self_attention(
                 layer, h, t, position, slots[i], lambda: (keys, values), key_bias))
-            x = self._block(layer, 1, x, lambda h: self._cross_attention(layer, h, cross_k[i], cross_v[i], cross_bias))
+            x = self._block(layer, 1, x, lambda h: self._cross_attention(
+                layer, h, cross_k[i], cross_v[i], cross_bias))
             x = self._block(layer, 2, x, lambda h: self._feed_forward(layer, h))
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -211,21 +216,25 @@ class FastDecoder:
         return layer.norms[n](x + sublayer(x))
 
     def _embed(self, tokens: Tensor, t, position) -> Tensor:
-        """The tokens' embeddings, scaled, plus their positions' (``position``: ``t``, or per row)."""
+        """The tokens' embeddings, scaled, plus their positions' (``position``: ``t``, or one per
+        row)."""
         x = F.embedding(tokens, self.embed_weight)  # (N, D)
         if self.positions is not None:
-            table = _row(self.positions, position) if not isinstance(position, Tensor) or position.dim() == 0 else \
+            shared = not isinstance(position, Tensor) or position.dim() == 0  # one for all rows
+            table = _row(self.positions, position) if shared else \
                 self.positions.index_select(0, position)
             return torch.add(table.to(x.dtype), x, alpha=self.embed_scale)
         return x * self.embed_scale if self.embed_scale != 1.0 else x
 
-    def _key_bias(self, x: Tensor, t, first: int, length, starts: Optional[Tensor]) -> Optional[Tensor]:
-        """Every additive mask of the self-attention scores over slots ``first .. length - 1`` in one
-        ``(N*H, 1, keys)``, or None: ALiBi's distances and ``_hidden``'s slots."""
+    def _key_bias(self, x: Tensor, t, first: int, length, starts: Optional[Tensor]
+                  ) -> Optional[Tensor]:
+        """Every additive mask of the self-attention scores over slots ``first .. length - 1`` in
+        one ``(N*H, 1, keys)``, or None: ALiBi's distances and ``_hidden``'s slots."""
         keys = torch.arange(first, length, device=x.device)  # the slots of the attended keys
         bias = self._hidden(x, t, keys, starts)
         if self.alibi is not None:
-            distances = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]  # (H, 1, keys)
+            # (H, 1, keys)
+            distances = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
             bias = distances if bias is None else bias + distances
         if bias is None:
             return None
@@ -238,16 +247,18 @@ class FastDecoder:
 
     def _hidden(self, x: Tensor, t, keys: Tensor, starts: Optional[Tensor]) -> Optional[Tensor]:
         """The slots a row must not see, as ``-inf``: in a running search, those before the row's
-        start (another sentence's past) ``(N, 1, 1, keys)``; None when every slot read is the row's."""
+        start (another sentence's past) ``(N, 1, 1, keys)``; None when every slot read is the
+        row's."""
         if not isinstance(starts, Tensor):
             return None
         hidden = torch.zeros(x.size(0), 1, 1, keys.numel(), dtype=x.dtype, device=x.device)
         return hidden.masked_fill(keys < starts[:, None, None, None], float("-inf"))
 
-    def _self_attention(self, layer: _Layer, h: Tensor, t, position, slot: Tensor, read, key_bias: Optional[Tensor]
-                        ) -> Tensor:
+    def _self_attention(self, layer: _Layer, h: Tensor, t, position, slot: Tensor, read,
+                        key_bias: Optional[Tensor]) -> Tensor:
         """Masked self-attention of the new query: its key and value are written at slot ``t`` of
-        ``slot``, then ``read()`` gives the keys ``(N*H, Dh, keys)`` and values ``(N*H, keys, Dh)`` attended."""
+        ``slot``, then ``read()`` gives the keys ``(N*H, Dh, keys)`` and values ``(N*H, keys, Dh)``
+        attended."""
         N, H, Dh = h.size(0), self.heads, self.head_dim
         qkv = self._dense(layer.qkv, h).view(N, H, 3, Dh)  # q is pre-scaled by 1/sqrt(d_k)
         if self.rotary is not None:
@@ -256,20 +267,22 @@ class FastDecoder:
             _write(slot, t, torch.stack([k.view(N, H, Dh), qkv.select(2, 2)]))
         else:
             q = qkv.select(2, 0).view(N * H, 1, Dh)
-            _write(slot, t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))  # (2, N, H, Dh): its key and value
+            # (2, N, H, Dh): its key and value
+            _write(slot, t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))
         keys, values = read()
         scores = torch.bmm(q, keys)  # (N*H, 1, keys)
         if key_bias is not None:
             scores = scores + key_bias
         return self._dense(layer.self_out, torch.bmm(scores.softmax(-1), values).view(N, H * Dh))
 
-    def _cross_attention(self, layer: _Layer, h: Tensor, cross_k: Tensor, cross_v: Tensor, cross_bias: Tensor
-                         ) -> Tensor:
+    def _cross_attention(self, layer: _Layer, h: Tensor, cross_k: Tensor, cross_v: Tensor,
+                         cross_bias: Tensor) -> Tensor:
         """Encoder-decoder attention: the K beams of a sentence share its keys."""
         N, H, Dh, K = h.size(0), self.heads, self.head_dim, cross_bias.size(1)
         B = N // K
         q = self._dense(layer.cross_q, h)
-        q = q.view(N * H, 1, Dh) if K == 1 else q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
+        q = q.view(N * H, 1, Dh) if K == 1 else \
+            q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
         scores = torch.baddbmm(cross_bias, q, cross_k)  # (B*H, K, S)
         a = torch.bmm(scores.softmax(-1), cross_v)  # (B*H, K, Dh)
         a = a.view(N, H * Dh) if K == 1 else a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
@@ -279,7 +292,8 @@ class FastDecoder:
         """The position-wise feed-forward network (gated when ``w3``), in rows, or feature-major
         where that layout measured faster for this many rows (the wide hidden layer never
         transposed)."""
-        if layer.w1.int8 is not None or layer.w1.uses_bf16(h.size(0)) or layer.w1.layout(h) != "columns":
+        w1 = layer.w1
+        if w1.int8 is not None or w1.uses_bf16(h.size(0)) or w1.layout(h) != "columns":
             return self._rows_feed_forward(layer, h)
         h_t = h.t()
         f = layer.act(layer.w1.columns(h_t))  # (F, N)

@@ -136,7 +136,8 @@ class RunningCache(StepCache):
         reorder copies, from there on); when every slot is written, move each row's slots to the
         front by it, doubling the capacity when that frees less than half of it."""
         C = self.kv.size(4)
-        low, high = torch.stack(self.starts.aminmax()).tolist() if self.rows else (self.length, self.length)
+        low, high = (torch.stack(self.starts.aminmax()).tolist() if self.rows
+                     else (self.length, self.length))
         # rows that all started at one slot (a batch; a running search between joins) share one
         # position and hide nothing: the step then runs as over a plain cache
         self.first, self.uniform = low, low == high

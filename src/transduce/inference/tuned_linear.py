@@ -153,8 +153,8 @@ class TunedLinear:
         return ["int8", *floats] if self.float_candidates else ["int8"]
 
     def _fastest(self, x: Tensor) -> str:
-        """Time each candidate layout on ``x`` (``timing.fastest_call``; the first call also makes its layout);
-        the layouts not chosen are dropped again."""
+        """Time each candidate layout on ``x`` (``timing.fastest_call``; the first call also makes
+        its layout); the layouts not chosen are dropped again."""
         best = fastest_call({layout: (lambda layout=layout: self._multiply(x, layout))
                               for layout in self.candidates(x.size(0))})
         kept = set(self.layouts.values()) | {best}

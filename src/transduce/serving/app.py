@@ -76,7 +76,8 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     gate = Gate()
     metrics = Metrics()
     mode, _ = batching_mode(settings, compiled, translator.device)
-    common = dict(max_wait=settings.max_wait_ms / 1000, queue_limit=settings.queue_limit, compiled=compiled,
+    common = dict(max_wait=settings.max_wait_ms / 1000, queue_limit=settings.queue_limit,
+                  compiled=compiled,
                   on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds, r.done))
     batcher = ContinuousBatcher(translator, **common) if mode == "continuous" else \
         Batcher(translator, batching=mode != "off", **common)
@@ -187,8 +188,9 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
         try:
             job = batcher.submit(sources, search, attention=ask.attention, on_result=on_result)
         except QueueFull as full:
-            raise ApiError(503, f"the queue is full: {full.waiting} sentences wait and this request brings "
-                                f"{full.wanted}, over the limit of {full.limit} (--queue-limit); retry later",
+            raise ApiError(503, f"the queue is full: {full.waiting} sentences wait and this "
+                                f"request brings {full.wanted}, over the limit of {full.limit} "
+                                "(--queue-limit); retry later",
                            headers={"Retry-After": "1"}) from None
         if answers is not None:
             return StreamingResponse(stream(ask, todo, job, answers, tokenizer, name, arrived),
@@ -209,11 +211,12 @@ def check_request(ask: TranslateRequest, settings: ServeSettings, decode: Decode
         raise ApiError(422, 'text: an empty list; send at least one sentence, e.g. {"text": ["A man is sleeping."]}')
     if len(ask.text) > settings.max_request_sentences:
         raise ApiError(413, f"text has {len(ask.text)} sentences; this server takes at most "
-                            f"{settings.max_request_sentences} per request (--max-request-sentences): split it")
+                            f"{settings.max_request_sentences} per request "
+                            "(--max-request-sentences): split it")
     for i, line in enumerate(ask.text):
         if len(line) > settings.max_chars:
-            raise ApiError(413, f"text[{i}] has {len(line):,} characters; this server takes at most "
-                                f"{settings.max_chars:,} per sentence (--max-chars)")
+            raise ApiError(413, f"text[{i}] has {len(line):,} characters; this server takes at "
+                                f"most {settings.max_chars:,} per sentence (--max-chars)")
     beam = decode.beam if ask.beam is None else ask.beam
     if not 1 <= beam <= settings.max_beam:
         raise ApiError(422, f"beam {beam}: this server searches with a beam of 1 to {settings.max_beam} (--max-beam)")
@@ -247,10 +250,13 @@ def batching_mode(settings: ServeSettings, compiled: bool, device) -> tuple[str,
     if mode == "auto":
         cpu = torch.device(device).type == "cpu"
         mode = "dynamic" if cpu else "continuous"
-        why = ("chosen by --batching auto on the CPU, where continuous batching served as many sentences a "
-               "second with a higher p99 latency (docs/benchmarks.md); --batching continuous for the other"
-               if cpu else f"chosen by --batching auto on {torch.device(device).type}; --batching dynamic for the "
-               "other")
+        if cpu:
+            why = ("chosen by --batching auto on the CPU, where continuous batching served as many "
+                   "sentences a second with a higher p99 latency (docs/benchmarks.md); --batching "
+                   "continuous for the other")
+        else:
+            why = (f"chosen by --batching auto on {torch.device(device).type}; --batching dynamic "
+                   "for the other")
     if mode == "continuous" and compiled:
         mode, why = "dynamic", "the compiled step needs dynamic batching's fixed shapes"
     return mode, why

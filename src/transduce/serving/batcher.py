@@ -24,7 +24,8 @@ from ..data.batching import budget_batches
 from ..decoding import translate_ids
 from .worker import BatchRecord, Job, QueueFull, Result, Worker, cross_attention, resolve
 
-__all__ = ["Batcher", "BatchRecord", "Job", "LINGER", "QueueFull", "Result", "cross_attention", "resolve"]
+__all__ = ["Batcher", "BatchRecord", "Job", "LINGER", "QueueFull", "Result", "cross_attention",
+           "resolve"]
 
 LINGER = 5  # a batch waits for company at most this many times max_wait
 
@@ -33,8 +34,8 @@ class Batcher(Worker):
     """Dynamic batching (or, with ``batching=False``, one request per search); see the module's
     docstring."""
 
-    def __init__(self, translator, max_wait: float = 0.010, batching: bool = True, queue_limit: int = 1024,
-                 on_batch=None, compiled: bool = False):
+    def __init__(self, translator, max_wait: float = 0.010, batching: bool = True,
+                 queue_limit: int = 1024, on_batch=None, compiled: bool = False):
         super().__init__(translator, max_wait, queue_limit, on_batch, compiled)
         self.batching = batching
         self._busy = 0  # sentences being searched now
@@ -109,7 +110,8 @@ class Batcher(Worker):
                 job.search_seconds += now - start
                 job.batch_sizes.append(len(batch))
             self._deliver([(job, i, h) for (job, i), h in zip(batch, hyps)], now)
-            self._record(BatchRecord(len(batch), len(jobs), sum(len(h[0].tokens) + 1 for h in hyps), now - start,
+            self._record(BatchRecord(len(batch), len(jobs),
+                                     sum(len(h[0].tokens) + 1 for h in hyps), now - start,
                                      decode.beam))
         finally:
             with self._cond:

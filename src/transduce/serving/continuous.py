@@ -64,15 +64,18 @@ class ContinuousBatcher(Worker):
         taken = []
         for job, i in self._queue:
             wider = max(longest, len(job.sources[i]) + 1)
-            if job.decode != decode or (count and not fits_budget(count + 1, wider, decode.max_tokens,
-                                                                  decode.max_sentences)):
+            fits = not count or fits_budget(count + 1, wider, decode.max_tokens,
+                                            decode.max_sentences)
+            if job.decode != decode or not fits:
                 break
             taken.append((job, i))
             longest, count = wider, count + 1
         # a join encodes its sentences in one pass, which costs about as much for one as for several:
         # a few arrivals wait for company, at most max_wait after the oldest came
         few = len(taken) < max(1, len(self._flight) // JOIN_SHARE)
-        if self._flight and few and not (self._closed or self._draining) and self.clock() - self._queue[0][0].arrived < self.max_wait:
+        company = not (self._closed or self._draining)  # (none comes to a stopping server)
+        waited = self.clock() - self._queue[0][0].arrived
+        if self._flight and few and company and waited < self.max_wait:
             return []
         for _ in taken:
             self._queue.popleft()
@@ -104,7 +107,8 @@ class ContinuousBatcher(Worker):
         translator = self.translator
         engine, context = search_precision(translator.precision)
         if joining and (self.search is None or joining[0][0].decode != self.search.decode):
-            self.search = RunningSearch(translator.model, joining[0][0].decode, SearchOptions(precision=engine))
+            self.search = RunningSearch(translator.model, joining[0][0].decode,
+                                        SearchOptions(precision=engine))
         search = self.search
         gone = {key for key, (job, _) in self._flight.items() if job.future.cancelled()}
         with torch.inference_mode(), autocast(translator.device, context):
@@ -126,7 +130,9 @@ class ContinuousBatcher(Worker):
         with self._cond:
             for key, _ in finished:
                 del self._flight[key]
-        requests = len({id(job) for job, _ in [*self._flight.values(), *((job, i) for job, i, _ in done)]})
+        jobs = [job for job, _ in self._flight.values()] + [job for job, _, _ in done]
+        requests = len({id(job) for job in jobs})
         now = self.clock()
         self._deliver(done, now)
-        self._record(BatchRecord(in_flight, requests, in_flight, now - start, search.decode.beam, len(finished)))
+        self._record(BatchRecord(in_flight, requests, in_flight, now - start, search.decode.beam,
+                                 len(finished)))

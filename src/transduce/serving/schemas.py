@@ -25,10 +25,10 @@ class ServeSettings:
         within this of the last (at most ``batcher.LINGER`` times this in all); continuous: a few
         arrivals wait at most this long for company before joining the running search.
     batching: "continuous" (sentences join and leave the running search at every step,
-        ``continuous.py``), "dynamic" (a batch is gathered, then searched to its end, ``batcher.py``),
-        "off" (one request per search: the baseline of ``benchmarks/serve_load.py``) or "auto" (the
-        one measured better on the device: ``app.batching_mode``); True and False mean "dynamic"
-        and "off".
+        ``continuous.py``), "dynamic" (a batch is gathered, then searched to its end,
+        ``batcher.py``), "off" (one request per search: the baseline of
+        ``benchmarks/serve_load.py``) or "auto" (the one measured better on the device:
+        ``app.batching_mode``); True and False mean "dynamic" and "off".
     max_request_sentences, max_chars, max_body_bytes, queue_limit, max_beam: request limits;
     queue_limit counts waiting sentences.
     drain_timeout: seconds a stopping server lets in-flight requests finish.

@@ -111,7 +111,8 @@ class Worker:
         self._cond = threading.Condition()
         self._closed = False
         self._draining = False  # no more company is coming: nothing waits for it
-        self.clock = time.monotonic  # (arrivals and batch windows; a test's simulated clock replaces it)
+        # arrivals and batch windows are timed by it; a test's simulated clock replaces it
+        self.clock = time.monotonic
         self._thread: Optional[threading.Thread] = None
 
     # the requests' side
@@ -129,7 +130,8 @@ class Worker:
     ) -> Job:
         """Queue one request's sentences; ``job.future`` resolves to the job when all are done, and
         ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done."""
-        job = Job([list(s) for s in sources], decode, attention, on_result=on_result, arrived=self.clock())
+        job = Job([list(s) for s in sources], decode, attention, on_result=on_result,
+                  arrived=self.clock())
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
@@ -201,7 +203,8 @@ class Worker:
             )
 
     def _attention(self, done: list[tuple[Job, int, list[Hypothesis]]]) -> dict[int, np.ndarray]:
-        """The cross-attention of the done sentences whose request asks for it, by position in ``done``."""
+        """The cross-attention of the done sentences whose request asks for it, by position in
+        ``done``."""
         wanted = [n for n, (job, _, _) in enumerate(done) if job.attention]
         weights = cross_attention(
             self.translator,
@@ -211,8 +214,8 @@ class Worker:
         return dict(zip(wanted, weights))
 
     def _deliver(self, done: list[tuple[Job, int, list[Hypothesis]]], now: float) -> None:
-        """Hand each done sentence ``(job, index, hypotheses)`` to its request (streamed at once when
-        it asks); a request whose sentences are all done is answered."""
+        """Hand each done sentence ``(job, index, hypotheses)`` to its request (streamed at once
+        when it asks); a request whose sentences are all done is answered."""
         attention = self._attention(done)
         for n, (job, i, hypotheses) in enumerate(done):
             job.results[i] = Result(hypotheses, attention.get(n))

@@ -106,6 +106,6 @@ def describe_schedule(train: TrainConfig, model: ModelConfig) -> str:
         train.warmup, train.lr_schedule, model.d_model, train.warmup, train.lr_factor, train.peak_lr
     )
     return (
-        f"schedule: {train.lr_schedule}, warmup {train.warmup:,} updates to a peak learning rate of {peak:.2e}, "
-        "then inverse square root decay"
+        f"schedule: {train.lr_schedule}, warmup {train.warmup:,} updates to a peak learning rate "
+        f"of {peak:.2e}, then inverse square root decay"
     )

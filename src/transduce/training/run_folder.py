@@ -86,7 +86,8 @@ class RunFolder:
         self.settings, self.device, self.dist = settings, device, dist
         self.log, self.warn = log, warn
         self.lock: Optional[RunLock] = None  # held from prepare() until release()
-        self.tensorboard: Any = None  # a SummaryWriter once metrics are written (False: none installed)
+        # a SummaryWriter once metrics are written (False: TensorBoard is not installed)
+        self.tensorboard: Any = None
 
     def prepare(self, model_config: ModelConfig, train_config, resume: bool) -> None:
         """Check the run directory and take its lock.
@@ -99,14 +100,15 @@ class RunFolder:
         check_output_dir(self.path, "run", [self.settings.data_dir], what="--out")
         if resume:
             if not config_path.is_file():
-                raise TrainingError(f"--resume: {self.path} is not a run directory (no config.json); "
-                                    "start a new run without --resume")
+                raise TrainingError(f"--resume: {self.path} is not a run directory (no "
+                                    "config.json); start a new run without --resume")
             saved = read_json(config_path)
             changed = [k for k, v in saved.get("model", {}).items() if resolved["model"].get(k) != v]
             if changed:
                 details = ", ".join(f"{k}: {saved['model'][k]} -> {resolved['model'][k]}" for k in changed)
-                raise TrainingError(f"--resume: the model differs from the one {self.path} was trained with "
-                                    f"({details}); resume with the same model options or start a new run")
+                raise TrainingError(f"--resume: the model differs from the one {self.path} was "
+                                    f"trained with ({details}); resume with the same model options "
+                                    "or start a new run")
             for key, old in saved.get("train", {}).items():
                 if resolved["train"].get(key) != old:
                     self.log(f"--resume: {key} changed: {old} -> {resolved['train'][key]}")
@@ -116,8 +118,8 @@ class RunFolder:
                 if old is not None and old != now[key]:
                     self.log(f"--resume: {key} changed: {old} -> {now[key]}")
         elif list_checkpoints(self.path):
-            raise TrainingError(f"{self.path} already holds checkpoints; pass --resume to continue that run, "
-                                "or choose another --out")
+            raise TrainingError(f"{self.path} already holds checkpoints; pass --resume to continue "
+                                "that run, or choose another --out")
         if self.dist.is_main:
             self.path.mkdir(parents=True, exist_ok=True)
             self.lock = RunLock(self.path)
@@ -131,7 +133,8 @@ class RunFolder:
 
     def resume(self, state: TrainingState, data, train_config) -> None:
         """Continue ``state`` from the newest complete checkpoint, skipping damaged ones with a
-        warning (the weights, optimizer, scaler, EMA, RNG states and progress all from the same one)."""
+        warning (the weights, optimizer, scaler, EMA, RNG states and progress all from the same
+        one)."""
         found = list_checkpoints(self.path)
         if not found:
             self.log(f"--resume: {self.path} has no checkpoint yet; starting from the beginning")
@@ -159,8 +162,9 @@ class RunFolder:
                 continue
             break
         else:
-            raise TrainingError(f"--resume: none of the checkpoints in {self.path / 'checkpoints'} is complete "
-                                "(see the warnings above); start a new run in another --out")
+            raise TrainingError(f"--resume: none of the checkpoints in {self.path / 'checkpoints'} "
+                                "is complete (see the warnings above); start a new run in another "
+                                "--out")
         rank = self.dist.rank
         cuda_rng = saved.get("cuda_rng")
         if self.device.type == "cuda" and cuda_rng:
@@ -190,14 +194,16 @@ class RunFolder:
 
     def load_weights(self, model, folder: Path) -> None:
         """Load ``folder``'s weights into ``model``; a partial load is an error naming the keys."""
-        missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"), self.device)
+        missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"),
+                                           self.device)
         if missing or unexpected:
-            raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing keys "
-                                  f"{missing[:5]}, unexpected keys {unexpected[:5]}")
+            raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing "
+                                  f"keys {missing[:5]}, unexpected keys {unexpected[:5]}")
 
     def init_source(self, path: str, model_config: ModelConfig, data) -> Path:
         """The checkpoint ``--init-from`` names, checked before the run folder is made: it exists and
-        holds the same model (``data``: the run's ``TrainingData``, whose tokenizer it must share)."""
+        holds the same model (``data``: the run's ``TrainingData``, whose tokenizer it must
+        share)."""
         try:
             folder = resolve(path)
             info = read_info(folder)
@@ -230,7 +236,8 @@ class RunFolder:
                 if isinstance(value, (int, float)) and key != "step":
                     self.tensorboard.add_scalar(f"{record['type']}/{key}", value, record["step"])
 
-    def save(self, state: TrainingState, info: dict, tokenizer_files: list, train_config, best: bool = False) -> None:
+    def save(self, state: TrainingState, info: dict, tokenizer_files: list, train_config,
+             best: bool = False) -> None:
         """Write a checkpoint of ``state`` (atomic), keep the last K; with ``best``, (re)write
         ``best/`` only. ``info``: the checkpoint's description (model, languages, tokenizer)."""
         info = {**info, "step": state.progress.step}
@@ -254,10 +261,12 @@ class RunFolder:
         ema = state.ema
         write_checkpoint(folder, state.model, info, tokenizer_files, saved,
                          {"progress": asdict(state.progress), "train": train_config.to_dict()},
-                         tensors={EMA_FILE: ema.state_dict()} if ema is not None else None, run=self.path)
+                         tensors={EMA_FILE: ema.state_dict()} if ema is not None else None,
+                         run=self.path)
         if ema is not None:  # the averaged weights as a checkpoint of their own
             with ema.applied(state.model):
-                write_checkpoint(self.path / "ema", state.model, {**info, "ema": train_config.ema}, tokenizer_files)
+                write_checkpoint(self.path / "ema", state.model, {**info, "ema": train_config.ema},
+                                 tokenizer_files)
         for old in list_checkpoints(self.path)[: -train_config.keep_last]:
             remove_output(old, "checkpoint")  # pruning keeps the last K
 
@@ -321,8 +330,9 @@ class RunLock:
             self.handle.seek(0)
             other = self.handle.read().strip() or "unknown"
             self.handle.close()
-            raise TrainingError(f"{run_dir} is in use by another training process (pid {other}); wait for it to "
-                                "finish or stop it, or choose another --out") from None
+            raise TrainingError(f"{run_dir} is in use by another training process (pid {other}); "
+                                "wait for it to finish or stop it, or choose another "
+                                "--out") from None
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(f"{os.getpid()}\n")

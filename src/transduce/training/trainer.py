@@ -102,7 +102,8 @@ class Trainer:
                                      weight_decay=train_config.weight_decay)
         self.state = TrainingState(
             model, optimizer,
-            torch.amp.GradScaler("cuda") if settings.precision == "fp16" else None,  # fp16 (CUDA) scales the loss
+            # fp16 (CUDA) scales the loss
+            torch.amp.GradScaler("cuda") if settings.precision == "fp16" else None,
             ExponentialAverage(model, train_config.ema) if train_config.ema > 0 else None)
         self.folder = RunFolder(self.run_dir, settings, self.device, self.dist, self.log, self.warn)
         source = self.folder.init_source(settings.init_from, model_config, data) \
@@ -114,14 +115,15 @@ class Trainer:
             self.folder.resume(self.state, data, train_config)
             if settings.more_time is not None:
                 self.tc = replace(self.tc, max_time=self.progress.elapsed + settings.more_time)
-                self.log(f"--more-time: training until {self.tc.max_time / 60:.1f} min of training in all "
-                         f"(now {self.progress.elapsed / 60:.1f} min)")
+                self.log(f"--more-time: training until {self.tc.max_time / 60:.1f} min of training "
+                         f"in all (now {self.progress.elapsed / 60:.1f} min)")
         elif source is not None:
             self.folder.load_weights(model, source)
             self.log(f"initialized the weights from {source}")
         # (its log reads the trainer's: the loop sends lines above its progress bar)
-        self.validation = Validation(model_config, self.tc, data, self.device, settings.precision, self.dist,
-                                     self.folder, self.checkpoint_info, lambda *a, **k: self.log(*a, **k),
+        self.validation = Validation(model_config, self.tc, data, self.device, settings.precision,
+                                     self.dist, self.folder, self.checkpoint_info,
+                                     lambda *a, **k: self.log(*a, **k),
                                      on_validate)
         if self.dist.is_main:
             resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict(),
@@ -256,12 +258,13 @@ class Trainer:
                     if not stats["finite"]:
                         bad_in_a_row += 1
                         p.skipped_updates += 1
-                        self.log(f"step {p.step + 1}: the loss or gradient is not finite; update skipped "
-                                 f"({bad_in_a_row} in a row)")
+                        self.log(f"step {p.step + 1}: the loss or gradient is not finite; update "
+                                 f"skipped ({bad_in_a_row} in a row)")
                         if bad_in_a_row >= tc.max_bad_steps:
-                            raise TrainingError(f"{bad_in_a_row} non-finite losses in a row: training diverged. "
-                                                "Lower the learning rate (--set lr_factor=...), raise warmup, or "
-                                                "set clip_norm; the last checkpoint is intact")
+                            raise TrainingError(f"{bad_in_a_row} non-finite losses in a row: "
+                                                "training diverged. Lower the learning rate "
+                                                "(--set lr_factor=...), raise warmup, or set "
+                                                "clip_norm; the last checkpoint is intact")
                         continue
                     bad_in_a_row = 0
                     p.step += 1
@@ -306,9 +309,9 @@ class Trainer:
                 signals.restore()
                 self.close()
                 saved = list_checkpoints(self.run_dir)
-                raise TrainingError(f"{reason} again: stopped at once without saving; the last checkpoint "
-                                    f"({saved[-1] if saved else 'none yet'}) is intact, and --resume continues "
-                                    "from it") from None
+                raise TrainingError(f"{reason} again: stopped at once without saving; the last "
+                                    f"checkpoint ({saved[-1] if saved else 'none yet'}) is intact, "
+                                    "and --resume continues from it") from None
             self.log(f"{reason}: saving a checkpoint before stopping")  # (signals left to Python: no handler)
         finally:
             bar.close()
@@ -318,12 +321,14 @@ class Trainer:
         try:  # (a signal now is noted, the run is stopping anyway; a second one still stops at once)
             if reason and not reason.startswith(("interrupted", "terminated")) and tc.valid_every >= 0 and \
                     self.validation.validated_at != p.step and p.step > 0:
-                self.validation.track(self.state, scheduled=False)  # the final weights always get their say for best/
+                # the final weights always get their say for best/
+                self.validation.track(self.state, scheduled=False)
             self.save()
         except KeyboardInterrupt as stop:
             self.close()
-            raise TrainingError(f"{stop} again: stopped at once, before the last checkpoint was written; the one "
-                                "before it is intact, and --resume continues from it") from None
+            raise TrainingError(f"{stop} again: stopped at once, before the last checkpoint was "
+                                "written; the one before it is intact, and --resume continues "
+                                "from it") from None
         finally:
             signals.restore()
         summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),

@@ -33,7 +33,8 @@ class Validation:
                  on_validate: Optional[Callable[[dict], Optional[str]]] = None) -> None:
         self.cfg, self.tc, self.data = model_config, train_config, data
         self.device, self.precision, self.dist = device, precision, dist
-        self.folder, self.checkpoint_info, self.log, self.on_validate = folder, checkpoint_info, log, on_validate
+        self.folder, self.checkpoint_info = folder, checkpoint_info
+        self.log, self.on_validate = log, on_validate
         self.validated_at = -1  # the step of the last validation
         self.stop_reason: Optional[str] = None  # what on_validate returned, if anything
 
@@ -63,19 +64,22 @@ class Validation:
                 p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
         if better:
             p.best_step, p.validations_since_best = p.step, 0
-            self.folder.save(state, self.checkpoint_info(), self.data.tokenizer_files, tc, best=True)
+            self.folder.save(state, self.checkpoint_info(), self.data.tokenizer_files, tc,
+                             best=True)
         else:
             p.validations_since_best += 1
         if self.data.lm:
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f} "
-                     f"({result['tokens']:,} tokens{' masked' if self.cfg.architecture == 'encoder-only' else ''}, "
+                     f"({result['tokens']:,} "
+                     f"tokens{' masked' if self.cfg.architecture == 'encoder-only' else ''}, "
                      f"{result['seconds']:.1f} s)")
         else:
-            extra = (f"; {self.data.extra_name}: BLEU {result['extra_bleu']:.2f}, chrF {result['extra_chrf']:.2f} "
-                     f"({result['extra_sentences']} sentences)" if "extra_bleu" in result else "")
+            extra = (f"; {self.data.extra_name}: BLEU {result['extra_bleu']:.2f}, chrF "
+                     f"{result['extra_chrf']:.2f} ({result['extra_sentences']} "
+                     "sentences)" if "extra_bleu" in result else "")
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
-                     f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} sentences, "
-                     f"{result['seconds']:.1f} s){extra}")
+                     f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} "
+                     f"sentences, {result['seconds']:.1f} s){extra}")
         if self.on_validate is not None:
             self.stop_reason = self.on_validate(result) or self.stop_reason
 
@@ -93,7 +97,8 @@ class Validation:
             extra = self.data.extra_set
             if extra is not None:
                 scores = self._translation_scores(model, extra)
-                result.update({f"extra_{key}": scores[key] for key in ("loss", "ppl", "bleu", "chrf", "sentences")})
+                result.update({f"extra_{key}": scores[key]
+                               for key in ("loss", "ppl", "bleu", "chrf", "sentences")})
         seconds = time.time() - start
         p.valid_seconds += seconds
         result = {"type": "valid", "step": p.step, "epoch": p.epoch + 1, **result,
@@ -131,7 +136,8 @@ class Validation:
                               max(1, tc.max_tokens // tc.block_size), shuffle=False)
         loss_sum = nll_sum = tokens = 0.0
         for number, indices in enumerate(blocks.batches(0)):
-            batch = self.data.collate(indices, 0, number, split=ds).to(self.device)  # the same masks every time
+            # the same masks every time
+            batch = self.data.collate(indices, 0, number, split=ds).to(self.device)
             with autocast(self.device, self.precision):
                 logits = model(*batch.inputs)
             loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing,
