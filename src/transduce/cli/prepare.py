@@ -15,6 +15,9 @@ def add_parser(sub) -> None:
     p.add_argument("--test-prefix", help="test files (kept as text for `evaluate`)")
     p.add_argument("--src", help="source language suffix, e.g. en")
     p.add_argument("--tgt", help="target language suffix, e.g. de")
+    p.add_argument("--trees", action="store_true",
+                   help="the splits are treebanks, PREFIX.trees(.gz) in Penn bracketing: prepare a parser's data "
+                        "(the words as source, the linearized trees as target, a closed target vocabulary)")
     p.add_argument("--monolingual", action="store_true",
                    help="one text for a language model: --train FILE (and --valid FILE), no languages")
     p.add_argument("--train", help="with --monolingual: the training text (plain or .gz, one line a sentence or "
@@ -49,6 +52,8 @@ def run(args) -> int:
     vocabulary = [flag for flag, value in (("--vocab-size", args.vocab_size), ("--joint/--separate", args.joint),
                                            ("--model-type", args.model_type), ("--vocab-sample", args.vocab_sample))
                   if value is not None]
+    if args.trees:
+        _tree_defaults(args, vocabulary)
     if args.tokenizer and (vocabulary or args.monolingual):
         raise TransduceError(f"--tokenizer encodes with the model's own vocabulary: "
                              f"{', '.join(vocabulary) or '--monolingual'} cannot apply; leave "
@@ -80,13 +85,27 @@ def run(args) -> int:
                              valid_prefix=args.valid_prefix, test_prefix=args.test_prefix,
                              vocab_size=args.vocab_size, joint=args.joint, model_type=args.model_type,
                              max_len=args.max_len, max_ratio=args.max_ratio, vocab_sample=args.vocab_sample,
-                             encoding_errors=args.encoding_errors, threads=args.threads, tokenizer=args.tokenizer)
+                             encoding_errors=args.encoding_errors, threads=args.threads, tokenizer=args.tokenizer,
+                             trees=args.trees)
     meta = prepare(options, args.out, force=args.force)
     print(f"prepared {args.out}: " + (f"the tokenizer of {meta['tokenizer_from']}, " if args.tokenizer else "")
           + f"vocabulary {meta['vocab_size']['src']}"
           + ("" if meta["joint"] else f"/{meta['vocab_size']['tgt']}") + ", splits "
           + ", ".join(f"{k} {v['pairs']:,}" for k, v in meta["splits"].items()))
     return 0
+
+
+def _tree_defaults(args, vocabulary: list[str]) -> None:
+    """A treebank's sides are named by what they hold; its target vocabulary is closed."""
+    from ..errors import TransduceError
+
+    clashing = [flag for flag, value in (("--src", args.src), ("--tgt", args.tgt), ("--monolingual", args.monolingual),
+                                         ("--tokenizer", args.tokenizer), ("--joint", args.joint is True))
+                if value]
+    if clashing:
+        raise TransduceError(f"--trees reads the words and the trees from PREFIX.trees: {', '.join(clashing)} cannot "
+                             "apply; leave them out (--vocab-size and --model-type shape the words' vocabulary)")
+    args.src, args.tgt, args.joint = "words", "tree", False
 
 
 def _monolingual(args) -> int:

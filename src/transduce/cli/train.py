@@ -261,6 +261,13 @@ def next_commands(run, data_dir, meta: dict, architecture: str = "encoder-decode
         return f"next: transduce fill-mask {run} \"... <mask> ...\""
     split = "test" if "test" in meta.get("splits", {}) else "valid" if "valid" in meta.get("splits", {}) else None
     lines = ["next:"]
+    if meta.get("trees"):
+        if split:
+            words, gold = Path(data_dir) / f"{split}.{meta['src']}.txt", meta["inputs"][split][0]
+            lines.append(f"  transduce parse {run} --input {words} --output {split}.parsed")
+            lines.append(f"  transduce parseval {gold} {split}.parsed")
+        lines.append(f"  transduce parse {run} < sentences.txt > trees.txt")
+        return "\n".join(lines)
     if split:
         src, ref = (Path(data_dir) / f"{split}.{meta[side]}.txt" for side in ("src", "tgt"))
         lines.append(f"  transduce evaluate {run} --src {src} --ref {ref}")

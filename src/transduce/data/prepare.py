@@ -54,6 +54,9 @@ class PrepareOptions:
     threads: int = 2
     seed: int = 1
     tokenizer: Optional[str] = None  # a model's run or checkpoint whose tokenizer encodes the text
+    # the splits are treebanks (PREFIX.trees): words -> linearized trees (``data/trees.py``), the
+    # target a closed vocabulary of its brackets and placeholder, no length-ratio filter
+    trees: bool = False
 
 
 # the share of a side's pieces unknown to a model's tokenizer above which prepare warns
@@ -71,9 +74,14 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
         raise DataError("--train-prefix is required")
     splits = {"train": o.train_prefix, "valid": o.valid_prefix, "test": o.test_prefix}
     given = [split for split, prefix in splits.items() if prefix]
-    found = iter(find_files([("", f"{splits[split]}.{lang}") for split in given for lang in (o.src, o.tgt)],
-                            "check the prefixes and --src/--tgt"))
-    files = {split: (next(found), next(found)) for split in given}
+    if o.trees:
+        found = iter(find_files([("", f"{splits[split]}.trees") for split in given],
+                                "check the prefixes (PREFIX.trees or PREFIX.trees.gz)"))
+        files = {split: (path, path) for split, path in zip(given, found)}
+    else:
+        found = iter(find_files([("", f"{splits[split]}.{lang}") for split in given for lang in (o.src, o.tgt)],
+                                "check the prefixes and --src/--tgt"))
+        files = {split: (next(found), next(found)) for split in given}
     shaping = {k: v for k, v in vars(o).items() if k not in ("chunk_lines", "threads", "train_prefix",
                                                               "valid_prefix", "test_prefix")}
     shaping["format"] = FORMAT_VERSION
@@ -84,7 +92,7 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
     if borrowed is not None:
         _check_languages(borrowed, o)
         shaping.update(tokenizer=borrowed.fingerprint, vocab_size=None, joint=None, model_type=None, vocab_sample=None)
-    inputs = [p for pair in files.values() for p in pair]
+    inputs = list(dict.fromkeys(p for pair in files.values() for p in pair))
     check_output_dir(out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else []))  # before reading
     fp = fingerprint(inputs, shaping)
     if (out / "meta.json").is_file() and not force:
@@ -158,12 +166,17 @@ def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log,
     if borrowed is not None:
         return _encode_with_model(tmp, files, o, fp, log, borrowed, start)
     src_train, tgt_train = files["train"]
-    log(f"reading {src_train} and {tgt_train} to train the vocabulary (sample of at most {o.vocab_sample:,} lines)")
-    src_sample, tgt_sample, n_lines = _reservoir(read_pairs(src_train, tgt_train, o.encoding_errors),
+    log(f"reading {src_train}{'' if o.trees else f' and {tgt_train}'} to train the vocabulary (sample of at most "
+        f"{o.vocab_sample:,} lines)")
+    src_sample, tgt_sample, n_lines = _reservoir(_pairs(o, src_train, tgt_train),
                                                  o.vocab_sample // (2 if o.joint else 1), o.seed)
     if not src_sample:
         raise DataError(f"{src_train}: the training text has no non-empty line pairs")
-    if o.joint:
+    if o.trees:
+        train_sentencepiece(src_sample, tmp / f"spm.{o.src}.model", o.vocab_size, o.model_type, o.threads)
+        _closed_vocabulary((t for _, t in _pairs(o, src_train, tgt_train)), tmp / f"spm.{o.tgt}.model")
+        models = {"src": f"spm.{o.src}.model", "tgt": f"spm.{o.tgt}.model"}
+    elif o.joint:
         train_sentencepiece(src_sample + tgt_sample, tmp / "spm.model", o.vocab_size, o.model_type, o.threads)
         models = {"src": "spm.model", "tgt": "spm.model"}
     else:
@@ -174,7 +187,7 @@ def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log,
     tokenizer = Tokenizer(tmp / models["src"], tmp / models["tgt"])
     meta = {
         "format": FORMAT_VERSION, "transduce_version": __version__, "src": o.src, "tgt": o.tgt,
-        "joint": o.joint, "model_type": o.model_type, "spm": models,
+        "joint": o.joint, "model_type": o.model_type, "spm": models, "trees": o.trees,
         "vocab_size": {"src": tokenizer.src.get_piece_size(), "tgt": tokenizer.tgt.get_piece_size()},
         "special_ids": dict(SPECIAL_IDS), "max_len": o.max_len, "max_ratio": o.max_ratio,
         "fingerprint": fp, "splits": {}, "inputs": {},
@@ -215,8 +228,9 @@ def _encode_splits(tmp: Path, files: dict, o: PrepareOptions, tokenizer: Tokeniz
         meta["inputs"][split] = [str(src_path), str(tgt_path)]
         dropped = stats["dropped"]
         log(f"{split}: {stats['pairs']:,} pairs kept of {stats['lines']:,}"
-            + (f" (dropped: {dropped['empty']} empty, {dropped['too_long']} over {o.max_len} tokens, "
-               f"{dropped['ratio']} over length ratio {o.max_ratio})" if split == "train" else ""))
+            + (f" (dropped: {dropped['empty']} empty, {dropped['too_long']} over {o.max_len} tokens"
+               + ("" if o.trees else f", {dropped['ratio']} over length ratio {o.max_ratio}") + ")"
+               if split == "train" else ""))
         if "tokenizer_from" in meta:
             _report_unknown(split, stats, log)
     if meta["splits"]["train"]["pairs"] == 0:
@@ -279,7 +293,7 @@ def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokeniz
         text = None if filtered else {"src": open(tmp / f"{split}.{o.src}.txt", "w", encoding="utf-8", newline=""),
                                       "tgt": open(tmp / f"{split}.{o.tgt}.txt", "w", encoding="utf-8", newline="")}
         try:
-            for chunk in _chunks(read_pairs(src_path, tgt_path, o.encoding_errors), o.chunk_lines):
+            for chunk in _chunks(_pairs(o, src_path, tgt_path), o.chunk_lines):
                 lines += len(chunk)
                 bar.update(len(chunk))
                 srcs, tgts = [s for s, _ in chunk], [t for _, t in chunk]
@@ -318,10 +332,31 @@ def _keep(s: str, t: str, si: list[int], ti: list[int], o: PrepareOptions, dropp
     if len(si) > o.max_len or len(ti) > o.max_len:
         dropped["too_long"] += 1
         return False
-    if max(len(si), len(ti)) > o.max_ratio * max(1, min(len(si), len(ti))):
+    if not o.trees and max(len(si), len(ti)) > o.max_ratio * max(1, min(len(si), len(ti))):
         dropped["ratio"] += 1
         return False
     return True
+
+
+def _pairs(o: PrepareOptions, src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
+    """A split's (source, target) lines: the two files of parallel text, or a treebank's words and
+    linearized trees."""
+    if o.trees:
+        from .trees import tree_pairs
+
+        return tree_pairs(src, o.encoding_errors)
+    return read_pairs(src, tgt, o.encoding_errors)
+
+
+def _closed_vocabulary(targets: Iterator[str], out_file: Path) -> None:
+    """A SentencePiece word model holding every token of ``targets`` whole: the linearized trees'
+    brackets and placeholder, a closed vocabulary."""
+    tokens: set[str] = set()
+    lines = []
+    for line in targets:
+        tokens.update(line.split())
+        lines.append(line)
+    train_sentencepiece(lines, out_file, len(tokens) + len(SPECIAL_IDS), "word")
 
 
 def _chunks(pairs: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:

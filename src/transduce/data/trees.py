@@ -44,16 +44,43 @@ class Tree:
         return len(self.children) == 1 and isinstance(self.children[0], str)
 
     def words(self) -> list[str]:
-        return [
-            w
-            for child in self.children
-            for w in ([child] if isinstance(child, str) else child.words())
-        ]
+        return [node for kind, node in walk(self) if kind == "word"]
 
     def __str__(self) -> str:
         """The tree in one line of Penn bracketing (the root without a label as ``( ... )``)."""
-        inner = " ".join(str(child) for child in self.children)
-        return f"({self.label} {inner})" if self.label else f"( {inner} )"
+        out: list[str] = []
+        space = False  # whether the next child needs a space before it
+        for kind, node in walk(self):
+            if kind == "close":
+                out.append(")" if node.label else " )")
+                space = True
+                continue
+            if space:
+                out.append(" ")
+            if kind == "word":
+                out.append(node)
+                space = True
+            elif kind == "open":
+                out.append(f"({node.label} " if node.label else "( ")
+                space = False
+        return "".join(out)
+
+
+def walk(tree: Tree) -> Iterator[tuple[str, Union[Tree, str]]]:
+    """The tree depth first, as ``("open", node)``, its children, ``("close", node)``, each word as
+    ``("word", word)``: without recursion, since a tree may be deeper than Python's stack allows
+    (a right-branching tree of a long sentence)."""
+    stack: list[tuple[Union[Tree, str], bool]] = [(tree, False)]
+    while stack:
+        node, closing = stack.pop()
+        if isinstance(node, str):
+            yield "word", node
+        elif closing:
+            yield "close", node
+        else:
+            yield "open", node
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(node.children))
 
 
 class TreeError(TransduceError):
@@ -80,28 +107,33 @@ def parse_trees(text: str, source: str = "<text>") -> Iterator[tuple[int, Tree]]
 
 
 def _read(text: str, i: int, line: int, source: str) -> tuple[Tree, int, int]:
-    """The constituent opening at ``text[i] == '('``; returns it, the index after its ')', the
-    line."""
+    """The tree opening at ``text[i] == '('``; returns it, the index after its last ')', the line
+    (iteratively, as ``walk``)."""
     n = len(text)
-    i += 1
-    j = i
-    while j < n and not text[j].isspace() and text[j] not in "()":
-        j += 1
-    node = Tree(text[i:j])
-    i = j
+    stack: list[Tree] = []
     while True:
         while i < n and text[i].isspace():
             line += text[i] == "\n"
             i += 1
         if i >= n:
             raise TreeError(f"{source}, line {line}: the tree ends before its brackets close")
+        if text[i] == "(":
+            j = i + 1
+            while j < n and not text[j].isspace() and text[j] not in "()":
+                j += 1
+            node = Tree(text[i + 1 : j])
+            if stack:
+                stack[-1].children.append(node)
+            stack.append(node)
+            i = j
+            continue
         if text[i] == ")":
+            node = stack.pop()
             if not node.children:
                 raise TreeError(f"{source}, line {line}: an empty constituent ({node.label})")
-            return node, i + 1, line
-        if text[i] == "(":
-            child, i, line = _read(text, i, line, source)
-            node.children.append(child)
+            i += 1
+            if not stack:
+                return node, i, line
             continue
         j, depth = i, 0  # a word: up to the ')' that is not its own, or a space
         while j < n and not text[j].isspace():
@@ -112,7 +144,7 @@ def _read(text: str, i: int, line: int, source: str) -> tuple[Tree, int, int]:
                     break
                 depth -= 1
             j += 1
-        node.children.append(text[i:j])
+        stack[-1].children.append(text[i:j])
         i = j
 
 
@@ -140,30 +172,32 @@ def base_label(label: str) -> str:
 def clean(tree: Tree) -> Tree | None:
     """``tree`` without empty elements, constituents left empty, function tags and coindexation
     (None if nothing is left)."""
-    if tree.preterminal:
-        return None if tree.label == "-NONE-" else Tree(base_label(tree.label), list(tree.children))
-    children = [
-        c for c in (clean(child) for child in tree.children if isinstance(child, Tree)) if c
-    ]
-    return Tree(base_label(tree.label), children) if children else None
+    made: list[list[Tree | str]] = [[]]  # the cleaned children of each open constituent
+    for kind, node in walk(tree):
+        if kind == "open":
+            made.append([])
+        elif kind == "word":
+            made[-1].append(node)
+        else:
+            children = made.pop()
+            keep = children and not (node.preterminal and node.label == "-NONE-")
+            if keep:
+                made[-1].append(Tree(base_label(node.label), children))
+    return made[0][0] if made[0] else None  # type: ignore[return-value]
 
 
 def linearize(tree: Tree) -> tuple[list[str], list[str]]:
     """``(words, target)``: the sentence and the bracket sequence described in the module
     docstring."""
     target: list[str] = []
-
-    def walk(node: Tree) -> None:
+    for kind, node in walk(tree):
+        if kind == "word" or node is tree and not tree.label:
+            continue  # (the root without a label is no bracket of the target)
         if node.preterminal:
-            target.append(PLACEHOLDER)
-            return
-        target.append(f"({node.label}")
-        for child in node.children:
-            walk(child)
-        target.append(f"){node.label}")
-
-    for child in tree.children if not tree.label else [tree]:
-        walk(child)
+            if kind == "open":
+                target.append(PLACEHOLDER)
+        else:
+            target.append(f"({node.label}" if kind == "open" else f"){node.label}")
     return tree.words(), target
 
 
@@ -197,3 +231,66 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
     if used != len(words):
         raise TreeError(f"{used} placeholders for {len(words)} words")
     return root
+
+
+def tree_pairs(path, encoding_errors: str = "strict") -> Iterator[tuple[str, str]]:
+    """A treebank file as parallel text: per tree (cleaned), its words and its linearized target,
+    each joined by spaces. Errors name the file and line."""
+    text = "\n".join(read_lines(path, encoding_errors))
+    for line, tree in parse_trees(text, str(path)):
+        cleaned = clean(tree)
+        if cleaned is None:
+            raise TreeError(f"{path}, line {line}: the tree has no words once its empty "
+                            "elements go")
+        words, target = linearize(cleaned)
+        yield " ".join(words), " ".join(target)
+
+
+def repair(target: Sequence[str], words: int, root: str = "S") -> list[str]:
+    """The nearest bracket sequence to ``target`` that is a tree over ``words`` words (for an
+    unconstrained search's output): tokens that fit nowhere go (an unknown token, a placeholder
+    past the words, a bracket after the root closed, a constituent left without words), a closing
+    bracket closes the innermost open constituent whatever its label, missing placeholders join
+    the innermost open constituent at the end, and open constituents close. ``root`` labels a
+    root the sequence lacks."""
+    out: list[str] = []
+    stack: list[tuple[str, int, int]] = []  # open constituents: label, index in out, words then
+    used = 0
+    for token in target:
+        closed = bool(out) and not stack
+        if token == PLACEHOLDER:
+            if used == words or closed:
+                continue
+            if not stack:
+                stack.append((root, len(out), used))
+                out.append(f"({root}")
+            out.append(token)
+            used += 1
+        elif token.startswith("(") and len(token) > 1:
+            if used < words and not closed:
+                stack.append((token[1:], len(out), used))
+                out.append(token)
+        elif token.startswith(")") and len(token) > 1 and stack:
+            _close(out, stack, used)
+    if used < words and not stack:
+        if out:  # the root closed early: open it again
+            out.pop()
+            label = out[0][1:]
+            stack.append((label, 0, 0))
+        else:
+            stack.append((root, 0, 0))
+            out.append(f"({root}")
+    out += [PLACEHOLDER] * (words - used)
+    used = words
+    while stack:
+        _close(out, stack, used)
+    return out
+
+
+def _close(out: list[str], stack: list[tuple[str, int, int]], used: int) -> None:
+    """Close the innermost open constituent, or drop it when it holds no word."""
+    label, at, before = stack.pop()
+    if used > before:
+        out.append(f"){label}")
+    else:
+        del out[at:]  # (only empty constituents opened after it)

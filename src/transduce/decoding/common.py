@@ -4,12 +4,15 @@ decoding state is ``state.py``'s)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
+
+if TYPE_CHECKING:
+    from .brackets import BracketRules
 
 
 @dataclass
@@ -36,6 +39,8 @@ class SearchOptions:
         context around the search.
     compile: capture the fast step with ``torch.compile`` (``inference.captured.CapturedDecoder``).
     on_step: greedy and sampling call it with each step's new tokens ``(B,)`` (streaming output).
+    rules: a constraint on the outputs of a batch's sentences, in order (``brackets.BracketRules``:
+        linearized trees over each sentence's words).
     """
 
     prefix: Optional[Sequence[Sequence[int]]] = None
@@ -44,6 +49,7 @@ class SearchOptions:
     precision: str = "fp32"
     compile: bool = False
     on_step: Optional[Callable[[Tensor], None]] = None
+    rules: Optional["BracketRules"] = None
 
 
 def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:

@@ -11,6 +11,7 @@ from ..data.batching import budget_batches
 from ..data.dataset import pad_sequences
 from ..runtime import autocast, compile_choice
 from .beam import beam_search
+from .brackets import BracketRules
 from .common import Hypothesis, SearchOptions
 from .greedy import greedy_search, sample
 
@@ -34,13 +35,15 @@ def search_precision(precision: str) -> tuple[str, str]:
 
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
                   prefixes: Optional[Sequence[Sequence[int]]] = None, precision: str = "fp32",
-                  progress: bool = False, compile: str | bool = False) -> list[list[Hypothesis]]:
+                  progress: bool = False, compile: str | bool = False,
+                  rules: Optional[BracketRules] = None) -> list[list[Hypothesis]]:
     """Search for every source (token ids without eos); results in input order, n-best lists.
 
     Sources are sorted by length and cut into batches of ``decode.max_tokens`` source tokens and at
     most ``decode.max_sentences`` sentences. ``precision`` is fp32, bf16 or fp16 (autocast) or int8
     (quantized decoder step, CPU); ``compile`` is True/False or "auto"/"on"/"off"
-    (``runtime.compile_choice``).
+    (``runtime.compile_choice``). ``rules``: a constraint on every source's output, in order
+    (``brackets.BracketRules``).
     """
     from tqdm.auto import tqdm
 
@@ -57,7 +60,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
         for batch in batches:
             src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)
             options = SearchOptions(prefix=[prefixes[i] for i in batch] if prefixes else None, precision=engine,
-                                    compile=compiled)
+                                    compile=compiled, rules=rules.subset(batch) if rules is not None else None)
             with torch.inference_mode(), autocast(device, context):
                 out = search(model, src, decode, options, generator)
             for i, hyps in zip(batch, out):

@@ -70,6 +70,7 @@ class RunningSearch:
         self.K = self.beams.K
         self.state = decoding_state(model, self.K, options or SearchOptions(), joinable)
         self.banned = banned_tokens(self.config, self.device)
+        self.rules = (options or SearchOptions()).rules  # a constraint on a batch's outputs
         self.keys: list[Hashable] = []
         self.prefix: Optional[Tensor] = None  # (B, P) forced prefixes, -1 where none
         self.t = 0  # steps taken (a batch: every sentence's step)
@@ -100,6 +101,10 @@ class RunningSearch:
         max_len = max_lengths(self.model, src, self.decode)
         ends_from = self.t + int(max_len.min()) - 1
         self.ends_from = min(self.ends_from, ends_from) if self.keys else ends_from
+        if self.rules is not None:
+            if self.joinable or self.keys:
+                raise ValueError("a constraint on the outputs is for a batch, joined at once")
+            self.rules.start(self.K, self.device)
         self.beams.join(max_len)
         self.state.join(src, capacity=self.beams.width + 1 if self.joinable else int(max_len.max()))
         self.joined_at = self.t if not self.keys or self.joined_at == self.t else None
@@ -129,15 +134,21 @@ class RunningSearch:
             banned=self.banned,
             may_end=self.t >= self.ends_from,
         )  # (N, V)
+        if self.rules is not None:
+            self.rules.mask(logprobs, (beams.max_len - beams.steps).repeat_interleave(self.K))
         self.t += 1
         if self.walk:
             chosen, nxt = self._choose(logprobs)
             done = beams.advance_walk(nxt, chosen)
+            if self.rules is not None:
+                self.rules.advance(nxt)
             if self.on_tokens is not None:
                 self.on_tokens(self.keys, nxt)
         else:
             done, pick = beams.advance(logprobs)
             self.state.reorder(pick)
+            if self.rules is not None:
+                self.rules.advance(beams.last, pick)
         if not done.any():
             return []
         finished = [(self.keys[i], beams.finished(i)) for i in done.nonzero().squeeze(1).tolist()]
@@ -165,6 +176,9 @@ class RunningSearch:
         self.keys = [self.keys[i] for i in index]
         self.state.select(sentences)
         self.beams.keep(sentences)
+        if self.rules is not None:
+            K = self.K
+            self.rules.keep((sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1))
         if self.prefix is not None:
             self.prefix = self.prefix.index_select(0, sentences)
 

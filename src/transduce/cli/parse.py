@@ -1,0 +1,67 @@
+"""``transduce parse``: tokenized sentences in, constituency trees out, one per line, in input
+order, streamed as ``translate`` streams (``--output`` written atomically)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+
+from ..errors import TransduceError
+from .common import add_decode_options, announce, decode_config, model_inputs, number, set_threads, text_files
+from .translate import UTF8_ADVICE, _stdin_lines, windows
+
+
+def add_parser(sub) -> None:
+    from ..parser import PARSING
+
+    p = sub.add_parser("parse", help="parse tokenized sentences into constituency trees with a model trained on a "
+                                     "treebank (prepare --trees)",
+                       description="One sentence a line, its words split by spaces (tokenized as the treebank "
+                                   "is); one tree a line out, in Penn bracketing, each word under the placeholder "
+                                   "tag XX. The search is constrained: every output is a tree over exactly the "
+                                   "line's words. An empty line gives an empty line.")
+    p.add_argument("model", help="a run directory or checkpoint folder of a parser")
+    p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
+    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
+    p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
+                   help="parse at most this many lines at a time (sorted by length within the window)")
+    p.add_argument("--unconstrained", action="store_true",
+                   help="search without the constraint and repair each output into a tree (to measure what the "
+                        "constraint is worth)")
+    add_decode_options(p, defaults=PARSING)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..data.corpus import read_lines
+    from ..files import check_output_file, output_file
+    from ..parser import Parser
+
+    decode = decode_config(args)
+    if args.input is not None:
+        args.input = str(text_files({"--input": args.input})["--input"])
+    if args.output:
+        check_output_file(args.output, [p for p in (args.input, *model_inputs([args.model])) if p], "--output")
+    set_threads(args.threads)
+    announce([args.model])
+    parser = Parser.load(args.model, device=args.device, precision=args.precision, compile=args.compile)
+    interactive = args.input is None and sys.stdin.isatty()
+    if interactive:
+        print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)
+    lines = read_lines(args.input, advice=UTF8_ADVICE) if args.input is not None else _stdin_lines()
+    source = args.input or "stdin"
+    target = output_file(args.output, [p for p in (args.input, parser.translator.folder) if p]) \
+        if args.output else nullcontext(sys.stdout)
+    done = 0
+    with target as out:
+        for window in windows(lines, 1 if interactive else args.window):
+            try:
+                trees = parser.parse(window, decode, constrained=not args.unconstrained, first_line=done + 1)
+            except TransduceError as error:
+                raise TransduceError(f"{source}: {error}") from None
+            out.write("".join(t + "\n" for t in trees))
+            out.flush()
+            done += len(window)
+    if args.output:
+        print(f"wrote {done:,} trees to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,91 @@
+"""Parsing sentences into constituency trees with a model trained on a treebank (``transduce
+prepare --trees``): the sentence's words in, a tree in Penn bracketing out, its preterminals the
+placeholder ``XX`` over the input's own words.
+
+By default the search is constrained (``decoding.BracketRules``): every output is a tree with one
+leaf per input word by construction. ``constrained=False`` searches freely and repairs what comes
+out (``data.trees.repair``), to measure what the constraint is worth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .config import DecodeConfig
+from .data.trees import PLACEHOLDER, TreeError, delinearize, repair
+from .decoding import BracketRules, BracketVocabulary, translate_ids
+from .errors import TransduceError
+from .runtime import compile_choice
+from .translator import Translator, search_settings
+
+__all__ = ["Parser", "PARSING"]
+
+# The paper's search for parsing (section 6.3): beam 21, alpha 0.3, output up to input + 300.
+PARSING = {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
+
+
+class Parser:
+    """A parser: a translator whose target vocabulary is a treebank's brackets."""
+
+    def __init__(self, translator: Translator) -> None:
+        self.translator = translator
+        tokenizer, config = translator.tokenizer, translator.model.config
+        pieces = tokenizer.tgt_pieces(list(range(config.target_vocab_size)))
+        try:
+            self.vocabulary = BracketVocabulary(pieces, config.eos_id)
+        except ValueError:
+            raise TransduceError(f"{translator.folder}: its target vocabulary has no brackets and no "
+                                 f"{PLACEHOLDER}; it is a translation model, not a parser (train one on data "
+                                 "from `transduce prepare --trees`)") from None
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
+             compile: str | bool = "auto") -> "Parser":
+        """A run directory or checkpoint folder, as ``Translator.load`` takes it."""
+        return cls(Translator.load(path, device, precision, compile))
+
+    def parse(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, constrained: bool = True,
+              progress: bool = False, first_line: int = 1, **options) -> list[str]:
+        """Each line's tree in one line of Penn bracketing (``( (S (XX The) ...) )``), in order;
+        an empty line gives an empty string. A line holds one tokenized sentence, its words split
+        by spaces. Search options as ``Translator.translate``'s, by default ``PARSING``'s."""
+        decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
+        if decode.sampling or decode.nbest > 1 or decode.min_len:
+            raise TransduceError("parsing searches for the best tree: sampling, --nbest and --min-len do not apply")
+        translator = self.translator
+        lines = list(lines)
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        words = [lines[i].split() for i in todo]
+        numbers = [first_line + i for i in todo]
+        sources = translator.encode([" ".join(w) for w in words], strict=True, numbers=numbers)
+        self._check_room(sources, words, decode, numbers)
+        rules = BracketRules(self.vocabulary, [len(w) for w in words]) if constrained else None
+        compiled = compile_choice(translator.compile, translator.device, translator.precision)
+        translator.prepare_compile(compiled)
+        hyps = translate_ids(translator.model, sources, replace(decode, nbest=1), None, translator.precision,
+                             progress, compiled, rules=rules)
+        trees = [""] * len(lines)
+        for i, w, h, number in zip(todo, words, hyps, numbers):
+            target = [p.lstrip("\u2581") for p in translator.tokenizer.tgt_pieces(h[0].tokens)] if h else []
+            if not constrained:
+                target = repair(target, len(w))
+            try:
+                trees[i] = str(delinearize(target, w))
+            except TreeError as error:  # (a constrained search never gets here: a bug if it does)
+                raise RuntimeError(f"input line {number}: the search gave no tree: {error}") from None
+        return trees
+
+    def _check_room(self, sources: Sequence[Sequence[int]], words: Sequence[Sequence[str]], decode: DecodeConfig,
+                    numbers: Sequence[int]) -> None:
+        """Refuse a sentence whose tree cannot fit the output the search allows it."""
+        positions = self.translator.model.config.max_positions
+        for ids, w, number in zip(sources, words, numbers):
+            allowed = min(int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b), positions)
+            need = BracketRules.shortest(len(w))
+            if need > allowed:
+                raise TransduceError(f"input line {number}: a tree over its {len(w)} words needs at least {need} "
+                                     f"output tokens, and at most {allowed} are allowed (--max-len-a x source "
+                                     f"length + --max-len-b, capped by the model's max_positions {positions}); "
+                                     "split the sentence or raise --max-len-b")
