@@ -17,6 +17,8 @@ from transduce.data.trees import (
     linearize,
     parse_trees,
     read_trees,
+    repair,
+    tree_pairs,
 )
 from transduce.errors import TransduceError
 
@@ -143,3 +145,43 @@ def test_a_file_that_is_not_a_treebank_names_the_file_and_line(tmp_path):
         read_trees(bad)
     with pytest.raises(TransduceError, match="missing.trees: no such file"):
         read_trees(tmp_path / "missing.trees")
+
+
+def test_a_tree_deeper_than_pythons_stack_reads_writes_and_linearizes():
+    """A right-branching tree of 3,000 words: no traversal recurses."""
+    n = 3000
+    text = "( " + "".join(f"(S (NN w{i}) " for i in range(n - 1)) + f"(NN w{n - 1})" + ")" * (n - 1) + " )"
+    tree = next(parse_trees(text))[1]
+    assert str(tree) == text
+    cleaned = clean(tree)
+    words, target = linearize(cleaned)
+    assert len(words) == n and len(target) == 3 * (n - 1) + 1
+    assert str(delinearize(target, words)) == text.replace("(NN", f"({PLACEHOLDER}")
+
+
+@pytest.mark.parametrize(
+    "target,words,repaired",
+    [
+        ("(S (NP XX XX )NP )S", 2, "(S (NP XX XX )NP )S"),  # a tree stays as it is
+        ("(S (NP XX XX XX )VP )S XX", 2, "(S (NP XX XX )NP )S"),  # extra words, a wrong label
+        ("(NP )NP XX", 3, "(S XX XX XX )S"),  # an empty constituent, words outside any
+        ("", 2, "(S XX XX )S"),  # nothing at all
+        ("(S (NP XX )NP )S (VP XX )VP", 3, "(S (NP XX )NP XX XX )S"),  # a second root
+        ("(S (VP XX (NP XX", 3, "(S (VP XX (NP XX XX )NP )VP )S"),  # unclosed, a word short
+        ("(S <unk> XX XX )S", 2, "(S XX XX )S"),  # a token that is no bracket
+    ],
+)
+def test_repair_turns_any_sequence_into_a_tree_over_the_words(target, words, repaired):
+    out = repair(target.split(), words)
+    assert " ".join(out) == repaired
+    delinearize(out, ["w"] * words)
+
+
+def test_a_treebank_reads_as_parallel_text(tmp_path):
+    path = tmp_path / "t.trees"
+    path.write_text("( (S (NP-SBJ (-NONE- *)) (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .)) )\n"
+                    "(TOP (NP (NN Abstract)))\n", encoding="utf-8")
+    assert list(tree_pairs(path)) == [
+        ("The dog barks .", "(S (NP XX XX )NP (VP XX )VP XX )S"),
+        ("Abstract", "(NP XX )NP"),  # a root labeled TOP is the root
+    ]

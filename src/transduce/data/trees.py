@@ -11,8 +11,9 @@ and each preterminal (the part-of-speech tag and its word) replaced by one place
     target: (S (NP XX XX )NP (VP XX )VP XX )S
 
 Closing labels make the target longer but let a reader (and a constrained search) check each
-bracket against the one it closes. The treebank's outer bracket without a label is the root; its
-children are linearized one after the other (almost always one).
+bracket against the one it closes. The treebank's outer bracket without a label (or labeled
+``TOP`` or ``ROOT``) is the root; its children are linearized one after the other (almost always
+one).
 
 Cleaning (``clean``), as parsing evaluation does: empty elements (``-NONE-``) and the
 constituents left without words by their removal go; function tags and coindexation go
@@ -29,6 +30,7 @@ from ..errors import TransduceError
 from .corpus import read_lines
 
 PLACEHOLDER = "XX"
+ROOTS = ("", "TOP", "ROOT")  # the labels of a root above the sentence's own top constituent
 
 
 @dataclass
@@ -191,8 +193,8 @@ def linearize(tree: Tree) -> tuple[list[str], list[str]]:
     docstring."""
     target: list[str] = []
     for kind, node in walk(tree):
-        if kind == "word" or node is tree and not tree.label:
-            continue  # (the root without a label is no bracket of the target)
+        if kind == "word" or node is tree and tree.label in ROOTS:
+            continue  # (the root is no bracket of the target)
         if node.preterminal:
             if kind == "open":
                 target.append(PLACEHOLDER)

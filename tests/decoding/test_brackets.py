@@ -1,0 +1,78 @@
+"""``decoding/brackets.py``: a search constrained by ``BracketRules`` ends with a tree over exactly
+its sentence's words, whatever the model says (random, untrained, sharpened models), with the
+room the search allows it as tight as a tree can be."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transduce import Transformer
+from transduce.config import DecodeConfig
+from transduce.data.trees import delinearize
+from transduce.decoding import BracketRules, BracketVocabulary, translate_ids
+
+from ..conftest import tiny_config
+
+# a parser's target vocabulary as SentencePiece gives it, with a piece that is no bracket and a
+# label that never closes
+PIECES = ["<pad>", "<s>", "</s>", "<unk>", "\u2581XX", "\u2581(S", "\u2581)S", "\u2581(NP", "\u2581)NP",
+          "\u2581(VP", "\u2581)VP", "\u2581(X", "\u2581junk"]
+
+
+def parser_model(seed: int, sharpen: float, device) -> Transformer:
+    torch.manual_seed(seed)
+    model = Transformer(tiny_config(tgt_vocab_size=len(PIECES), tying="decoder", max_positions=128))
+    with torch.no_grad():  # a peaked, arbitrary distribution: the model's own preferences are wild
+        for p in model.parameters():
+            p.mul_(sharpen)
+    return model.to(device).eval()
+
+
+def tokens(ids: list[int]) -> list[str]:
+    return [PIECES[i].lstrip("\u2581") for i in ids]
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.parametrize("seed,sharpen", [(1, 1.0), (2, 3.0), (3, 8.0)])
+def test_every_output_is_a_tree_over_its_words(beam, seed, sharpen, device):
+    model = parser_model(seed, sharpen, device)
+    g = torch.Generator().manual_seed(seed)
+    words = [int(n) for n in torch.randint(1, 12, (9,), generator=g)]
+    sources = [torch.randint(4, 40, (n,), generator=g).tolist() for n in words]
+    vocabulary = BracketVocabulary(PIECES, model.config.eos_id)
+    # room: source length + eos + 2 = words + 3, the shortest tree's length with eos: no slack
+    decode = DecodeConfig(beam=beam, nbest=beam, max_len_a=1.0, max_len_b=2, alpha=0.6)
+    results = translate_ids(model, sources, decode, rules=BracketRules(vocabulary, words))
+    for n, hyps in zip(words, results):
+        assert hyps
+        for h in hyps:
+            tree = delinearize(tokens(h.tokens), ["w"] * n)  # raises unless a tree over n words
+            assert len(tree.children) == 1 and tree.children[0].label != "X"
+    # with room to spare the outputs are trees too, and the search uses the room
+    roomy = DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=12)
+    results = translate_ids(model, sources, roomy, rules=BracketRules(vocabulary, words))
+    for n, hyps in zip(words, results):
+        delinearize(tokens(hyps[0].tokens), ["w"] * n)
+
+
+def test_the_rules_allow_exactly_the_continuations_of_a_tree():
+    vocabulary = BracketVocabulary(PIECES, 2)
+    rules = BracketRules(vocabulary, [2])
+    rules.start(1, torch.device("cpu"))
+    prefix = "(S (NP XX )NP".split()
+    for token in prefix:
+        rules.advance(torch.tensor([PIECES.index("\u2581" + token)]))
+    allowed = rules.mask(torch.zeros(1, len(PIECES)), torch.tensor([10]))
+    assert set(tokens(allowed[0].isfinite().nonzero().squeeze(1).tolist())) == {"XX", "(S", "(NP", "(VP"}
+    # one word left, three tokens of room: only the word, then )S, then eos
+    allowed = rules.mask(torch.zeros(1, len(PIECES)), torch.tensor([3]))
+    assert tokens(allowed[0].isfinite().nonzero().squeeze(1).tolist()) == ["XX"]
+    rules.advance(torch.tensor([PIECES.index("\u2581XX")]))
+    allowed = rules.mask(torch.zeros(1, len(PIECES)), torch.tensor([2]))
+    assert tokens(allowed[0].isfinite().nonzero().squeeze(1).tolist()) == [")S"]
+
+
+def test_a_vocabulary_without_brackets_is_refused():
+    with pytest.raises(ValueError, match="not a parser"):
+        BracketVocabulary(["<pad>", "<s>", "</s>", "<unk>", "\u2581the", "\u2581dog"], 2)
