@@ -7,15 +7,17 @@
 # training in all (default 55). Chosen on the first 500 development sentences: the weights (the
 # last checkpoint or the average of the last 3) and the length penalty; the test set is parsed
 # once, with the choice, and scored beside two baselines that need no model. BEAM: 4 by default
-# (the paper's 21 takes five times as long on a CPU).
+# (the paper's 21 takes five times as long on a CPU). semi.sh runs it again with TRAIN (another
+# training treebank), DATA and RUN set.
 set -euo pipefail
 CRAFT=${1:-../shared/data/craft}
 MINUTES=${2:-55}
 BEAM=${3:-4}
-DATA=data/craft
-RUN=runs/craft-small
+TRAIN=${TRAIN:-$CRAFT/train}
+DATA=${DATA:-data/craft}
+RUN=${RUN:-runs/craft-small}
 OUT=$RUN/eval
-transduce prepare --trees --train-prefix "$CRAFT/train" --valid-prefix "$CRAFT/dev" --test-prefix "$CRAFT/test" \
+transduce prepare --trees --train-prefix "$TRAIN" --valid-prefix "$CRAFT/dev" --test-prefix "$CRAFT/test" \
   --vocab-size 4000 --max-len 400 --out "$DATA"
 RESUME=""
 [ -f "$RUN/config.json" ] && RESUME="--resume"

@@ -15,9 +15,13 @@ def __getattr__(name: str):
         from .translator import Translator
 
         return Translator
+    if name == "Parser":
+        from .parser import Parser
+
+        return Parser
     raise AttributeError(f"module 'transduce' has no attribute {name!r}")
 
-__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "Translator", "load", "load_lm",
+__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "Translator", "Parser", "load", "load_lm",
            "__version__"]
 
 

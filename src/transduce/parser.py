@@ -51,6 +51,13 @@ class Parser:
         """Each line's tree in one line of Penn bracketing (``( (S (XX The) ...) )``), in order;
         an empty line gives an empty string. A line holds one tokenized sentence, its words split
         by spaces. Search options as ``Translator.translate``'s, by default ``PARSING``'s."""
+        return [tree for tree, _ in self.parse_scored(lines, decode, constrained, progress, first_line, **options)]
+
+    def parse_scored(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, constrained: bool = True,
+                     progress: bool = False, first_line: int = 1, **options) -> list[tuple[str, float]]:
+        """``parse``'s trees, each with the score search ranked it by (the length-normalized
+        log-probability under beam search, the log-probability under greedy search): a measure of
+        the parser's confidence. An empty line gives ``("", 0.0)``."""
         decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
         if decode.sampling or decode.nbest > 1 or decode.min_len:
             raise TransduceError("parsing searches for the best tree: sampling, --nbest and --min-len do not apply")
@@ -66,13 +73,13 @@ class Parser:
         translator.prepare_compile(compiled)
         hyps = translate_ids(translator.model, sources, replace(decode, nbest=1), None, translator.precision,
                              progress, compiled, rules=rules)
-        trees = [""] * len(lines)
+        trees = [("", 0.0)] * len(lines)
         for i, w, h, number in zip(todo, words, hyps, numbers):
             target = [p.lstrip("\u2581") for p in translator.tokenizer.tgt_pieces(h[0].tokens)] if h else []
             if not constrained:
                 target = repair(target, len(w))
             try:
-                trees[i] = str(delinearize(target, w))
+                trees[i] = (str(delinearize(target, w)), h[0].score)
             except TreeError as error:  # (a constrained search never gets here: a bug if it does)
                 raise RuntimeError(f"input line {number}: the search gave no tree: {error}") from None
         return trees

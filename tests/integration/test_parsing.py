@@ -59,6 +59,10 @@ def test_parse_writes_a_tree_over_each_lines_words_and_parseval_scores_it(parser
             assert words_of(line) == sentence.split() and line.startswith("( (")
     piped = cli("parse", str(root / "run"), "--beam", "3", "--max-len-b", "20", input="\n".join(sentences) + "\n")
     assert piped.stdout == out.read_text()
+    scored = cli("parse", str(root / "run"), "--scores", "--beam", "3", "--max-len-b", "20",
+                 input="\n".join(sentences) + "\n").stdout.split("\n")
+    score, tree = scored[0].split("\t")
+    assert float(score) < 0 and tree == lines[0] and scored[1] == ""
     free = cli("parse", str(root / "run"), "--unconstrained", "--beam", "3", "--max-len-b", "20", "--max-len-b", "20", input=sentences[0] + "\n")
     assert words_of(free.stdout) == sentences[0].split()
     # the gold trees of the development split, parsed and scored

@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
     p.add_argument("--unconstrained", action="store_true",
                    help="search without the constraint and repair each output into a tree (to measure what the "
                         "constraint is worth)")
+    p.add_argument("--scores", action="store_true",
+                   help="write each tree after its score and a tab (the length-normalized log-probability: "
+                        "the parser's confidence)")
     add_decode_options(p, defaults=PARSING)
     p.set_defaults(run=run)
 
@@ -56,10 +59,12 @@ def run(args) -> int:
     with target as out:
         for window in windows(lines, 1 if interactive else args.window):
             try:
-                trees = parser.parse(window, decode, constrained=not args.unconstrained, first_line=done + 1)
+                trees = parser.parse_scored(window, decode, constrained=not args.unconstrained,
+                                            first_line=done + 1)
             except TransduceError as error:
                 raise TransduceError(f"{source}: {error}") from None
-            out.write("".join(t + "\n" for t in trees))
+            out.write("".join((f"{score:.4f}\t{tree}" if args.scores and tree else tree) + "\n"
+                              for tree, score in trees))
             out.flush()
             done += len(window)
     if args.output:
