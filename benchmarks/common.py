@@ -29,7 +29,12 @@ def measure(fn: Callable[[], float | None], trials: int, warmup: int = 2) -> dic
         count = fn()
         times.append(time.perf_counter() - start)
         work.append(count)
-    out = {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "trials": trials}
+    out = {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "trials": trials,
+    }
     if work[0] is not None:
         rates = sorted(w / t for w, t in zip(work, times))
         out.update(rate_median=statistics.median(rates), rate_min=rates[0], rate_max=rates[-1])
@@ -44,8 +49,13 @@ def gemm_peak(dtype: torch.dtype, n: int = 2048, trials: int = 5) -> float:
 
 
 def machine() -> dict:
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "torch": torch.__version__, "threads": torch.get_num_threads(), "python": platform.python_version()}
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+    }
 
 
 def table(rows: list[dict], columns: list[str]) -> str:

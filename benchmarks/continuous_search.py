@@ -1,7 +1,7 @@
 """The search behind continuous batching, without the server: batches against a running search.
 
-    python benchmarks/continuous_search.py --run runs/multi30k-small [--sentences 400] [--in-flight 8 16 64]
-                                           [--beam 4] [--device cpu|cuda] [--threads 2] [--source FILE]
+    python benchmarks/continuous_search.py --run runs/multi30k-small [--sentences 400] [--in-flight
+8 16 64] [--beam 4] [--device cpu|cuda] [--threads 2] [--source FILE]
 
 Sentences of Multi30k's test_2016_flickr (English side, ``../shared/data``) are translated two ways,
 side by side, for each number K of sentences in flight: ``batches``, K at a time in their order,
@@ -39,8 +39,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="a trained run (e.g. runs/multi30k-small)")
-    parser.add_argument("--source", help="a text file of source sentences, one a line (default: Multi30k's "
-                                         "test_2016_flickr English side)")
+    parser.add_argument("--source", help="a text file of source sentences, one a line (default: "
+                                         "Multi30k's test_2016_flickr English side)")
     parser.add_argument("--sentences", type=int, default=400)
     parser.add_argument("--in-flight", type=int, nargs="+", default=[8, 16, 64])
     parser.add_argument("--beam", type=int, default=4)
@@ -50,8 +50,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     path = Path(args.source) if args.source else MULTI30K / "test_2016_flickr.en.gz"
     if not path.is_file():
-        sys.exit(f"continuous_search.py: {path} is missing (Multi30k is read from ../shared/data; --source FILE "
-                 "reads other sentences)")
+        sys.exit(f"continuous_search.py: {path} is missing (Multi30k is read from ../shared/data; "
+                 "--source FILE reads other sentences)")
     translator = load(args.run, device=args.device)
     model = translator.model
     sources = translator.encode([line.strip() for line in read_lines(path)][: args.sentences])
@@ -84,17 +84,47 @@ def main() -> None:
         run_seconds = time.perf_counter() - start
         steps, run_rows = counter.take()
         same = sum([h.tokens for h in a] == [h.tokens for h in b] for a, b in zip(batched, out))
-        rows.append({"in_flight": k, "batches_sent_per_s": round(len(sources) / batch_seconds, 1),
-                     "running_sent_per_s": round(len(sources) / run_seconds, 1), "batch_steps": batch_steps,
-                     "running_steps": steps, "batch_rows": batch_rows, "running_rows": run_rows,
-                     "ratio": round(batch_seconds / run_seconds, 2), "same_outputs": f"{same}/{len(sources)}"})
+        rows.append(
+            {
+                "in_flight": k,
+                "batches_sent_per_s": round(len(sources) / batch_seconds, 1),
+                "running_sent_per_s": round(len(sources) / run_seconds, 1),
+                "batch_steps": batch_steps,
+                "running_steps": steps,
+                "batch_rows": batch_rows,
+                "running_rows": run_rows,
+                "ratio": round(batch_seconds / run_seconds, 2),
+                "same_outputs": f"{same}/{len(sources)}",
+            }
+        )
         print(f"  {rows[-1]}", file=sys.stderr, flush=True)
     counter.close()
-    print(table(rows, ["in_flight", "batches_sent_per_s", "running_sent_per_s", "batch_steps", "running_steps",
-                       "batch_rows", "running_rows", "ratio", "same_outputs"]))
-    payload = {"machine": machine(), "run": args.run, "source": str(path), "device": str(translator.device),
-               "beam": args.beam,
-               "threads": args.threads, "sentences": len(sources), "rows": rows}
+    print(
+        table(
+            rows,
+            [
+                "in_flight",
+                "batches_sent_per_s",
+                "running_sent_per_s",
+                "batch_steps",
+                "running_steps",
+                "batch_rows",
+                "running_rows",
+                "ratio",
+                "same_outputs",
+            ],
+        )
+    )
+    payload = {
+        "machine": machine(),
+        "run": args.run,
+        "source": str(path),
+        "device": str(translator.device),
+        "beam": args.beam,
+        "threads": args.threads,
+        "sentences": len(sources),
+        "rows": rows,
+    }
     print(f"wrote {save('continuous_search', payload)}", file=sys.stderr)
 
 

@@ -1,11 +1,10 @@
 """The decode step's products on this machine: microseconds per call of each float layout a
-``TunedLinear`` chooses between (``rows``, ``columns``, ``blocks``), of ``F.linear`` on the model's own
-layout (``linear``: what ``TunedLinear.plain`` gives a GPU; on the CPU the captured step uses ``rows``), of
-its bf16 copy, and of the int8
-kernels an ``Int8Linear`` chooses between (fbgemm, oneDNN), for the decoder shapes of the small
-and base presets at 1, 4, 16 and 32 rows. This is what ``TunedLinear`` and ``Int8Linear`` measure for
-themselves the first time they see a row count (``inference/tuned_linear.py``), and what ``BF16_MIN_MACS`` was
-set from.
+``TunedLinear`` chooses between (``rows``, ``columns``, ``blocks``), of ``F.linear`` on the model's
+own layout (``linear``: what ``TunedLinear.plain`` gives a GPU; on the CPU the captured step uses
+``rows``), of its bf16 copy, and of the int8 kernels an ``Int8Linear`` chooses between (fbgemm,
+oneDNN), for the decoder shapes of the small and base presets at 1, 4, 16 and 32 rows. This is what
+``TunedLinear`` and ``Int8Linear`` measure for themselves the first time they see a row count
+(``inference/tuned_linear.py``), and what ``BF16_MIN_MACS`` was set from.
 
     python benchmarks/dense_layouts.py [--threads 2] [--calls 200]
 
@@ -26,14 +25,24 @@ from common import machine, measure, save, table  # noqa: E402
 from transduce.inference.int8 import Int8Linear  # noqa: E402
 from transduce.inference.tuned_linear import TunedLinear  # noqa: E402
 
-SHAPES = [(8000, 256), (768, 256), (256, 256), (1024, 256), (256, 1024), (32000, 512), (512, 512), (2048, 512),
-          (512, 2048)]
+SHAPES = [
+    (8000, 256),
+    (768, 256),
+    (256, 256),
+    (1024, 256),
+    (256, 1024),
+    (32000, 512),
+    (512, 512),
+    (2048, 512),
+    (512, 2048),
+]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--calls", type=int, default=200, help="calls timed per cell (median of 3 trials)")
+    parser.add_argument("--calls", type=int, default=200, help="calls timed per cell (median of 3 "
+                                                               "trials)")
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 32])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -53,7 +62,9 @@ def main() -> None:
                 def call(layout=layout):
                     for _ in range(args.calls):
                         if layout == "bf16":
-                            torch.nn.functional.linear(x.to(torch.bfloat16), dense.low, dense.low_bias).float()
+                            torch.nn.functional.linear(
+                                x.to(torch.bfloat16), dense.low, dense.low_bias
+                            ).float()
                         elif layout in int8.packs:
                             torch.ops.quantized.linear_dynamic(x, int8.packs[layout], True)
                         else:
@@ -66,8 +77,24 @@ def main() -> None:
                              **{f"{k} us": f"{v:.1f}" for k, v in cells.items()},
                              "fastest fp32": min(fp32, key=fp32.get),
                              "multiply-adds": f"{rows * out * inp / 1e6:.1f}M"})
-    print(table(rows_out, ["weight (out x in)", "rows", "rows us", "columns us", "blocks us", "linear us", "bf16 us",
-                           "fbgemm us", "onednn us", "fastest fp32", "multiply-adds"]))
+    print(
+        table(
+            rows_out,
+            [
+                "weight (out x in)",
+                "rows",
+                "rows us",
+                "columns us",
+                "blocks us",
+                "linear us",
+                "bf16 us",
+                "fbgemm us",
+                "onednn us",
+                "fastest fp32",
+                "multiply-adds",
+            ],
+        )
+    )
     print(f"\n({machine()})")
     save("dense_layouts", {**raw, "machine": machine()})
 

@@ -30,7 +30,10 @@ from transduce.training import label_smoothed_nll  # noqa: E402
 
 def device_peak(device: torch.device, dtype: torch.dtype, n: int = 8192) -> float:
     """Measured matmul TFLOP/s at n x n x n on ``device``."""
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    a, b = (
+        torch.randn(n, n, device=device, dtype=dtype),
+        torch.randn(n, n, device=device, dtype=dtype),
+    )
     for _ in range(3):
         a @ b
     torch.cuda.synchronize(device)
@@ -92,8 +95,13 @@ def translate_throughput(device, beam: int, batch_size: int, preset: str) -> dic
     torch.manual_seed(0)
     model = Transformer(ModelConfig.preset(preset, vocab_size=8000)).to(device).eval()
     src = random_batch(batch_size, 20, 8000, device).src
-    decode = DecodeConfig(beam=beam, max_len_a=0, max_len_b=30)  # random weights: fixed-length outputs
-    search = (lambda: greedy_search(model, src, decode)) if beam == 1 else (lambda: beam_search(model, src, decode))
+    # random weights: fixed-length outputs
+    decode = DecodeConfig(beam=beam, max_len_a=0, max_len_b=30)
+    search = (
+        (lambda: greedy_search(model, src, decode))
+        if beam == 1
+        else (lambda: beam_search(model, src, decode))
+    )
     search()
     torch.cuda.synchronize(device)
     start, reps = time.perf_counter(), 5
@@ -110,18 +118,28 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device)
-    peaks = {p: device_peak(device, d) for p, d in (("bf16", torch.bfloat16), ("fp16", torch.float16))}
+    peaks = {
+        p: device_peak(device, d) for p, d in (("bf16", torch.bfloat16), ("fp16", torch.float16))
+    }
     rows = []
     for precision in ("bf16", "fp16"):
         r = train_throughput(device, precision, args.steps)
         rows.append({"what": f"train base, {precision}, 25k-token batches",
-                     "result": f"{r['tokens_per_s']:,.0f} target tokens/s ({r['step_ms']:.0f} ms/step)",
-                     "MFU": f"{r['tflops'] / peaks[precision]:.0%} of {peaks[precision]:.0f} TFLOP/s measured",
+                     "result": f"{r['tokens_per_s']:,.0f} target tokens/s ({r['step_ms']:.0f} "
+                               "ms/step)",
+                     "MFU": f"{r['tflops'] / peaks[precision]:.0%} of {peaks[precision]:.0f} "
+                            "TFLOP/s measured",
                      **r})
         print(rows[-1]["what"], rows[-1]["result"], rows[-1]["MFU"], flush=True)
-    for preset, beam, batch_size in (("small", 1, 1), ("small", 4, 1), ("base", 4, 32), ("base", 1, 32)):
+    for preset, beam, batch_size in (
+        ("small", 1, 1),
+        ("small", 4, 1),
+        ("base", 4, 32),
+        ("base", 1, 32),
+    ):
         r = translate_throughput(device, beam, batch_size, preset)
-        rows.append({"what": f"translate {preset}, beam {beam}, batch {batch_size} (fp32, 30 tokens)",
+        rows.append({"what": f"translate {preset}, beam {beam}, batch {batch_size} (fp32, 30 "
+                             "tokens)",
                      "result": f"{r['sentences_per_s']:,.1f} sentences/s", "MFU": "", **r})
         print(rows[-1]["what"], rows[-1]["result"], flush=True)
     print(f"\n{name}, torch {torch.__version__}")

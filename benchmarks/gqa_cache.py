@@ -4,10 +4,10 @@ base shape (6 decoder layers, 8 heads of 64) with n_kv_heads 8 (the paper), 2 (g
 
     python benchmarks/gqa_cache.py [--batch 8] [--beam 4] [--steps 64] [--threads 2]
 
-Random weights (the cache's size and the step's cost do not depend on training); each model
-decodes the same random tokens through ``Transformer.decode``. Bytes are what the cache's tensors
-hold after the last step (``DecoderCache.nbytes``, the positions kept); times are medians of 3
-trials of the whole decode, all models in this one process. Prints a markdown table and writes
+Random weights (the cache's size and the step's cost do not depend on training); each model decodes
+the same random tokens through ``Transformer.decode``. Bytes are what the cache's tensors hold after
+the last step (``DecoderCache.nbytes``, the positions kept); times are medians of 3 trials of the
+whole decode, all models in this one process. Prints a markdown table and writes
 benchmarks/results/gqa_cache.json.
 """
 
@@ -45,7 +45,9 @@ def main() -> None:
 
         def decode():
             with torch.inference_mode():
-                cache = model.start_decoding(src, model.encode(src), beam=args.beam, capacity=args.steps)
+                cache = model.start_decoding(
+                    src, model.encode(src), beam=args.beam, capacity=args.steps
+                )
                 for t in range(args.steps):
                     model.decode(tokens[:, t : t + 1], cache)
             held["bytes"] = cache.nbytes()
@@ -55,10 +57,12 @@ def main() -> None:
         kept = min(args.steps, model.config.attention_window or args.steps)
         per_position = held["bytes"] / (args.batch * args.beam) / kept / 1024
         rows.append({"key/value heads": label, "parameters": f"{model.num_parameters()['total']:,}",
-                     "cache bytes": f"{held['bytes']:,}", "per position and hypothesis": f"{per_position:.1f} KiB",
+                     "cache bytes": f"{held['bytes']:,}", "per position and "
+                                                          "hypothesis": f"{per_position:.1f} KiB",
                      "ms per step": f"{1000 / timing['rate_median']:.1f}"})
     columns = list(rows[0])
-    print(f"base shape, batch {args.batch} x beam {args.beam}, {args.steps} positions, {args.threads} threads")
+    print(f"base shape, batch {args.batch} x beam {args.beam}, {args.steps} positions, "
+          f"{args.threads} threads")
     print(table(rows, columns))
     save("gqa_cache", {"machine": machine(), "args": vars(args), "rows": rows})
 

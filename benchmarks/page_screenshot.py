@@ -22,8 +22,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--text", default="A man in a blue shirt is riding a bicycle down the street.")
-    parser.add_argument("--hover", type=int, default=2, help="the target piece to hover (0 is the first)")
+    parser.add_argument("--text", default="A man in a blue shirt is riding a bicycle down the "
+                                          "street.")
+    parser.add_argument("--hover", type=int, default=2, help="the target piece to hover (0 is the "
+                                                             "first)")
     parser.add_argument("--size", default="1280,1150", help="the window in pixels, WIDTH,HEIGHT")
     args = parser.parse_args()
 
@@ -34,15 +36,26 @@ def main() -> None:
     from selenium.webdriver.support import expected_conditions as ready
     from selenium.webdriver.support.ui import WebDriverWait
 
-    server = subprocess.Popen([sys.executable, "-m", "transduce", "serve", args.run, "--port", "0",
-                               "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "transduce", "serve", args.run, "--port", "0", "--no-access-log"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = next(line.split()[1] for line in server.stderr if line.startswith("open http://"))
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={args.size}",
-                 "--hide-scrollbars"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        f"--window-size={args.size}",
+        "--hide-scrollbars",
+    ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
+    driver = webdriver.Chrome(
+        service=Service(executable_path=shutil.which("chromedriver")), options=options
+    )
     try:
         wait = WebDriverWait(driver, 120)
         driver.get(url)

@@ -1,20 +1,21 @@
-"""transduce against its peers on identical weights: Hugging Face MarianMTModel, torch.nn.Transformer
+"""transduce against its peers on identical weights: Hugging Face MarianMTModel,
+torch.nn.Transformer
 (training) and CTranslate2 (inference), each system in a process of its own, one after another.
 
     python benchmarks/peers.py train     [--quick] [--shapes small base]
     python benchmarks/peers.py inference [--quick] [--shapes small base]
     python benchmarks/peers.py scaling   [--quick]
-    python benchmarks/peers.py real      --run RUN   (a trained Multi30k run: beam 4 on test_2016_flickr)
+    python benchmarks/peers.py real --run RUN (a trained Multi30k run: beam 4 on test_2016_flickr)
 
 The weights are a random-init MarianMTModel (vocabulary 8,000) saved once, imported into transduce
 (``import-hf``) and exported to CTranslate2 from there. Batches are Multi30k's (``../shared/data``),
 cut at the same token budget for every system. transduce runs as ``transduce`` (fp32, the eager fast
 step), ``transduce_compiled`` (the captured step), ``transduce_int8`` and, where the CPU multiplies
-bf16 natively, ``transduce_bf16``; CTranslate2 as float32 and int8. Every figure is the median of at least 3 trials
-(min-max beside it). CTranslate2 runs at 1 and 2 threads and the better is reported; the PyTorch
-systems run at 2 threads, their best here (``--all-threads`` tries 1 as well). Prints markdown tables with the
-ratios and writes ``benchmarks/results/peers_<what>.json``. Needs the dev extra (transformers,
-ctranslate2).
+bf16 natively, ``transduce_bf16``; CTranslate2 as float32 and int8. Every figure is the median of at
+least 3 trials (min-max beside it). CTranslate2 runs at 1 and 2 threads and the better is reported;
+the PyTorch systems run at 2 threads, their best here (``--all-threads`` tries 1 as well). Prints
+markdown tables with the ratios and writes ``benchmarks/results/peers_<what>.json``. Needs the dev
+extra (transformers, ctranslate2).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import MULTI30K, machine, measure, save, table  # noqa: E402
 
-SHAPES = {"small": dict(d_model=256, layers=3, heads=4, ffn=1024), "base": dict(d_model=512, layers=6, heads=8, ffn=2048)}
+SHAPES = {
+    "small": dict(d_model=256, layers=3, heads=4, ffn=1024),
+    "base": dict(d_model=512, layers=6, heads=8, ffn=2048),
+}
 VOCAB = 8000
 
 
@@ -52,11 +56,24 @@ def make_models(root: Path, shape: str) -> dict:
                 "ct2_int8": folder / "ct2_int8"}
     s = SHAPES[shape]
     config = transformers.MarianConfig(
-        vocab_size=VOCAB, decoder_vocab_size=VOCAB, d_model=s["d_model"], encoder_layers=s["layers"],
-        decoder_layers=s["layers"], encoder_attention_heads=s["heads"], decoder_attention_heads=s["heads"],
-        encoder_ffn_dim=s["ffn"], decoder_ffn_dim=s["ffn"], max_position_embeddings=512, activation_function="relu",
-        scale_embedding=True, pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1,
-        forced_eos_token_id=None, dropout=0.1)
+        vocab_size=VOCAB,
+        decoder_vocab_size=VOCAB,
+        d_model=s["d_model"],
+        encoder_layers=s["layers"],
+        decoder_layers=s["layers"],
+        encoder_attention_heads=s["heads"],
+        decoder_attention_heads=s["heads"],
+        encoder_ffn_dim=s["ffn"],
+        decoder_ffn_dim=s["ffn"],
+        max_position_embeddings=512,
+        activation_function="relu",
+        scale_embedding=True,
+        pad_token_id=VOCAB - 1,
+        eos_token_id=0,
+        decoder_start_token_id=VOCAB - 1,
+        forced_eos_token_id=None,
+        dropout=0.1,
+    )
     torch.manual_seed(0)
     hf = transformers.MarianMTModel(config)
     hf.save_pretrained(folder / "hf")
@@ -73,21 +90,40 @@ def _tokenizer_files(folder: Path) -> None:
     import sentencepiece as spm
 
     words = [f"w{i}" for i in range(400)]
-    spm.SentencePieceTrainer.train(sentence_iterator=iter([" ".join(words[i : i + 20]) for i in range(0, 400, 5)] * 5),
-                                   model_prefix=str(folder / "spm"), vocab_size=60, minloglevel=2)
-    vocab = {"</s>": 0, "<unk>": 1, **{f"tok{i}": i for i in range(2, VOCAB - 1)}, "<pad>": VOCAB - 1}
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([" ".join(words[i : i + 20]) for i in range(0, 400, 5)] * 5),
+        model_prefix=str(folder / "spm"),
+        vocab_size=60,
+        minloglevel=2,
+    )
+    vocab = {
+        "</s>": 0,
+        "<unk>": 1,
+        **{f"tok{i}": i for i in range(2, VOCAB - 1)},
+        "<pad>": VOCAB - 1,
+    }
     (folder / "vocab.json").write_text(json.dumps(vocab))
     for name in ("source.spm", "target.spm"):
         (folder / name).write_bytes((folder / "spm.model").read_bytes())
 
 
 def multi30k_ids(split: str, count: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
-    """Multi30k sentences as ids of an 8k joint BPE, remapped into the Marian id layout (eos 0, pad 7999)."""
+    """Multi30k sentences as ids of an 8k joint BPE, remapped into the Marian id layout (eos 0, pad
+    7999)."""
     from transduce.data import ParallelDataset, PrepareOptions, prepare
 
     data = HERE / "results" / "multi30k-8k"
-    prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"), valid_prefix=str(MULTI30K / "val"),
-                           vocab_size=VOCAB), data, log=None)
+    prepare(
+        PrepareOptions(
+            src="en",
+            tgt="de",
+            train_prefix=str(MULTI30K / "train"),
+            valid_prefix=str(MULTI30K / "val"),
+            vocab_size=VOCAB,
+        ),
+        data,
+        log=None,
+    )
     ds = ParallelDataset(data, split)
     n = len(ds) if count is None else count
     remap = lambda ids: [int(i) if 2 <= i < VOCAB - 1 else 1 for i in ids]  # noqa: E731
@@ -117,7 +153,11 @@ def train_worker(system: str, model_dir: str, precision: str, threads: int, tria
     model, forward = _train_model(system, model_dir)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
+    ctx = (
+        (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+        if precision == "bf16"
+        else nullcontext
+    )
     state = {"i": 0, "losses": []}
 
     def step():
@@ -157,16 +197,29 @@ def _train_model(system: str, model_dir: str):
     if system == "torchnn":
         cfg = json.loads((Path(model_dir) / "config.json").read_text())
         D, V = cfg["d_model"], cfg["vocab_size"]
-        net = torch.nn.Transformer(D, cfg["encoder_attention_heads"], cfg["encoder_layers"], cfg["decoder_layers"],
-                                   cfg["encoder_ffn_dim"], dropout=0.1, batch_first=True)
+        net = torch.nn.Transformer(
+            D,
+            cfg["encoder_attention_heads"],
+            cfg["encoder_layers"],
+            cfg["decoder_layers"],
+            cfg["encoder_ffn_dim"],
+            dropout=0.1,
+            batch_first=True,
+        )
         embed = torch.nn.Embedding(V, D)
         model = torch.nn.ModuleDict({"net": net, "embed": embed})
         pad = V - 1
 
         def forward(src, tgt):
             mask = torch.nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
-            h = net(embed(src) * D**0.5, embed(tgt) * D**0.5, tgt_mask=mask, src_key_padding_mask=src == pad,
-                    memory_key_padding_mask=src == pad, tgt_is_causal=True)
+            h = net(
+                embed(src) * D**0.5,
+                embed(tgt) * D**0.5,
+                tgt_mask=mask,
+                src_key_padding_mask=src == pad,
+                memory_key_padding_mask=src == pad,
+                tgt_is_causal=True,
+            )
             return h @ embed.weight.T
 
         return model, forward
@@ -198,7 +251,9 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
             with torch.inference_mode(), context():
                 for chunk in chunks:
                     src = pad_sequences(chunk, pad, suffix=eos)
-                    outputs.extend(len(h[0].tokens) + 1 for h in search(model, src, decode, options))
+                    outputs.extend(
+                        len(h[0].tokens) + 1 for h in search(model, src, decode, options)
+                    )
             return len(src_ids)
     elif system == "hf":
         import transformers
@@ -212,15 +267,23 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
             with torch.inference_mode():
                 for chunk in chunks:
                     src = pad_sequences(chunk, pad, suffix=eos)
-                    out = model.generate(input_ids=src, attention_mask=(src != pad).long(), num_beams=beam,
-                                         do_sample=False, min_new_tokens=length, max_new_tokens=length,
-                                         early_stopping=False)
+                    out = model.generate(
+                        input_ids=src,
+                        attention_mask=(src != pad).long(),
+                        num_beams=beam,
+                        do_sample=False,
+                        min_new_tokens=length,
+                        max_new_tokens=length,
+                        early_stopping=False,
+                    )
                     outputs.extend(int((row[1:] != pad).sum()) for row in out)
             return len(src_ids)
     else:  # ct2 / ct2_int8
         import ctranslate2
 
-        translator = ctranslate2.Translator(model_dir, device="cpu", intra_threads=threads, inter_threads=1)
+        translator = ctranslate2.Translator(
+            model_dir, device="cpu", intra_threads=threads, inter_threads=1
+        )
         vocab = [f"tok{i}" for i in range(VOCAB)]
         vocab[0], vocab[1] = "</s>", "<unk>"
         token_chunks = [[[vocab[i] for i in s] + ["</s>"] for s in chunk] for chunk in chunks]
@@ -228,8 +291,13 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
         def run_all():
             outputs.clear()
             for chunk in token_chunks:
-                results = translator.translate_batch(chunk, beam_size=beam, min_decoding_length=length,
-                                                     max_decoding_length=length, max_batch_size=batch)
+                results = translator.translate_batch(
+                    chunk,
+                    beam_size=beam,
+                    min_decoding_length=length,
+                    max_decoding_length=length,
+                    max_batch_size=batch,
+                )
                 outputs.extend(len(r.hypotheses[0]) for r in results)
             return len(src_ids)
     result = measure(run_all, trials=trials, warmup=1)
@@ -253,9 +321,11 @@ def _transduce_system(system: str, model_dir: str):
     return model, "fp32", system == "transduce_compiled", nullcontext
 
 
-def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int, batch: int = 32) -> dict:
-    """Beam 4 on test_2016_flickr, un-forced: sentences/s and sacreBLEU. The same SentencePiece ids and
-    the same batches (32 sentences, sorted by length) for every system; each system's own length
+def real_worker(
+    system: str, model_dir: str, spm: str, threads: int, trials: int, batch: int = 32
+) -> dict:
+    """Beam 4 on test_2016_flickr, un-forced: sentences/s and sacreBLEU. The same SentencePiece ids
+    and the same batches (32 sentences, sorted by length) for every system; each system's own length
     penalty of 0.6 in the |Y|^alpha form they share, at most 100 output tokens. A transduce system
     named ``NAME+k_finished`` stops a sentence at K finished hypotheses (``--stop k_finished``)
     instead of transduce's exact default."""
@@ -281,8 +351,14 @@ def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int
         name, _, stop = system.partition("+")
         model, precision, compiled, context = _transduce_system(name, model_dir)
         c = model.config
-        decode = DecodeConfig(beam=4, alpha=0.6, length_penalty="power", stop=stop or "bound", max_len_a=0,
-                              max_len_b=100)
+        decode = DecodeConfig(
+            beam=4,
+            alpha=0.6,
+            length_penalty="power",
+            stop=stop or "bound",
+            max_len_a=0,
+            max_len_b=100,
+        )
         options = SearchOptions(precision=precision, compile=compiled)
 
         def run_all():
@@ -304,26 +380,42 @@ def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int
             with torch.inference_mode():
                 for chunk in chunks:
                     src = pad_sequences([ids[i] for i in chunk], pad, suffix=eos)
-                    out = model.generate(input_ids=src, attention_mask=(src != pad).long(), num_beams=4,
-                                         length_penalty=0.6, max_new_tokens=100, do_sample=False)
+                    out = model.generate(
+                        input_ids=src,
+                        attention_mask=(src != pad).long(),
+                        num_beams=4,
+                        length_penalty=0.6,
+                        max_new_tokens=100,
+                        do_sample=False,
+                    )
                     for i, row in zip(chunk, out.tolist()):
                         row = row[1:]
-                        hyps[i] = row[: row.index(eos)] if eos in row else [t for t in row if t != pad]
+                        hyps[i] = (
+                            row[: row.index(eos)] if eos in row else [t for t in row if t != pad]
+                        )
             return len(ids)
     else:
         import ctranslate2
 
-        translator = ctranslate2.Translator(model_dir, device="cpu", intra_threads=threads, inter_threads=1)
+        translator = ctranslate2.Translator(
+            model_dir, device="cpu", intra_threads=threads, inter_threads=1
+        )
         pieces = [sp.id_to_piece(x) + ["</s>"] for x in ids]
 
         def run_all():
             for chunk in chunks:
-                results = translator.translate_batch([pieces[i] for i in chunk], beam_size=4, length_penalty=0.6,
-                                                     max_decoding_length=100, max_batch_size=batch)
+                results = translator.translate_batch(
+                    [pieces[i] for i in chunk],
+                    beam_size=4,
+                    length_penalty=0.6,
+                    max_decoding_length=100,
+                    max_batch_size=batch,
+                )
                 for i, r in zip(chunk, results):
                     hyps[i] = [sp.piece_to_id(p) for p in r.hypotheses[0]]
             return len(ids)
-    # one warm-up run only where there is something to warm (a compilation): a run is 1,000 sentences
+    # one warm-up run only where there is something to warm (a compilation): a run is 1,000
+    # sentences
     result = measure(run_all, trials=trials, warmup=1 if system == "transduce_compiled" else 0)
     texts = [sp.decode(h) for h in hyps]
     result.update({k: v for k, v in score(texts, references).items() if k in ("bleu", "chrf")})
@@ -333,8 +425,13 @@ def real_worker(system: str, model_dir: str, spm: str, threads: int, trials: int
 def scaling_worker(system: str, model_dir: str, threads: int, trials: int) -> dict:
     out = {}
     for length in (16, 64, 256):
-        r = inference_worker(system, model_dir, "greedy", 1, threads, trials, length=length, sentences=3)
-        out[str(length)] = {"ms_per_token": 1000 * r["median_s"] / (3 * length), "lengths": r["lengths"]}
+        r = inference_worker(
+            system, model_dir, "greedy", 1, threads, trials, length=length, sentences=3
+        )
+        out[str(length)] = {
+            "ms_per_token": 1000 * r["median_s"] / (3 * length),
+            "lengths": r["lengths"],
+        }
     return out
 
 
@@ -342,7 +439,9 @@ def scaling_worker(system: str, model_dir: str, threads: int, trials: int) -> di
 
 
 def run_worker(args: list[str]) -> dict:
-    result = subprocess.run([sys.executable, __file__, "worker", *args], capture_output=True, text=True, timeout=3600)
+    result = subprocess.run(
+        [sys.executable, __file__, "worker", *args], capture_output=True, text=True, timeout=3600
+    )
     if result.returncode != 0:
         raise RuntimeError(f"worker {' '.join(args)} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -350,16 +449,22 @@ def run_worker(args: list[str]) -> dict:
 
 def best_of_threads(args: list[str], key: str, higher: bool = True, threads=(1, 2)) -> dict:
     results = {t: run_worker([*args, "--threads", str(t)]) for t in threads}
-    best = max(results, key=lambda t: results[t][key]) if higher else min(results, key=lambda t: results[t][key])
+    best = (
+        max(results, key=lambda t: results[t][key])
+        if higher
+        else min(results, key=lambda t: results[t][key])
+    )
     return {**results[best], "threads": best}
 
 
 def inference_systems(only: list[str] | None) -> list[str]:
-    """The systems compared at inference: HF first (the baseline of the ratios), then transduce's modes."""
+    """The systems compared at inference: HF first (the baseline of the ratios), then transduce's
+    modes."""
     from transduce.runtime import cpu_has_fast_bf16
 
     systems = ["hf", "transduce", "transduce_compiled", "transduce_int8", "ct2", "ct2_int8"]
-    if cpu_has_fast_bf16():  # bf16 without native instructions is emulated: slower than fp32, not worth a row
+    # bf16 without native instructions is emulated: slower than fp32, not worth a row
+    if cpu_has_fast_bf16():
         systems.insert(4, "transduce_bf16")
     return [s for s in systems if only is None or s in only]
 
@@ -400,13 +505,32 @@ def real_rows(opts, trials: int, raw: dict) -> tuple[list[dict], list[str]]:
     for system in systems:
         threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
         path = folder if system.startswith("transduce") else paths[system]
-        r = best_of_threads(["real", system, str(path), "--trials", str(trials), "--spm", str(spm)], "rate_median",
-                            threads=threads)
+        r = best_of_threads(
+            ["real", system, str(path), "--trials", str(trials), "--spm", str(spm)],
+            "rate_median",
+            threads=threads,
+        )
         raw[f"real/{system}"] = r
-        rows.append({"system": system, "sentences/s": f"{r['rate_median']:.1f} ({r['rate_min']:.1f}-{r['rate_max']:.1f})",
-                     "BLEU": f"{r['bleu']:.2f}", "chrF": f"{r['chrf']:.2f}", "threads": r["threads"]})
+        rows.append(
+            {
+                "system": system,
+                "sentences/s": f"{r['rate_median']:.1f} ({r['rate_min']:.1f}-{r['rate_max']:.1f})",
+                "BLEU": f"{r['bleu']:.2f}",
+                "chrF": f"{r['chrf']:.2f}",
+                "threads": r["threads"],
+            }
+        )
     fill_ratios(rows, raw, lambda row, s: f"real/{s}")
-    return rows, ["system", "sentences/s", "vs HF", "vs CT2 fp32", "vs CT2 int8", "BLEU", "chrF", "threads"]
+    return rows, [
+        "system",
+        "sentences/s",
+        "vs HF",
+        "vs CT2 fp32",
+        "vs CT2 int8",
+        "BLEU",
+        "chrF",
+        "threads",
+    ]
 
 
 def main() -> None:
@@ -419,10 +543,14 @@ def main() -> None:
     options = argparse.ArgumentParser()
     options.add_argument("--quick", action="store_true")
     options.add_argument("--shapes", nargs="+", default=["small", "base"])
-    options.add_argument("--all-threads", action="store_true", help="also try 1 thread for the PyTorch systems")
-    options.add_argument("--sentences", type=int, default=200, help="validation sources to translate")
-    options.add_argument("--systems", nargs="+", default=None, help="only these systems (default: all)")
-    options.add_argument("--run", help="real: the trained Multi30k run (or checkpoint) to translate with")
+    options.add_argument("--all-threads", action="store_true", help="also try 1 thread for the "
+                                                                    "PyTorch systems")
+    options.add_argument("--sentences", type=int, default=200, help="validation sources to "
+                                                                    "translate")
+    options.add_argument("--systems", nargs="+", default=None, help="only these systems (default: "
+                                                                    "all)")
+    options.add_argument("--run", help="real: the trained Multi30k run (or checkpoint) to "
+                                       "translate with")
     opts = options.parse_args(args.rest)
     sentences = 50 if opts.quick else opts.sentences
     trials = 3
@@ -434,43 +562,99 @@ def main() -> None:
         if args.what == "train":
             steps = ["--trials", str(4 if opts.quick else 8)]
             base = None
-            for system, precision in (("hf", "fp32"), ("torchnn", "fp32"), ("transduce", "fp32"), ("transduce", "bf16"),
-                                      ("hf", "bf16")):
+            for system, precision in (
+                ("hf", "fp32"),
+                ("torchnn", "fp32"),
+                ("transduce", "fp32"),
+                ("transduce", "bf16"),
+                ("hf", "bf16"),
+            ):
                 path = models["transduce"] if system == "transduce" else models["hf"]
-                # PyTorch-based systems all ran best with 2 threads here (BENCHMARKING.md); --all-threads checks
+                # PyTorch-based systems all ran best with 2 threads here (BENCHMARKING.md);
+                # --all-threads checks
                 r = best_of_threads(["train", system, str(path), precision, *steps], "rate_median",
                                     threads=(1, 2) if opts.all_threads else (2,))
                 base = base or r["rate_median"]
                 raw[f"{shape}/{system}/{precision}"] = r
-                rows.append({"shape": shape, "system": system, "precision": precision,
-                             "target tokens/s": f"{r['rate_median']:,.0f} ({r['rate_min']:,.0f}-{r['rate_max']:,.0f})",
-                             "vs HF fp32": f"{r['rate_median'] / base:.2f}x", "threads": r["threads"],
-                             "first nll": r["nll_per_step"][0]})
-            columns = ["shape", "system", "precision", "target tokens/s", "vs HF fp32", "threads", "first nll"]
+                rows.append(
+                    {
+                        "shape": shape,
+                        "system": system,
+                        "precision": precision,
+                        "target tokens/s": f"{r['rate_median']:,.0f} "
+                        f"({r['rate_min']:,.0f}-{r['rate_max']:,.0f})",
+                        "vs HF fp32": f"{r['rate_median'] / base:.2f}x",
+                        "threads": r["threads"],
+                        "first nll": r["nll_per_step"][0],
+                    }
+                )
+            columns = [
+                "shape",
+                "system",
+                "precision",
+                "target tokens/s",
+                "vs HF fp32",
+                "threads",
+                "first nll",
+            ]
         elif args.what == "inference":
             settings = [("greedy", 1), ("greedy", 32), ("beam4", 1), ("beam4", 32)]
             for mode, batch in settings:
                 for system in inference_systems(opts.systems):
                     threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
                     path = models["transduce" if system.startswith("transduce") else system]
-                    r = best_of_threads(["inference", system, str(path), mode, str(batch), "--trials",
-                                         str(trials), "--sentences", str(sentences)], "rate_median", threads=threads)
+                    r = best_of_threads(
+                        [
+                            "inference",
+                            system,
+                            str(path),
+                            mode,
+                            str(batch),
+                            "--trials",
+                            str(trials),
+                            "--sentences",
+                            str(sentences),
+                        ],
+                        "rate_median",
+                        threads=threads,
+                    )
                     raw[f"{shape}/{mode}/{batch}/{system}"] = r
                     rows.append({"shape": shape, "search": mode, "batch": batch, "system": system,
-                                 "sentences/s": f"{r['rate_median']:.1f} ({r['rate_min']:.1f}-{r['rate_max']:.1f})",
+                                 "sentences/s": f"{r['rate_median']:.1f} "
+                                                f"({r['rate_min']:.1f}-{r['rate_max']:.1f})",
                                  "threads": r["threads"],
                                  "output lengths": r["lengths"]})
-            fill_ratios(rows, raw, lambda row, s: f"{row['shape']}/{row['search']}/{row['batch']}/{s}")
-            columns = ["shape", "search", "batch", "system", "sentences/s", "vs HF", "vs CT2 fp32", "vs CT2 int8",
-                       "threads", "output lengths"]
+            fill_ratios(
+                rows, raw, lambda row, s: f"{row['shape']}/{row['search']}/{row['batch']}/{s}"
+            )
+            columns = [
+                "shape",
+                "search",
+                "batch",
+                "system",
+                "sentences/s",
+                "vs HF",
+                "vs CT2 fp32",
+                "vs CT2 int8",
+                "threads",
+                "output lengths",
+            ]
         else:
             for system in inference_systems(opts.systems):
                 path = models["transduce" if system.startswith("transduce") else system]
                 r = run_worker(["scaling", system, str(path), "--trials", str(trials), "--threads",
                                 "1" if system.startswith("ct2") else "2"])
                 raw[f"{shape}/{system}"] = r
-                rows.append({"shape": shape, "system": system,
-                             **{f"ms/token @{n}": f"{r[str(n)]['ms_per_token']:.2f}" for n in (16, 64, 256)}})
+                rows.append(
+                    {
+                        "shape": shape,
+                        "system": system,
+                        **{
+                            f"ms/token @{n}": f"{r[str(n)]['ms_per_token']:.2f}"
+                            for n in (16, 64, 256)
+                        },
+                    }
+                )
             columns = ["shape", "system", "ms/token @16", "ms/token @64", "ms/token @256"]
     if args.what == "real":
         rows, columns = real_rows(opts, trials, raw)
@@ -495,8 +679,15 @@ def _worker_main(argv: list[str]) -> None:
     elif a.kind == "real":
         result = real_worker(a.system, a.model_dir, a.spm, a.threads, a.trials)
     elif a.kind == "inference":
-        result = inference_worker(a.system, a.model_dir, a.extra[0], int(a.extra[1]), a.threads, a.trials,
-                                  sentences=a.sentences)
+        result = inference_worker(
+            a.system,
+            a.model_dir,
+            a.extra[0],
+            int(a.extra[1]),
+            a.threads,
+            a.trials,
+            sentences=a.sentences,
+        )
     else:
         result = scaling_worker(a.system, a.model_dir, a.threads, a.trials)
     print(json.dumps(result))

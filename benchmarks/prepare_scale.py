@@ -1,4 +1,5 @@
-"""Peak memory and speed of ``transduce prepare`` on a generated corpus of N pairs (default 2,000,000).
+"""Peak memory and speed of ``transduce prepare`` on a generated corpus of N pairs (default
+2,000,000).
 
     python benchmarks/prepare_scale.py [--pairs 2000000] [--quick]
 
@@ -25,7 +26,10 @@ from common import machine, save, table  # noqa: E402
 
 def generate(folder: Path, pairs: int, seed: int = 0) -> None:
     rng = random.Random(seed)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(5000)]
+    words = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        for _ in range(5000)
+    ]
     with gzip.open(folder / "train.en.gz", "wt", compresslevel=1) as en, \
             gzip.open(folder / "train.de.gz", "wt", compresslevel=1) as de:
         for _ in range(pairs):
@@ -47,9 +51,28 @@ def main() -> None:
         generate(folder, pairs)
         print(f"generated {pairs:,} pairs in {time.time() - start:.0f} s", flush=True)
         start = time.time()
-        result = subprocess.run([sys.executable, "-m", "transduce", "prepare", "--train-prefix", str(folder / "train"),
-                                 "--src", "en", "--tgt", "de", "--out", str(folder / "data"), "--vocab-size", "8000",
-                                 "--vocab-sample", str(args.vocab_sample)], capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "transduce",
+                "prepare",
+                "--train-prefix",
+                str(folder / "train"),
+                "--src",
+                "en",
+                "--tgt",
+                "de",
+                "--out",
+                str(folder / "data"),
+                "--vocab-size",
+                "8000",
+                "--vocab-sample",
+                str(args.vocab_sample),
+            ],
+            capture_output=True,
+            text=True,
+        )
         seconds = time.time() - start
         if result.returncode:
             raise SystemExit(result.stderr)

@@ -1,7 +1,8 @@
 """Load on ``transduce serve``: K concurrent clients on loopback, with continuous batching, dynamic
 batching and batching off, side by side.
 
-    python benchmarks/serve_load.py --run runs/multi30k-small [--clients 16 64] [--loads single mixed]
+    python benchmarks/serve_load.py --run runs/multi30k-small [--clients 16 64] [--loads single
+mixed]
                                     [--seconds 30] [--trials 2] [--beam 4] [--threads 2]
 
 For each mode a fresh server process (``transduce serve RUN --port 0 --batching MODE``) is started,
@@ -43,12 +44,30 @@ def sentences() -> list[str]:
     return [line.strip() for line in read_lines(path) if line.strip()]
 
 
-def start_server(run: str, batching: str, beam: int, threads: int, max_wait_ms) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "transduce", "serve", run, "--port", "0", "--no-access-log", "--batching",
-               batching, "--beam", str(beam), "--threads", str(threads)]
+def start_server(
+    run: str, batching: str, beam: int, threads: int, max_wait_ms
+) -> tuple[subprocess.Popen, str]:
+    command = [
+        sys.executable,
+        "-m",
+        "transduce",
+        "serve",
+        run,
+        "--port",
+        "0",
+        "--no-access-log",
+        "--batching",
+        batching,
+        "--beam",
+        str(beam),
+        "--threads",
+        str(threads),
+    ]
     if max_wait_ms is not None:
         command += ["--max-wait-ms", str(max_wait_ms)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     for line in process.stderr:
         if line.startswith("open http://"):
             url = line.split()[1].rstrip("/")
@@ -77,9 +96,12 @@ def metric(text: str, name: str) -> float:
     return float("nan")
 
 
-async def load(url: str, texts: list[str], clients: int, seconds: float, max_requests: int, mixed: bool) -> dict:
-    """K clients, each sending its next request when the last is answered. ``mixed``: requests of 1-20
-    sentences drawn at random (so of mixed lengths), streamed, timed to their first sentence too."""
+async def load(
+    url: str, texts: list[str], clients: int, seconds: float, max_requests: int, mixed: bool
+) -> dict:
+    """K clients, each sending its next request when the last is answered. ``mixed``: requests of
+    1-20 sentences drawn at random (so of mixed lengths), streamed, timed to their first sentence
+    too."""
     import random
 
     import httpx
@@ -110,7 +132,11 @@ async def load(url: str, texts: list[str], clients: int, seconds: float, max_req
     async def client(http: httpx.AsyncClient) -> None:
         nonlocal errors, issued, sentences_done
         while issued < max_requests and time.monotonic() < stop_at:
-            batch = [draw.choice(texts) for _ in range(draw.randint(1, 20))] if mixed else [texts[issued % len(texts)]]
+            batch = (
+                [draw.choice(texts) for _ in range(draw.randint(1, 20))]
+                if mixed
+                else [texts[issued % len(texts)]]
+            )
             issued += 1
             start = time.monotonic()
             try:
@@ -152,13 +178,24 @@ def run_mode(args, batching: str, texts: list[str], clients: int, mixed: bool) -
         before = httpx.get(url + "/metrics").text
         result = asyncio.run(load(url, texts, clients, args.seconds, args.max_requests, mixed))
         after = httpx.get(url + "/metrics").text
-        batches = metric(after, "transduce_batch_sentences_count") - metric(before, "transduce_batch_sentences_count")
-        sents = metric(after, "transduce_batch_sentences_sum") - metric(before, "transduce_batch_sentences_sum")
-        busy = metric(after, "transduce_search_seconds_total") - metric(before, "transduce_search_seconds_total")
+        batches = metric(after, "transduce_batch_sentences_count") - metric(
+            before, "transduce_batch_sentences_count"
+        )
+        sents = metric(after, "transduce_batch_sentences_sum") - metric(
+            before, "transduce_batch_sentences_sum"
+        )
+        busy = metric(after, "transduce_search_seconds_total") - metric(
+            before, "transduce_search_seconds_total"
+        )
         result["worker_busy"] = round(busy / result["seconds"], 2)
-        result = dict(batching=batching, load="mixed" if mixed else "single", clients=clients, **result,
-                      mean_batch=round(sents / max(batches, 1), 2),
-                      peak_memory_mb=round(peak_memory_mb(process.pid), 1))
+        result = dict(
+            batching=batching,
+            load="mixed" if mixed else "single",
+            clients=clients,
+            **result,
+            mean_batch=round(sents / max(batches, 1), 2),
+            peak_memory_mb=round(peak_memory_mb(process.pid), 1),
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
@@ -170,13 +207,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="a trained run (e.g. runs/multi30k-small)")
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64])
-    parser.add_argument("--loads", nargs="+", default=["single", "mixed"], choices=["single", "mixed"],
-                        help="single: one sentence a request; mixed: 1-20 sentences a request, streamed")
-    parser.add_argument("--seconds", type=float, default=30.0, help="each run's load lasts at most this long")
-    parser.add_argument("--max-requests", type=int, default=5000, help="and sends at most this many requests")
+    parser.add_argument(
+        "--loads",
+        nargs="+",
+        default=["single", "mixed"],
+        choices=["single", "mixed"],
+        help="single: one sentence a request; mixed: 1-20 sentences a request, streamed",
+    )
+    parser.add_argument("--seconds", type=float, default=30.0, help="each run's load lasts at "
+                                                                    "most this long")
+    parser.add_argument("--max-requests", type=int, default=5000, help="and sends at most this "
+                                                                       "many requests")
     parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="the server's CPU threads")
-    parser.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: its default)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="the server's "
+                                                                                 "CPU threads")
+    parser.add_argument("--max-wait-ms", type=float, help="the server's --max-wait-ms (default: "
+                                                          "its default)")
     parser.add_argument("--trials", type=int, default=2, help="rounds of every mode, side by side")
     parser.add_argument("--modes", nargs="+", default=["continuous", "dynamic", "off"],
                         choices=["continuous", "dynamic", "off"])
@@ -186,19 +232,57 @@ def main() -> None:
     for trial in range(1, args.trials + 1):
         for load_kind in args.loads:
             for clients in args.clients:
-                group = {mode: dict(trial=trial, **run_mode(args, mode, texts, clients, load_kind == "mixed"))
-                         for mode in args.modes}
+                group = {
+                    mode: dict(
+                        trial=trial, **run_mode(args, mode, texts, clients, load_kind == "mixed")
+                    )
+                    for mode in args.modes
+                }
                 rows += group.values()
                 if "continuous" in group and "dynamic" in group:
                     c, d = group["continuous"], group["dynamic"]
-                    ratios.append({"trial": trial, "load": load_kind, "clients": clients,
-                                   "sentences_per_s": round(c["sentences_per_s"] / d["sentences_per_s"], 2),
-                                   "p99": round(c["p99_ms"] / d["p99_ms"], 2)})
-    payload = {"machine": machine(), "run": args.run, "beam": args.beam, "threads": args.threads,
-               "max_wait_ms": args.max_wait_ms, "seconds": args.seconds, "max_requests": args.max_requests,
-               "rows": rows, "ratios": ratios}
-    print(table(rows, ["trial", "load", "clients", "batching", "requests", "errors", "sentences_per_s", "p50_ms",
-                       "p99_ms", "first_p50_ms", "mean_batch", "worker_busy", "peak_memory_mb"]))
+                    ratios.append(
+                        {
+                            "trial": trial,
+                            "load": load_kind,
+                            "clients": clients,
+                            "sentences_per_s": round(
+                                c["sentences_per_s"] / d["sentences_per_s"], 2
+                            ),
+                            "p99": round(c["p99_ms"] / d["p99_ms"], 2),
+                        }
+                    )
+    payload = {
+        "machine": machine(),
+        "run": args.run,
+        "beam": args.beam,
+        "threads": args.threads,
+        "max_wait_ms": args.max_wait_ms,
+        "seconds": args.seconds,
+        "max_requests": args.max_requests,
+        "rows": rows,
+        "ratios": ratios,
+    }
+    print(
+        table(
+            rows,
+            [
+                "trial",
+                "load",
+                "clients",
+                "batching",
+                "requests",
+                "errors",
+                "sentences_per_s",
+                "p50_ms",
+                "p99_ms",
+                "first_p50_ms",
+                "mean_batch",
+                "worker_busy",
+                "peak_memory_mb",
+            ],
+        )
+    )
     if ratios:
         print("\ncontinuous / dynamic batching, per trial (sentences/s; p99 latency):")
         print(table(ratios, ["trial", "load", "clients", "sentences_per_s", "p99"]))

@@ -1,8 +1,9 @@
-"""Where a decode step's time goes: PyTorch's profiler over the fast step (``inference/decoder.py``) of a
-randomly initialised model at one sentence, greedy, grouped by operator, with the share of the
+"""Where a decode step's time goes: PyTorch's profiler over the fast step (``inference/decoder.py``)
+of a randomly initialised model at one sentence, greedy, grouped by operator, with the share of the
 step spent in the weight products (``addmm``/``mm``/``bmm`` of the layouts, the int8 kernels).
 
-    python benchmarks/step_profile.py [--shape small|base] [--precision fp32|int8|bf16] [--threads 2]
+    python benchmarks/step_profile.py [--shape small|base] [--precision fp32|int8|bf16] [--threads
+2]
                                       [--int8-float-max-mb MB] [--rows N] [--compile] [--split]
 
 ``--compile`` profiles the captured step (``CapturedDecoder``; fp32) and also times the eager
@@ -36,7 +37,8 @@ from transduce.inference.tuned_linear import TunedLinear  # noqa: E402
 SHAPES = {"small": dict(d_model=256, encoder_layers=3, decoder_layers=3, n_heads=4, d_ff=1024),
           "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, n_heads=8, d_ff=2048)}
 PRODUCTS = ("aten::addmm", "aten::mm", "quantized::linear_dynamic", "aten::linear",
-            "aoti_torch_cpu_addmm_out", "aoti_torch_cpu_mm_out")  # the last two: the captured step's
+            # the last two: the captured step's
+            "aoti_torch_cpu_addmm_out", "aoti_torch_cpu_mm_out")
 
 
 def main() -> None:
@@ -46,14 +48,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rows", type=int, default=1, help="sentences decoded at once")
-    parser.add_argument("--compile", action="store_true", help="the captured step, against the eager one")
+    parser.add_argument("--compile", action="store_true", help="the captured step, against the "
+                                                               "eager one")
     parser.add_argument("--split", action="store_true",
-                        help="the step against the step without its products, and the products timed alone")
+                        help="the step against the step without its products, and the products "
+                             "timed alone")
     parser.add_argument("--int8-float-max-mb", type=float, default=None,
-                        help="override INT8_FLOAT_MAX_BYTES (int8: up to which decoder size fp32 products compete)")
+                        help="override INT8_FLOAT_MAX_BYTES (int8: up to which decoder size fp32 "
+                             "products compete)")
     args = parser.parse_args()
     if args.compile and args.precision != "fp32":
-        parser.error("--compile captures the fp32 step only (int8 and the CPU's bf16 step are eager)")
+        parser.error("--compile captures the fp32 step only (int8 and the CPU's bf16 step are "
+                     "eager)")
     if args.split and (args.compile or args.precision == "bf16"):
         parser.error("--split times the eager fp32 or int8 step")
     if args.int8_float_max_mb is not None:
@@ -84,13 +90,15 @@ def main() -> None:
         memory = model.encode(src)
         run()
         if args.compile:
-            print(f"compiled in {time.perf_counter() - began:.1f} s (the first search, inductor's disk cache included)")
+            print(f"compiled in {time.perf_counter() - began:.1f} s (the first search, inductor's "
+                  "disk cache included)")
         for _ in range(5):  # the measured choices are made here
             run()
             if eager is not None:
                 run(eager)
         ms, eager_ms = float("inf"), float("inf")
-        for _ in range(5):  # interleaved rounds, each keeping its best (robust to a neighbour's burst)
+        # interleaved rounds, each keeping its best (robust to a neighbour's burst)
+        for _ in range(5):
             ms = min(ms, ms_per_step(decoder))
             if eager is not None:
                 eager_ms = min(eager_ms, ms_per_step(eager))
@@ -103,22 +111,43 @@ def main() -> None:
     events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in events)
     steps = 5 * args.steps
-    rows = [{"op": e.key, "calls per step": e.count / steps, "us per step": e.self_cpu_time_total / steps,
-             "share": e.self_cpu_time_total / total} for e in events]
+    rows = [
+        {
+            "op": e.key,
+            "calls per step": e.count / steps,
+            "us per step": e.self_cpu_time_total / steps,
+            "share": e.self_cpu_time_total / total,
+        }
+        for e in events
+    ]
     products = sum(r["share"] for r in rows if r["op"] in PRODUCTS)
     calls = sum(r["calls per step"] for r in rows)
     share = ("inside the compiled graph's call" if args.compile else
-             f"{products:.0%} of the profiled time (addmm, mm, int8; the blocks layout's bmm counts with attention's)")
+             f"{products:.0%} of the profiled time (addmm, mm, int8; the blocks layout's bmm "
+             "counts with attention's)")
     print(f"{args.shape}, {args.precision}{', captured' if args.compile else ''}, {args.rows} "
           f"sentence(s), {args.threads} threads: {ms:.3f} ms per step; weight products {share}, "
           f"{calls:.0f} operator calls a step (nested ones included)\n")
     print("| operator | calls a step | us a step | share |\n|---|---|---|---|")
     for r in rows[:20]:
-        print(f"| {r['op']} | {r['calls per step']:.0f} | {r['us per step']:.1f} | {r['share']:.1%} |")
-    save("step_profile", {"machine": machine(), "shape": args.shape, "precision": args.precision,
-                          "compiled": args.compile, "sentences": args.rows, "threads": args.threads,
-                          "ms_per_step": ms, "eager_ms_per_step": eager_ms if args.compile else None,
-                          "products_share": products, "split": parts, "rows": rows})
+        print(f"| {r['op']} | {r['calls per step']:.0f} | {r['us per step']:.1f} | "
+              f"{r['share']:.1%} |")
+    save(
+        "step_profile",
+        {
+            "machine": machine(),
+            "shape": args.shape,
+            "precision": args.precision,
+            "compiled": args.compile,
+            "sentences": args.rows,
+            "threads": args.threads,
+            "ms_per_step": ms,
+            "eager_ms_per_step": eager_ms if args.compile else None,
+            "products_share": products,
+            "split": parts,
+            "rows": rows,
+        },
+    )
 
 
 def split(decoder, run, ms_per_step, rows: int) -> dict:
@@ -160,7 +189,12 @@ def split(decoder, run, ms_per_step, rows: int) -> dict:
     print(f"the step {full:.3f} ms; without its products {rest:.3f} ms; so the products take "
           f"{inside:.3f} ms inside the step, against {alone:.3f} ms timed one by one "
           f"({inside / alone:.2f}x: their weights read from farther than the core's cache)\n")
-    return {"step_ms": full, "without_products_ms": rest, "products_in_step_ms": inside, "products_alone_ms": alone}
+    return {
+        "step_ms": full,
+        "without_products_ms": rest,
+        "products_in_step_ms": inside,
+        "products_alone_ms": alone,
+    }
 
 
 if __name__ == "__main__":

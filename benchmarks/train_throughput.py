@@ -22,20 +22,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import MULTI30K, gemm_peak, machine, measure, save, table  # noqa: E402
 
 from transduce import ModelConfig, Transformer  # noqa: E402
-from transduce.data import ParallelDataset, PrepareOptions, TokenBatchSampler, collate, prepare  # noqa: E402
+# noqa: E402
+from transduce.data import ParallelDataset, PrepareOptions, TokenBatchSampler, collate, prepare
 from transduce.training import label_smoothed_nll  # noqa: E402
 
 
 def multi30k_batches(data_dir: Path, max_tokens: int, count: int):
-    prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"), vocab_size=8000), data_dir,
-            log=None)
+    prepare(
+        PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"), vocab_size=8000),
+        data_dir,
+        log=None,
+    )
     ds = ParallelDataset(data_dir, "train")
-    batches = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, max_tokens, seed=1).batches(0)[:count]
+    batches = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, max_tokens, seed=1).batches(0)[
+        :count
+    ]
     return [collate(ds, b) for b in batches]
 
 
 def matmul_flops_per_target_token(cfg: ModelConfig, batch) -> float:
-    """Forward matmul FLOPs of one batch (weights only, no attention scores), over its target tokens."""
+    """Forward matmul FLOPs of one batch (weights only, no attention scores), over its target
+    tokens."""
     D, F, V = cfg.d_model, cfg.d_ff, cfg.target_vocab_size
     S, T = batch.src.numel(), batch.tgt_in.numel()
     enc = cfg.encoder_layers * (4 * D * D + 2 * D * F) * S
@@ -52,7 +59,11 @@ def run(preset: str, precision: str, batches, steps: int, compiled: bool = False
     model = Transformer(cfg).train()
     forward = torch.compile(model) if compiled else model
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
+    ctx = (
+        (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+        if precision == "bf16"
+        else nullcontext
+    )
     state = {"i": 0}
 
     def step():
@@ -67,14 +78,16 @@ def run(preset: str, precision: str, batches, steps: int, compiled: bool = False
         return batch.target_tokens
 
     warmup_s = 0.0
-    if compiled:  # compile for every batch shape the measurement will see, then measure the same batches
+    # compile for every batch shape the measurement will see, then measure the same batches
+    if compiled:
         start = time.perf_counter()
         for _ in range(steps + 2):
             step()
         warmup_s, state["i"] = time.perf_counter() - start, 0
     result = measure(step, trials=steps)
     result["compile_warmup_s"] = warmup_s
-    flops = sum(matmul_flops_per_target_token(cfg, b) for b in batches) / len(batches) * 3  # fwd + 2x bwd
+    # fwd + 2x bwd
+    flops = sum(matmul_flops_per_target_token(cfg, b) for b in batches) / len(batches) * 3
     result["flops_per_token"] = flops
     return result
 
@@ -84,12 +97,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer steps")
     parser.add_argument("--presets", nargs="+", default=["small", "base"])
     parser.add_argument("--precisions", nargs="+",
-                        help="default: fp32, and bf16 where the CPU multiplies it natively (emulated bf16 is "
-                             "many times slower than fp32: not worth the minutes its row costs)")
+                        help="default: fp32, and bf16 where the CPU multiplies it natively "
+                             "(emulated bf16 is many times slower than fp32: not worth the "
+                             "minutes its row costs)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--compile", action="store_true",
-                        help="also measure each row with the model under torch.compile (warm-up reported apart)")
+                        help="also measure each row with the model under torch.compile (warm-up "
+                             "reported apart)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.precisions is None:
@@ -112,16 +127,24 @@ def main() -> None:
                              "target tokens/s (median)": f"{r['rate_median']:,.0f}",
                              "min-max": f"{r['rate_min']:,.0f}-{r['rate_max']:,.0f}",
                              "GFLOP/token": f"{r['flops_per_token'] / 1e9:.3f}",
-                             "MFU": f"{achieved / peaks[precision]:.0%} of {peaks[precision]:,.1f} GFLOP/s", **r})
+                             "MFU": f"{achieved / peaks[precision]:.0%} of {peaks[precision]:,.1f} "
+                                    "GFLOP/s", **r})
                 if mode == "compiled":
                     eager = rows[-2]["rate_median"]
                     rows[-1]["vs eager"] = f"{r['rate_median'] / eager:.2f}x"
                     rows[-1]["compile warm-up"] = f"{r['compile_warmup_s']:.0f} s"
-                print(rows[-1]["preset"], precision, mode, rows[-1]["target tokens/s (median)"], flush=True)
-    columns = ["preset", "precision"] + (["mode", "vs eager", "compile warm-up"] if args.compile else []) + [
-        "target tokens/s (median)", "min-max", "GFLOP/token", "MFU"]
+                print(rows[-1]["preset"], precision, mode, rows[-1]["target tokens/s "
+                                                                    "(median)"], flush=True)
+    columns = (
+        ["preset", "precision"]
+        + (["mode", "vs eager", "compile warm-up"] if args.compile else [])
+        + ["target tokens/s (median)", "min-max", "GFLOP/token", "MFU"]
+    )
     print(table(rows, columns))
-    save("train_throughput", {"machine": machine(), "gemm_gflops": peaks, "steps": steps, "rows": rows})
+    save(
+        "train_throughput",
+        {"machine": machine(), "gemm_gflops": peaks, "steps": steps, "rows": rows},
+    )
 
 
 if __name__ == "__main__":

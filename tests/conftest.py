@@ -14,8 +14,8 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # the raw Multi30k files (train/val/test_2016_flickr .en.gz/.de.gz): TRANSDUCE_MULTI30K=DIR, else
 # ../shared/data/multi30k beside the checkout
 MULTI30K = Path(os.environ.get("TRANSDUCE_MULTI30K") or SHARED_DATA / "multi30k")
-NO_MULTI30K = (f"the Multi30k corpus is not in {MULTI30K}: `transduce download multi30k DIR` fetches it, and "
-               "TRANSDUCE_MULTI30K=DIR points the tests to it")
+NO_MULTI30K = (f"the Multi30k corpus is not in {MULTI30K}: `transduce download multi30k DIR` "
+               "fetches it, and TRANSDUCE_MULTI30K=DIR points the tests to it")
 
 
 def available_devices() -> list[str]:
@@ -30,8 +30,8 @@ def available_devices() -> list[str]:
 
 def pytest_addoption(parser):
     parser.addoption("--device", action="append", default=None, choices=["cpu", "cuda", "mps"],
-                     help="run the device-parametrized tests on this device (repeatable; default: cpu and "
-                          "every accelerator present)")
+                     help="run the device-parametrized tests on this device (repeatable; default: "
+                          "cpu and every accelerator present)")
 
 
 def pytest_generate_tests(metafunc):
@@ -63,8 +63,25 @@ def reverse_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("reverse-run")
     data = prepare_reverse_task(root, n_train=1500, n_valid=30)
-    cli("train", str(data), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "500", "--quiet",
-        "--set", "warmup=100", "--set", "dropout=0.0", "--precision", "fp32", "--max-tokens", "1500")
+    cli(
+        "train",
+        str(data),
+        "--out",
+        str(root / "run"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "500",
+        "--quiet",
+        "--set",
+        "warmup=100",
+        "--set",
+        "dropout=0.0",
+        "--precision",
+        "fp32",
+        "--max-tokens",
+        "1500",
+    )
     return root
 
 
@@ -76,10 +93,17 @@ def tiny_config(**overrides):
     return ModelConfig.preset("tiny", **base)
 
 
-def random_batch(batch: int, length: int, vocab: int, pad_id: int = 0, min_len: int = 1, generator=None,
-                 device="cpu"):
-    """Token ids ``(batch, length)`` in [4, vocab) with right padding of random lengths, on ``device``
-    (drawn on the CPU, so every device gets the same ids)."""
+def random_batch(
+    batch: int,
+    length: int,
+    vocab: int,
+    pad_id: int = 0,
+    min_len: int = 1,
+    generator=None,
+    device="cpu",
+):
+    """Token ids ``(batch, length)`` in [4, vocab) with right padding of random lengths, on
+    ``device`` (drawn on the CPU, so every device gets the same ids)."""
     g = generator or torch.Generator().manual_seed(1)
     ids = torch.randint(4, vocab, (batch, length), generator=g)
     lengths = torch.randint(min_len, length + 1, (batch,), generator=g)
@@ -100,4 +124,6 @@ def reverser(reverse_run):
     translator = load(reverse_run / "run")
     config = translator.model.config
     lines = (reverse_run / "raw" / "train.en").read_text().splitlines()[:60]
-    return translator.model, pad_sequences(translator.encode(lines), config.pad_id, suffix=config.eos_id)
+    return translator.model, pad_sequences(
+        translator.encode(lines), config.pad_id, suffix=config.eos_id
+    )

@@ -10,16 +10,26 @@ from pathlib import Path
 WORDS = "the a cat dog sat on mat house big small red blue runs walks sees".split()
 
 
-def write_reverse_task(folder: Path, n_train: int = 2000, n_valid: int = 100, seed: int = 0, max_words: int = 6,
-                       valid: bool = True) -> None:
+def write_reverse_task(
+    folder: Path,
+    n_train: int = 2000,
+    n_valid: int = 100,
+    seed: int = 0,
+    max_words: int = 6,
+    valid: bool = True,
+) -> None:
     """Target = source words in reverse order: a task a tiny model learns in seconds."""
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     splits = [("train", n_train)] + ([("valid", n_valid)] if valid else [])
     for split, n in splits:
-        src = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, max_words))) for _ in range(n)]
+        src = [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, max_words))) for _ in range(n)
+        ]
         (folder / f"{split}.en").write_text("\n".join(src) + "\n")
-        (folder / f"{split}.de").write_text("\n".join(" ".join(reversed(s.split())) for s in src) + "\n")
+        (folder / f"{split}.de").write_text(
+            "\n".join(" ".join(reversed(s.split())) for s in src) + "\n"
+        )
 
 
 def prepare_reverse_task(folder: Path, valid: bool = True, vocab_size: int = 64, **kw) -> Path:
@@ -27,9 +37,18 @@ def prepare_reverse_task(folder: Path, valid: bool = True, vocab_size: int = 64,
 
     write_reverse_task(folder / "raw", valid=valid, **kw)
     out = folder / "data"
-    prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(folder / "raw" / "train"),
-                           valid_prefix=str(folder / "raw" / "valid") if valid else None, vocab_size=vocab_size, threads=1),
-            out, log=None)
+    prepare(
+        PrepareOptions(
+            src="en",
+            tgt="de",
+            train_prefix=str(folder / "raw" / "train"),
+            valid_prefix=str(folder / "raw" / "valid") if valid else None,
+            vocab_size=vocab_size,
+            threads=1,
+        ),
+        out,
+        log=None,
+    )
     return out
 
 
@@ -37,8 +56,14 @@ def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: b
         env=None) -> subprocess.CompletedProcess:
     """Run ``transduce ARGS`` (in this process, or in a fresh one) and return what it did."""
     if subprocess_:
-        result = subprocess.run([sys.executable, "-m", "transduce", *args], capture_output=True, text=True,
-                                input=input, env=env, timeout=600)
+        result = subprocess.run(
+            [sys.executable, "-m", "transduce", *args],
+            capture_output=True,
+            text=True,
+            input=input,
+            env=env,
+            timeout=600,
+        )
     else:
         import contextlib
         import io
@@ -58,7 +83,8 @@ def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: b
             sys.stdin = stdin
         result = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
     if check and result.returncode != 0:
-        raise AssertionError(f"transduce {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+        raise AssertionError(f"transduce {' '.join(args)} failed "
+                             f"({result.returncode}):\n{result.stderr[-3000:]}")
     return result
 
 

@@ -1,4 +1,5 @@
-"""``checkpoint.py``: a checkpoint folder written atomically and read back exactly, averaging, and damaged or hostile folders named."""
+"""``checkpoint.py``: a checkpoint folder written atomically and read back exactly, averaging, and
+damaged or hostile folders named."""
 
 from __future__ import annotations
 
@@ -16,9 +17,14 @@ from .conftest import tiny_config
 
 
 def _write(folder, model, tokenizer_file, **extra):
-    info = {"model": model.config.to_dict(), "src": "en", "tgt": "de", "tokenizer": {"src": tokenizer_file.name,
-                                                                                    "tgt": tokenizer_file.name},
-            "step": 0, **extra}
+    info = {
+        "model": model.config.to_dict(),
+        "src": "en",
+        "tgt": "de",
+        "tokenizer": {"src": tokenizer_file.name, "tgt": tokenizer_file.name},
+        "step": 0,
+        **extra,
+    }
     return write_checkpoint(folder, model, info, [tokenizer_file])
 
 
@@ -32,7 +38,12 @@ def spm_file(tmp_path):
 def test_a_checkpoint_loads_back_the_same_weights_and_config(tmp_path, spm_file):
     model = Transformer(tiny_config()).eval()
     folder = _write(tmp_path / "ckpt", model, spm_file)
-    assert sorted(p.name for p in folder.iterdir()) == [".transduce", "model.json", "model.safetensors", "spm.model"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".transduce",
+        "model.json",
+        "model.safetensors",
+        "spm.model",
+    ]
     loaded, info = load_model_from(folder)
     assert loaded.config == model.config and info["transduce_version"]
     for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
@@ -50,7 +61,9 @@ def test_averaging_is_the_elementwise_mean(tmp_path, spm_file):
         torch.testing.assert_close(tensor, (a.state_dict()[name] + b.state_dict()[name]) / 2)
     other = Transformer(tiny_config(d_ff=128)).eval()
     with pytest.raises(TransduceError, match="different model configurations"):
-        average_checkpoints([folders[0], _write(tmp_path / "c", other, spm_file)], tmp_path / "avg2")
+        average_checkpoints(
+            [folders[0], _write(tmp_path / "c", other, spm_file)], tmp_path / "avg2"
+        )
 
 
 def test_damaged_and_escaping_checkpoints_are_named(tmp_path, spm_file):
@@ -106,8 +119,9 @@ def test_weights_of_the_wrong_dtype_or_shape_are_named(tmp_path, spm_file, damag
     ("d_model", 10**9, "GiB"), ("encoder_layers", 100_000, "encoder_layers must be at most 1024"),
     ("max_positions", 10**12, "GiB"),
     ("vocab_size", 10**10, "GiB")])
-def test_a_hostile_model_json_is_refused_before_anything_is_built(tmp_path, spm_file, field, value, words,
-                                                                  monkeypatch):
+def test_a_hostile_model_json_is_refused_before_anything_is_built(
+    tmp_path, spm_file, field, value, words, monkeypatch
+):
     import transduce.model.transformer as transformer
 
     folder = _write(tmp_path / "ckpt", Transformer(tiny_config()).eval(), spm_file)
@@ -116,7 +130,9 @@ def test_a_hostile_model_json_is_refused_before_anything_is_built(tmp_path, spm_
     if field == "d_model":  # keep the heads dividing it, so that only the size is at stake
         info["model"]["n_heads"] = 1
     (folder / "model.json").write_text(json.dumps(info))
-    monkeypatch.setattr(transformer.Transformer, "__init__", lambda *a, **k: pytest.fail("the model was built"))
+    monkeypatch.setattr(
+        transformer.Transformer, "__init__", lambda *a, **k: pytest.fail("the model was built")
+    )
     with pytest.raises(TransduceError, match=words):
         load_model_from(folder)
 

@@ -1,4 +1,5 @@
-"""``choice.py``: the one rule for the checkpoint of a run a command uses, and what it says of it."""
+"""``choice.py``: the one rule for the checkpoint of a run a command uses, and what it says of
+it."""
 
 from __future__ import annotations
 

@@ -14,16 +14,21 @@ def bleu(matches: list[tuple[int, int]], hyp_len: int, ref_len: int) -> float:
 
 
 def test_compounds_count_as_several_words():
-    # hyp: Ein Mann fährt Rad ##AT##-##AT## Rennen .      (7 tokens)
-    # ref: Ein Mann fährt ein Rad ##AT##-##AT## Rennen .  (8 tokens)
-    # 1-grams 7/7; 2-grams 5/6 (not "fährt Rad"); 3-grams 3/5; 4-grams 1/4 ("Rad ##AT##-##AT## Rennen .")
+    # hyp: Ein Mann fährt Rad ##AT##-##AT## Rennen . (7 tokens) ref: Ein Mann fährt ein Rad
+    # ##AT##-##AT## Rennen . (8 tokens) 1-grams 7/7; 2-grams 5/6 (not "fährt Rad"); 3-grams 3/5;
+    # 4-grams 1/4 ("Rad ##AT##-##AT## Rennen .")
     expected = bleu([(7, 7), (5, 6), (3, 5), (1, 4)], 7, 8)
-    assert paper_bleu(["Ein Mann fährt Rad-Rennen."], ["Ein Mann fährt ein Rad-Rennen."], "de") == round(expected, 2)
+    assert paper_bleu(
+        ["Ein Mann fährt Rad-Rennen."], ["Ein Mann fährt ein Rad-Rennen."], "de"
+    ) == round(expected, 2)
     # without compound splitting (another language) "Rad-Rennen" is one token:
-    # hyp: Ein Mann fährt Rad-Rennen . (5), ref 6 tokens; 1-grams 5/5, 2-grams 3/4, 3-grams 1/3, 4-grams 0/2
-    assert paper_bleu(["Ein Mann fährt Rad-Rennen."], ["Ein Mann fährt ein Rad-Rennen."], "en") == 0.0
+    # hyp: Ein Mann fährt Rad-Rennen . (5), ref 6 tokens; 1-grams 5/5, 2-grams 3/4, 3-grams 1/3,
+    # 4-grams 0/2
+    assert paper_bleu(["Ein Mann fährt "
+                       "Rad-Rennen."], ["Ein Mann fährt ein Rad-Rennen."], "en") == 0.0
     # and neither is sacreBLEU's figure
-    assert score(["Ein Mann fährt Rad-Rennen."], ["Ein Mann fährt ein Rad-Rennen."])["bleu"] != round(expected, 2)
+    assert score(["Ein Mann fährt "
+                  "Rad-Rennen."], ["Ein Mann fährt ein Rad-Rennen."])["bleu"] != round(expected, 2)
 
 
 def test_a_corpus_sums_counts_over_sentences():
@@ -40,9 +45,27 @@ def test_a_corpus_sums_counts_over_sentences():
 def test_evaluate_prints_it_labelled(tmp_path):
     (tmp_path / "hyp.de").write_text("Ein Mann fährt Rad-Rennen.\n")
     (tmp_path / "ref.de").write_text("Ein Mann fährt ein Rad-Rennen.\n")
-    out = cli("evaluate", "--hyp", str(tmp_path / "hyp.de"), "--ref", str(tmp_path / "ref.de"), "--paper-bleu", "de")
+    out = cli(
+        "evaluate",
+        "--hyp",
+        str(tmp_path / "hyp.de"),
+        "--ref",
+        str(tmp_path / "ref.de"),
+        "--paper-bleu",
+        "de",
+    )
     assert "paper BLEU 51.54  (de: tokenized BLEU as the paper's" in out.stdout
     assert "NOT comparable with sacreBLEU" in out.stdout
-    missing = cli("evaluate", "--hyp", str(tmp_path / "hyp.de"), "--ref", str(tmp_path / "ref.de"), "--paper-bleu",
-                  check=False)
-    assert missing.returncode == 2 and "name the target language, e.g. --paper-bleu de" in missing.stderr
+    missing = cli(
+        "evaluate",
+        "--hyp",
+        str(tmp_path / "hyp.de"),
+        "--ref",
+        str(tmp_path / "ref.de"),
+        "--paper-bleu",
+        check=False,
+    )
+    assert (
+        missing.returncode == 2
+        and "name the target language, e.g. --paper-bleu de" in missing.stderr
+    )

@@ -6,8 +6,16 @@ from __future__ import annotations
 import pytest
 
 from transduce.errors import TransduceError
-from transduce.files import (MARKER, check_output_dir, member, output_dir, output_file, read_json, remove_output,
-                             write_text)
+from transduce.files import (
+    MARKER,
+    check_output_dir,
+    member,
+    output_dir,
+    output_file,
+    remove_output,
+    write_text,
+)
+from transduce.reading import read_json
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -115,14 +123,18 @@ def test_a_kill_while_an_output_is_replaced_never_loses_it(tmp_path, renames):
 def test_a_command_writing_another_output_beside_a_killed_one_puts_it_back_first(tmp_path, sibling):
     """Killed between the two renames, then a command writes a *different* output in the same folder
     (``average RUN --out RUN/averaged-2`` after a killed ``average``): tidying the temporaries
-    restores the moved-aside output before removing anything, whatever name the new command writes."""
+    restores the moved-aside output before removing anything, whatever name the new command
+    writes."""
     import subprocess
     import sys
 
     out = tmp_path / "export"
     with output_dir(out, "export") as tmp:
         (tmp / "version.txt").write_text("old")
-    assert subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out), "1"]).returncode == 9
+    assert (
+        subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out), "1"]).returncode
+        == 9
+    )
     assert not out.exists() and [p.name for p in tmp_path.iterdir() if ".old-" in p.name]
     if sibling == "folder":
         with output_dir(tmp_path / "export-2", "export") as tmp:
@@ -131,8 +143,9 @@ def test_a_command_writing_another_output_beside_a_killed_one_puts_it_back_first
         with output_file(tmp_path / "notes.txt") as handle:
             handle.write("other")
     assert (out / "version.txt").read_text() == "old"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["export", "export-2" if sibling == "folder"
-                                                                 else "notes.txt"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["export", "export-2" if sibling == "folder" else "notes.txt"]
+    )
 
 
 def test_a_failure_between_the_renames_puts_the_old_version_back(tmp_path, monkeypatch):

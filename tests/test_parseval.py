@@ -40,7 +40,8 @@ CASES = {
     # a constituent over punctuation alone covers no word once it goes: not counted
     "a constituent of punctuation only": (
         "( (S (NP (NNP Smad4)) (, ,) (VP (VBZ binds) (NP (NN DNA))) (. .)) )",
-        "( (S (NP (XX Smad4)) (PRN (XX ,)) (VP (XX binds) (NP (XX DNA))) (XX .)) )", 4, 4, 4, 0, 3, 5),
+        "( (S (NP (XX Smad4)) (PRN (XX ,)) (VP (XX binds) (NP (XX DNA))) (XX .)) "
+        ")", 4, 4, 4, 0, 3, 5),
     # empty elements go with the brackets they leave empty, function tags are cut, PRT = ADVP;
     # the gold's S over the empty subject and ADJP is a sixth bracket, the test lacks it
     "empty elements, function tags, ADVP = PRT": (
@@ -68,7 +69,8 @@ def test_rows_as_evalb_prints_them(name):
 
 
 def test_totals_are_summed_over_sentences_before_dividing():
-    names = ["punctuation at the edges", "a unary chain in the gold tree", "punctuation attached elsewhere",
+    names = ["punctuation at the "
+             "edges", "a unary chain in the gold tree", "punctuation attached elsewhere",
              "empty elements, function tags, ADVP = PRT"]
     gold = [(k + 1, tree(CASES[n][0])) for k, n in enumerate(names)]
     test = [(k + 1, tree(CASES[n][1])) for k, n in enumerate(names)]

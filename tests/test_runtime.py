@@ -52,7 +52,9 @@ def test_compile_choice_refuses_what_cannot_be_captured():
         compile_choice("on", cpu, "int8")
 
 
-def test_training_bounds_the_kernel_caches_unless_the_user_set_them(reverse_run, tmp_path, monkeypatch):
+def test_training_bounds_the_kernel_caches_unless_the_user_set_them(
+    reverse_run, tmp_path, monkeypatch
+):
     from transduce.runtime import KERNEL_CACHE, KERNEL_CACHES, bound_kernel_cache
 
     from .helpers import cli
@@ -64,6 +66,15 @@ def test_training_bounds_the_kernel_caches_unless_the_user_set_them(reverse_run,
     assert os.environ[onednn] == "1024" and os.environ[ideep] == str(KERNEL_CACHE)
     for name in KERNEL_CACHES:
         monkeypatch.delenv(name)
-    cli("train", str(reverse_run / "data"), "--out", str(tmp_path / "run"), "--preset", "tiny", "--max-steps", "1",
-        "--quiet")
+    cli(
+        "train",
+        str(reverse_run / "data"),
+        "--out",
+        str(tmp_path / "run"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "1",
+        "--quiet",
+    )
     assert all(os.environ[name] == str(KERNEL_CACHE) for name in KERNEL_CACHES)

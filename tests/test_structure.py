@@ -1,5 +1,6 @@
 """The shape of the house: imports run one way (the import-linter contract in pyproject.toml), no
-source file outgrows a reader, ``model/`` holds only the paper's modules."""
+source file outgrows a reader, no line is wider than 100 characters, ``model/`` holds only the
+paper's modules."""
 
 from __future__ import annotations
 
@@ -12,30 +13,66 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "transduce"
-PAPER_MODULES = {"__init__.py", "masks.py", "positions.py", "attention.py", "feed_forward.py", "layers.py",
-                 "transformer.py", "cache.py"}
+PAPER_MODULES = {
+    "__init__.py",
+    "masks.py",
+    "positions.py",
+    "attention.py",
+    "feed_forward.py",
+    "layers.py",
+    "transformer.py",
+    "cache.py",
+}
 
 
 def test_imports_follow_the_layers():
-    """``lint-imports`` checks the layers written in pyproject.toml; an import from a lower layer to a
-    higher one (even inside a function) breaks the contract."""
+    """``lint-imports`` checks the layers written in pyproject.toml; an import from a lower layer to
+    a higher one (even inside a function) breaks the contract."""
     command = shutil.which("lint-imports")
     if command is None:
-        pytest.fail("lint-imports is missing: install the project with its dev extra (pip install -e '.[dev]')")
-    result = subprocess.run([command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"})
+        pytest.fail("lint-imports is missing: install the project with its dev extra (pip install "
+                    "-e '.[dev]')")
+    result = subprocess.run(
+        [command, "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "1 kept, 0 broken" in result.stdout
 
 
+LINE_LIMIT = 100  # pyproject.toml's [tool.ruff] line-length, for editors and `ruff format`
+
+
+def test_no_line_over_100_characters():
+    """Every Python file of the package, the tests, the benchmarks and the recipes."""
+    wide = [
+        f"{path.relative_to(ROOT)}:{number} ({len(line)})"
+        for folder in ("src", "tests", "benchmarks", "recipes")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > LINE_LIMIT
+    ]
+    assert not wide, f"lines over {LINE_LIMIT} characters: " + ", ".join(wide[:20])
+
+
 def test_no_source_file_over_400_lines():
-    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 400
+    }
     assert not long, f"split these files (a room a reader can hold in mind): {long}"
 
 
 def test_model_holds_only_the_papers_modules():
     found = {p.name for p in (SRC / "model").glob("*.py")}
-    assert found == PAPER_MODULES, f"model/ is the paper; move {sorted(found - PAPER_MODULES)} elsewhere"
+    assert found == PAPER_MODULES, (
+        f"model/ is the paper; move {sorted(found - PAPER_MODULES)} elsewhere"
+    )
 
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -73,5 +110,9 @@ def test_documents_speak_to_users():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 450
     for path in [*DOCS, *SRC.rglob("*.py")]:
         text = path.read_text(encoding="utf-8")
-        assert not re.search(r"\bsessions?\b", text, re.IGNORECASE), f"{path.relative_to(ROOT)} speaks of sessions"
-        assert not re.search(r"\bissues? #?\d", text, re.IGNORECASE), f"{path.relative_to(ROOT)} cites an issue"
+        assert not re.search(r"\bsessions?\b", text, re.IGNORECASE), (
+            f"{path.relative_to(ROOT)} speaks of sessions"
+        )
+        assert not re.search(r"\bissues? #?\d", text, re.IGNORECASE), (
+            f"{path.relative_to(ROOT)} cites an issue"
+        )

@@ -33,8 +33,11 @@ def test_the_facade_is_the_driver_plus_the_tokenizer(translator):
     got = translator.translate_nbest(lines, decode=decode)
     assert [[text for text, _ in hyps] for hyps in got] == \
         [[translator.tokenizer.decode_tgt(h.tokens) for h in hyps] for hyps in ids]
-    assert [[score for _, score in hyps] for hyps in got] == [[h.score for h in hyps] for hyps in ids]
-    assert translator.translate_nbest(lines, nbest=2, beam=3) == got  # options are DecodeConfig's fields
+    assert [[score for _, score in hyps] for hyps in got] == [
+        [h.score for h in hyps] for hyps in ids
+    ]
+    # options are DecodeConfig's fields
+    assert translator.translate_nbest(lines, nbest=2, beam=3) == got
 
 
 def test_over_long_lines_are_truncated_or_refused(translator):

@@ -23,7 +23,8 @@ def main() -> int:
         return 2
     folder, out = Path(sys.argv[1]), Path(sys.argv[2])
     if not (folder / EMA_FILE).is_file():
-        print(f"ema_at: {folder} has no {EMA_FILE} (was the run trained with --ema?)", file=sys.stderr)
+        print(f"ema_at: {folder} has no {EMA_FILE} (was the run trained with "
+              "--ema?)", file=sys.stderr)
         return 2
     model, info = load_model_from(folder)
     ema = ExponentialAverage(model, 0.999)

@@ -39,12 +39,15 @@ def right_branching(words: list[str], top: str, inner: str) -> Tree:
 def main(train: str, gold: str, prefix: str) -> None:
     top, inner = common_labels(train)
     sentences = [clean(tree).words() for _, tree in read_tree_file(gold)]
-    with open(f"{prefix}.right", "w", encoding="utf-8") as right, open(f"{prefix}.flat", "w",
-                                                                            encoding="utf-8") as flat:
+    with (
+        open(f"{prefix}.right", "w", encoding="utf-8") as right,
+        open(f"{prefix}.flat", "w", encoding="utf-8") as flat,
+    ):
         for words in sentences:
             right.write(str(Tree("", [right_branching(words, top, inner)])) + "\n")
             flat.write(str(Tree("", [Tree(top, [Tree(PLACEHOLDER, [w]) for w in words])])) + "\n")
-    print(f"{len(sentences)} trees each: {prefix}.right and {prefix}.flat (top {top}, inside {inner})")
+    print(f"{len(sentences)} trees each: {prefix}.right and {prefix}.flat (top {top}, inside "
+          f"{inner})")
 
 
 if __name__ == "__main__":

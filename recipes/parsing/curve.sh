@@ -9,7 +9,8 @@ CRAFT=${3:-../shared/data/craft}
 OUT=$RUN/eval
 mkdir -p "$OUT"
 head -n 500 "$DATA/valid.words.txt" > "$OUT/dev500.words"
-zcat -f "$CRAFT/dev.trees.gz" | head -n 500 > "$OUT/dev500.trees"
+zcat -f "$CRAFT/dev.trees.gz" > "$OUT/dev.trees"  # (whole: head would cut zcat off, a pipe error)
+head -n 500 "$OUT/dev.trees" > "$OUT/dev500.trees"
 echo "update dev_f1"
 for checkpoint in "$RUN"/checkpoints/step_*; do
   transduce parse "$checkpoint" --input "$OUT/dev500.words" --output "$OUT/curve.parsed" --beam 1 2> /dev/null

@@ -25,7 +25,8 @@ transduce train "$DATA" --out "$RUN" --config recipes/parsing/small.toml --preci
   $RESUME
 mkdir -p "$OUT"
 head -n 500 "$DATA/valid.words.txt" > "$OUT/dev500.words"
-zcat -f "$CRAFT/dev.trees.gz" | head -n 500 > "$OUT/dev500.trees"
+zcat -f "$CRAFT/dev.trees.gz" > "$OUT/dev.trees"  # (whole: head would cut zcat off, a pipe error)
+head -n 500 "$OUT/dev.trees" > "$OUT/dev500.trees"
 dev_f1() {  # weights, alpha -> F1 on the 500 development sentences
   transduce parse "$1" --input "$OUT/dev500.words" --output "$OUT/dev500.parsed" --beam "$BEAM" --alpha "$2" \
     2> /dev/null

@@ -40,5 +40,6 @@ def keep(scored: str, share: float) -> None:
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] not in ("words", "keep"):
         sys.exit(__doc__)
-    (words if sys.argv[1] == "words" else keep)(sys.argv[2], float(sys.argv[3]) if sys.argv[1] == "keep"
-                                                 else int(sys.argv[3]))
+    (words if sys.argv[1] == "words" else keep)(
+        sys.argv[2], float(sys.argv[3]) if sys.argv[1] == "keep" else int(sys.argv[3])
+    )

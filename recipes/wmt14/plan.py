@@ -20,7 +20,8 @@ from pathlib import Path
 
 TOKENS_PER_UPDATE = 25_000  # §5.1: ~25,000 source and ~25,000 target tokens a batch
 STEPS = {"base": 100_000, "big": 300_000}  # §5.2
-FILL = 0.88  # real target tokens per padded position in length-sorted batches (Multi30k measured 0.88)
+# real target tokens per padded position in length-sorted batches (Multi30k measured 0.88)
+FILL = 0.88
 
 
 def update_freq(gpus: int, max_tokens: int, fill: float = FILL) -> int:
@@ -40,12 +41,15 @@ def measured_tokens_per_s(path: Path, model: str) -> tuple[float, dict]:
     data = json.loads(path.read_text())
     rows = [r for r in data["rows"] if r["preset"] == model]
     if not rows:
-        raise SystemExit(f"{path} has no row for {model!r}; run: python benchmarks/train_throughput.py "
-                         f"--presets {model}")
+        raise SystemExit(f"{path} has no row for {model!r}; run: python "
+                         f"benchmarks/train_throughput.py --presets {model}")
     best = max(rows, key=lambda r: r["rate_median"])
     machine = data["machine"]
-    return best["rate_median"], f"{best['precision']} on {machine.get('cpu')}, {machine.get('threads')} threads, " \
-                                f"torch {machine.get('torch')}, from {path}"
+    return (
+        best["rate_median"],
+        f"{best['precision']} on {machine.get('cpu')}, {machine.get('threads')} threads, "
+        f"torch {machine.get('torch')}, from {path}",
+    )
 
 
 def main() -> int:
@@ -57,8 +61,11 @@ def main() -> int:
     est = sub.add_parser("estimate")
     est.add_argument("--model", choices=sorted(STEPS), default="base")
     est.add_argument("--gpus", type=int, default=1)
-    est.add_argument("--throughput", type=Path, default=Path("benchmarks/results/train_throughput.json"))
-    est.add_argument("--tokens-per-s", type=float, help="a measured figure instead of the benchmark's file")
+    est.add_argument(
+        "--throughput", type=Path, default=Path("benchmarks/results/train_throughput.json")
+    )
+    est.add_argument("--tokens-per-s", type=float, help="a measured figure instead of the "
+                                                        "benchmark's file")
     args = parser.parse_args()
     if args.command == "update-freq":
         print(update_freq(args.gpus, args.max_tokens))
@@ -68,9 +75,10 @@ def main() -> int:
     else:
         rate, source = measured_tokens_per_s(args.throughput, args.model)
     wall, device = gpu_hours(rate, args.model, args.gpus)
-    print(f"{args.model}: {STEPS[args.model]:,} updates x {TOKENS_PER_UPDATE:,} target tokens at {rate:,.0f} tokens/s "
-          f"per device ({source}): {wall:,.1f} h on {args.gpus} device{'s' if args.gpus > 1 else ''}, "
-          f"{device:,.1f} device-hours (linear scaling assumed)")
+    print(f"{args.model}: {STEPS[args.model]:,} updates x {TOKENS_PER_UPDATE:,} target tokens at "
+          f"{rate:,.0f} tokens/s per device ({source}): {wall:,.1f} h on {args.gpus} "
+          f"device{'s' if args.gpus > 1 else ''}, {device:,.1f} device-hours (linear scaling "
+          "assumed)")
     return 0
 
 

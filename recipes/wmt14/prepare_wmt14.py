@@ -28,18 +28,26 @@ from transduce.data.corpus import read_lines
 ARCHIVES = {
     "training-parallel-europarl-v7.tgz": (
         "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz",
-        {("training/europarl-v7.de-en.en", "training/europarl-v7.de-en.de"): 1_920_209}),
+        {("training/europarl-v7.de-en.en", "training/europarl-v7.de-en.de"): 1_920_209},
+    ),
     "training-parallel-commoncrawl.tgz": (
         "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz",
-        {("commoncrawl.de-en.en", "commoncrawl.de-en.de"): 2_399_123}),
+        {("commoncrawl.de-en.en", "commoncrawl.de-en.de"): 2_399_123},
+    ),
     "training-parallel-nc-v9.tgz": (
         "https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz",
-        {("training/news-commentary-v9.de-en.en", "training/news-commentary-v9.de-en.de"): 201_288}),
+        {("training/news-commentary-v9.de-en.en", "training/news-commentary-v9.de-en.de"): 201_288},
+    ),
     "dev.tgz": (
         "https://www.statmt.org/wmt14/dev.tgz",
-        {("dev/newstest2013.en", "dev/newstest2013.de"): 3_000}),
+        {("dev/newstest2013.en", "dev/newstest2013.de"): 3_000},
+    ),
 }
-TRAIN = ["training-parallel-europarl-v7.tgz", "training-parallel-commoncrawl.tgz", "training-parallel-nc-v9.tgz"]
+TRAIN = [
+    "training-parallel-europarl-v7.tgz",
+    "training-parallel-commoncrawl.tgz",
+    "training-parallel-nc-v9.tgz",
+]
 
 
 class RecipeError(Exception):
@@ -57,9 +65,17 @@ def download(raw: Path) -> None:
         if target.is_file():
             continue
         partial = raw / (name + ".part")
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out, \
-                tqdm(total=int(response.headers.get("Content-Length") or 0) or None, unit="B", unit_scale=True,
-                     desc=name, leave=False) as bar:
+        with (
+            urllib.request.urlopen(url, timeout=60) as response,
+            open(partial, "wb") as out,
+            tqdm(
+                total=int(response.headers.get("Content-Length") or 0) or None,
+                unit="B",
+                unit_scale=True,
+                desc=name,
+                leave=False,
+            ) as bar,
+        ):
             for block in iter(lambda: response.read(1 << 20), b""):
                 out.write(block)
                 bar.update(len(block))
@@ -80,13 +96,16 @@ def copy_member(archive: Path, member: str, out) -> int:
             raise RecipeError(f"{archive}: {member} is not a regular file")
         count = 0
         for raw in handle:
-            line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")  # Common Crawl has bad bytes
+            # Common Crawl has bad bytes
+            line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
             out.write(line + "\n")
             count += 1
     return count
 
 
-def extract(raw: Path, text: Path, archives: dict = ARCHIVES, train: list[str] = TRAIN) -> dict[str, int]:
+def extract(
+    raw: Path, text: Path, archives: dict = ARCHIVES, train: list[str] = TRAIN
+) -> dict[str, int]:
     """Write ``text``/train.{en,de} (the training corpora joined) and valid.{en,de}; returns the
     number of pairs per split. A corpus whose line counts differ from the published ones is an
     error; so is one whose two sides differ in length."""
@@ -100,13 +119,15 @@ def extract(raw: Path, text: Path, archives: dict = ARCHIVES, train: list[str] =
             for name in names:
                 archive = raw / name
                 if not archive.is_file():
-                    raise RecipeError(f"{archive} is missing; run without --no-download, or put the archive there")
+                    raise RecipeError(f"{archive} is missing; run without --no-download, or put "
+                                      "the archive there")
                 for (en_member, de_member), expected in archives[name][1].items():
                     en = copy_member(archive, en_member, outputs["en"])
                     de = copy_member(archive, de_member, outputs["de"])
                     if en != expected or de != expected:
-                        raise RecipeError(f"{archive}: {en_member} has {en:,} lines and {de_member} {de:,}; the "
-                                          f"published corpus has {expected:,} each")
+                        raise RecipeError(f"{archive}: {en_member} has {en:,} lines and "
+                                          f"{de_member} {de:,}; the published corpus has "
+                                          f"{expected:,} each")
                     total += expected
         except BaseException:
             for lang, handle in outputs.items():
@@ -127,10 +148,12 @@ def test_set(text: Path) -> int:
 
     dataset = DATASETS["wmt14/full"]
     dataset.process_to_text("en-de")
-    sources = list(read_lines(dataset.get_source_file("en-de")))  # the project's line reader: "\n" only
+    # the project's line reader: "\n" only
+    sources = list(read_lines(dataset.get_source_file("en-de")))
     references = list(read_lines(dataset.get_reference_files("en-de")[0]))
     if len(sources) != 3003 or len(references) != 3003:
-        raise RecipeError(f"sacreBLEU's newstest2014 has {len(sources)}/{len(references)} lines, not 3,003")
+        raise RecipeError(f"sacreBLEU's newstest2014 has {len(sources)}/{len(references)} lines, "
+                          "not 3,003")
     (text / "test.en").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
     (text / "test.de").write_text("".join(r + "\n" for r in references), encoding="utf-8")
     return len(sources)
@@ -140,7 +163,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("raw", type=Path, help="folder for the downloaded archives")
     parser.add_argument("text", type=Path, help="folder for train/valid/test .en/.de")
-    parser.add_argument("--no-download", action="store_true", help="use the archives already in RAW")
+    parser.add_argument("--no-download", action="store_true", help="use the archives already in "
+                                                                   "RAW")
     args = parser.parse_args()
     try:
         if not args.no_download:

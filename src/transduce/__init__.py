@@ -21,14 +21,23 @@ def __getattr__(name: str):
         return Parser
     raise AttributeError(f"module 'transduce' has no attribute {name!r}")
 
-__all__ = ["DecodeConfig", "ModelConfig", "TrainConfig", "Transformer", "Translator", "Parser", "load", "load_lm",
-           "__version__"]
+__all__ = [
+    "DecodeConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "Transformer",
+    "Translator",
+    "Parser",
+    "load",
+    "load_lm",
+    "__version__",
+]
 
 
 def load(path, device: str = "auto", precision: str = "fp32", compile="auto"):
-    """Load a run directory or checkpoint as a ``Translator`` (``Translator.load``; the checkpoint of
-    a run as ``transduce.choice.choose`` picks it); a list of them loads an ensemble, searched as one
-    model (``transduce.decoding.Ensemble``).
+    """Load a run directory or checkpoint as a ``Translator`` (``Translator.load``; the checkpoint
+    of a run as ``transduce.choice.choose`` picks it); a list of them loads an ensemble, searched as
+    one model (``transduce.decoding.Ensemble``).
 
     device: "auto" (CUDA, else MPS, else the CPU, as the commands), "cpu", "cuda:1", ...;
     precision: fp32, bf16, fp16 (CUDA), int8 (CPU) or auto; compile: "auto", "on" or "off"."""
@@ -38,7 +47,8 @@ def load(path, device: str = "auto", precision: str = "fp32", compile="auto"):
 
 
 def load_lm(path, device: str = "auto", precision: str = "fp32"):
-    """Load a decoder-only or encoder-only run or checkpoint as a ``LanguageModel`` (``transduce.lm``):
+    """Load a decoder-only or encoder-only run or checkpoint as a ``LanguageModel``
+    (``transduce.lm``):
     ``generate(prompt, DecodeConfig(...), max_new_tokens)`` or ``fill_mask(text, top_k)``."""
     from .checkpoint import read_info
     from .choice import resolve

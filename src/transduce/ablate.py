@@ -5,7 +5,8 @@ The rows follow the paper's, scaled to the base model given (by default the ``sm
 the paper's base is d_model 512, h 8, N 6):
 
     (A) the number of heads h, with d_k = d_v = d_model / h (constant compute): the paper's h in
-        {1, 4, 16, 32}, those that divide d_model into heads of at least 4 (and differ from the base)
+        {1, 4, 16, 32}, those that divide d_model into heads of at least 4 (and differ from the
+base)
     (B) a smaller d_k = d_v at the base's h: {16, 32}
     (C) the model's size: N in {N - 1, N + 1}, d_model halved and doubled (d_k follows), d_ff halved
         and doubled
@@ -28,7 +29,6 @@ draws the BLEU of each row beside the base's.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +69,9 @@ class Row:
     paper: Optional[str] = None  # the key of the paper's counterpart in PAPER_TABLE3
 
 
-def table3_rows(base: ModelConfig, groups: Sequence[str] = TABLE3, train_max_len: int = 0) -> list[Row]:
+def table3_rows(
+    base: ModelConfig, groups: Sequence[str] = TABLE3, train_max_len: int = 0
+) -> list[Row]:
     """The rows of Table 3 for ``base`` (see the module's docstring); the positions study's rows
     train on pairs of at most ``train_max_len`` tokens."""
     D, h, N, ff = base.d_model, base.n_heads, base.encoder_layers, base.d_ff
@@ -79,7 +81,9 @@ def table3_rows(base: ModelConfig, groups: Sequence[str] = TABLE3, train_max_len
     if "A" in groups:
         for heads in (1, 4, 16, 32):
             if heads != h and D % heads == 0 and D // heads >= 4:
-                rows.append(Row(f"A-h{heads}", "A", {"n_heads": heads, "head_dim": None}, paper=f"h{heads}"))
+                rows.append(
+                    Row(f"A-h{heads}", "A", {"n_heads": heads, "head_dim": None}, paper=f"h{heads}")
+                )
     if "B" in groups:
         for d_k in (16, 32):
             if d_k != base.d_k:
@@ -87,108 +91,60 @@ def table3_rows(base: ModelConfig, groups: Sequence[str] = TABLE3, train_max_len
     if "C" in groups:
         for layers in (N - 1, N + 1):
             if layers >= 1:
-                rows.append(Row(f"C-N{layers}", "C", {"encoder_layers": layers, "decoder_layers": layers},
-                                paper="fewer layers" if layers < N else "more layers"))
+                rows.append(
+                    Row(
+                        f"C-N{layers}",
+                        "C",
+                        {"encoder_layers": layers, "decoder_layers": layers},
+                        paper="fewer layers" if layers < N else "more layers",
+                    )
+                )
         for width in (D // 2, D * 2):
             if width % h == 0:
                 rows.append(Row(f"C-d{width}", "C", {"d_model": width, "head_dim": None},
                                 paper="narrower" if width < D else "wider"))
         for inner in (ff // 2, ff * 2):
-            rows.append(Row(f"C-ff{inner}", "C", {"d_ff": inner}, paper="smaller d_ff" if inner < ff else "larger d_ff"))
+            rows.append(
+                Row(
+                    f"C-ff{inner}",
+                    "C",
+                    {"d_ff": inner},
+                    paper="smaller d_ff" if inner < ff else "larger d_ff",
+                )
+            )
     if "D" in groups:
         for p in (0.0, 0.2):
             if p != base.dropout:
                 rows.append(Row(f"D-drop{p:g}", "D", {"dropout": p}, paper=f"drop{p:g}"))
         for eps in (0.0, 0.2):
-            rows.append(Row(f"D-ls{eps:g}", "D", train={"label_smoothing": eps}, paper=f"ls{eps:g}"))
+            rows.append(
+                Row(f"D-ls{eps:g}", "D", train={"label_smoothing": eps}, paper=f"ls{eps:g}")
+            )
     if "E" in groups and base.positional != "learned":
         rows.append(Row("E-learned", "E", {"positional": "learned"}, paper="learned"))
     if "scale" in groups and base.attention_scale != "none":
         rows.append(Row("scale-none", "scale", {"attention_scale": "none"}))
     if "moe" in groups and base.ffn != "moe":
         rows.append(Row("moe-E4k1", "moe", {"ffn": "moe", "moe_experts": 4, "moe_top_k": 1}))
-        rows.append(Row("moe-E4k2", "moe", {"ffn": "moe", "moe_experts": 4, "moe_top_k": 2, "d_ff": ff // 2}))
+        rows.append(
+            Row(
+                "moe-E4k2", "moe", {"ffn": "moe", "moe_experts": 4, "moe_top_k": 2, "d_ff": ff // 2}
+            )
+        )
     if "positions" in groups:
         if train_max_len < 1:
-            raise ValueError("the positions study needs train_max_len (--train-max-len L): the length to train up to")
+            raise ValueError("the positions study needs train_max_len (--train-max-len L): the "
+                             "length to train up to")
         for scheme in SCHEMES:
-            rows.append(Row(f"pos-{scheme}", "positions", {"positional": scheme}, {"train_max_len": train_max_len}))
+            rows.append(
+                Row(
+                    f"pos-{scheme}",
+                    "positions",
+                    {"positional": scheme},
+                    {"train_max_len": train_max_len},
+                )
+            )
     return rows
-
-
-def length_buckets(limit: int) -> list[tuple[int, Optional[int]]]:
-    """Source-length buckets around the training limit L: up to L, L+1 to 2L, beyond 2L."""
-    return [(1, limit), (limit + 1, 2 * limit), (2 * limit + 1, None)]
-
-
-def evaluate_by_length(run: str | Path, data_dir: str | Path, limit: int, device: str = "cpu") -> list[dict]:
-    """The run's last checkpoint on the validation split, per source-length bucket (tokens, without
-    eos): sentences, perplexity of the unsmoothed NLL (teacher-forced) and greedy BLEU."""
-    import torch
-
-    from .checkpoint import list_checkpoints, load_model_from
-    from .data.tokenizer import tokenizer_from_info
-    from .config import DecodeConfig
-    from .data import ParallelDataset, TokenBatchSampler, collate
-    from .evaluate import score
-    from .training.loss import label_smoothed_nll
-    from .decoding import translate_ids
-
-    folder = list_checkpoints(run)[-1]
-    model, info = load_model_from(folder, device)
-    tokenizer = tokenizer_from_info(folder, info)
-    c = model.config
-    ds = ParallelDataset(data_dir, "valid")
-    references = ds.raw_text("tgt")
-    results = []
-    for low, high in length_buckets(limit):
-        chosen = [i for i in range(len(ds)) if ds.src_lengths[i] >= low and (high is None or ds.src_lengths[i] <= high)]
-        label = f"{low}-{high}" if high is not None else f">{low - 1}"
-        if not chosen:
-            results.append({"lengths": label, "sentences": 0, "ppl": None, "bleu": None})
-            continue
-        nll = tokens = 0.0
-        sampler = TokenBatchSampler(ds.src_lengths[chosen], ds.tgt_lengths[chosen], 4096, shuffle=False)
-        with torch.no_grad():
-            for batch in sampler.batches(0):
-                b = collate(ds, [chosen[j] for j in batch], c.pad_id, c.start_id, c.eos_id).to(device)
-                _, batch_nll = label_smoothed_nll(model(b.src, b.tgt_in).flatten(0, 1), b.tgt_out.flatten(), 0.0,
-                                                  c.pad_id)
-                nll, tokens = nll + float(batch_nll), tokens + b.target_tokens
-        hyps = translate_ids(model, [ds[i][0].tolist() for i in chosen], DecodeConfig(beam=1))
-        texts = [tokenizer.decode_tgt(h[0].tokens) for h in hyps]
-        bleu = score(texts, [references[i] for i in chosen])["bleu"]
-        results.append({"lengths": label, "sentences": len(chosen), "ppl": round(math.exp(min(nll / tokens, 50)), 2),
-                        "bleu": bleu})
-    return results
-
-
-def positions_markdown(table: dict[str, list[dict]], limit: int, note: str = "") -> str:
-    """One line per scheme: perplexity and BLEU in each length bucket."""
-    buckets = next(iter(table.values()))
-    head = "| positions | " + " | ".join(f"src {b['lengths']}: PPL / BLEU ({b['sentences']} sent.)" for b in buckets)
-    out = [head + " |", "|" + "---|" * (len(buckets) + 1)]
-    for scheme, rows in table.items():
-        cells = [f"{r['ppl']:.2f} / {r['bleu']:.2f}" if r["ppl"] is not None else "-" for r in rows]
-        out.append(f"| {scheme} | " + " | ".join(cells) + " |")
-    return "\n".join(out) + ("\n\n" + note if note else "") + "\n"
-
-
-def positions_plot(table: dict[str, list[dict]], limit: int, out: Path) -> Path:
-    """BLEU per length bucket, one line per positional scheme."""
-    from .visualize import _pyplot, _save
-
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for scheme, rows in table.items():
-        done = [r for r in rows if r["bleu"] is not None]
-        ax.plot([r["lengths"] for r in done], [r["bleu"] for r in done], "o-", label=scheme)
-    ax.axvline(0.5, color="gray", linestyle=":", linewidth=1)
-    ax.set_xlabel(f"source length (tokens); trained on pairs of at most {limit}")
-    ax.set_ylabel("validation BLEU (greedy)")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    return _save(fig, out)
 
 
 def _overrides(values: dict) -> list[str]:
@@ -246,36 +202,74 @@ def run_ablation(out: str | Path, base: ModelConfig, recipe: TrainConfig, base_a
             if done:
                 log(f"{row.name}, seed {seed}: done already (step {record['step']})")
             else:
-                argv = [*base_args, "--out", str(run), "--max-steps", str(max_steps), "--seed", str(seed)]
+                argv = [
+                    *base_args,
+                    "--out",
+                    str(run),
+                    "--max-steps",
+                    str(max_steps),
+                    "--seed",
+                    str(seed),
+                ]
                 for item in _overrides(row.model) + _overrides(row.train):
                     argv += ["--set", item]
                 if (run / "config.json").is_file():
                     argv.append("--resume")
-                log(f"{row.name}, seed {seed}: training {params:,} parameters for {max_steps} updates -> {run}")
+                log(f"{row.name}, seed {seed}: training {params:,} parameters for {max_steps} "
+                    f"updates -> {run}")
                 try:
                     train(argv)
                 except TransduceError as error:
                     log(f"{row.name}, seed {seed}: failed: {error}")
-                    results.append({"row": row.name, "group": row.group, "seed": seed, "params": params,
-                                    "active": active, "paper": row.paper, "failed": str(error), **_shape(config, train_config)})
+                    results.append(
+                        {
+                            "row": row.name,
+                            "group": row.group,
+                            "seed": seed,
+                            "params": params,
+                            "active": active,
+                            "paper": row.paper,
+                            "failed": str(error),
+                            **_shape(config, train_config),
+                        }
+                    )
                     continue
                 signal = stopped_by_signal(run)
                 if signal:  # the user (or a scheduler) stopped it: stop here, not at the next row
-                    raise AblationStopped(f"{row.name}, seed {seed}: {signal}; the ablation stops here (its "
-                                          f"checkpoint is saved: run the same command again to resume)")
+                    raise AblationStopped(f"{row.name}, seed {seed}: {signal}; the ablation stops "
+                                          "here (its checkpoint is saved: run the same command "
+                                          "again to resume)")
                 record = last_validation(run)
-            results.append({"row": row.name, "group": row.group, "seed": seed, "params": params, "active": active,
-                            "paper": row.paper,
-                            "steps": record["step"] if record else None,
-                            "dev_ppl": record["ppl"] if record else None,
-                            "dev_bleu": record["bleu"] if record else None, **_shape(config, train_config)})
+            results.append(
+                {
+                    "row": row.name,
+                    "group": row.group,
+                    "seed": seed,
+                    "params": params,
+                    "active": active,
+                    "paper": row.paper,
+                    "steps": record["step"] if record else None,
+                    "dev_ppl": record["ppl"] if record else None,
+                    "dev_bleu": record["bleu"] if record else None,
+                    **_shape(config, train_config),
+                }
+            )
     return results
 
 
 def _shape(config: ModelConfig, train: TrainConfig) -> dict:
-    return {"N": config.encoder_layers, "d_model": config.d_model, "d_ff": config.d_ff, "h": config.n_heads,
-            "d_k": config.d_k, "d_v": config.d_k, "P_drop": config.dropout, "eps_ls": train.label_smoothing,
-            "positional": config.positional, "scale": config.attention_scale}
+    return {
+        "N": config.encoder_layers,
+        "d_model": config.d_model,
+        "d_ff": config.d_ff,
+        "h": config.n_heads,
+        "d_k": config.d_k,
+        "d_v": config.d_k,
+        "P_drop": config.dropout,
+        "eps_ls": train.label_smoothing,
+        "positional": config.positional,
+        "scale": config.attention_scale,
+    }
 
 
 def summarize(results: list[dict]) -> list[dict]:
@@ -284,8 +278,24 @@ def summarize(results: list[dict]) -> list[dict]:
     for name in dict.fromkeys(r["row"] for r in results):
         runs = [r for r in results if r["row"] == name]
         ok = [r for r in runs if r.get("dev_bleu") is not None]
-        line = {k: runs[0][k] for k in ("row", "group", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop",
-                                        "eps_ls", "positional", "scale", "params")}
+        line = {
+            k: runs[0][k]
+            for k in (
+                "row",
+                "group",
+                "N",
+                "d_model",
+                "d_ff",
+                "h",
+                "d_k",
+                "d_v",
+                "P_drop",
+                "eps_ls",
+                "positional",
+                "scale",
+                "params",
+            )
+        }
         line["active"] = runs[0].get("active", line["params"])
         line["paper"] = PAPER_TABLE3.get(runs[0].get("paper"))
         line["seeds"] = len(runs)
@@ -300,8 +310,8 @@ def summarize(results: list[dict]) -> list[dict]:
 
 
 def markdown(lines: list[dict], note: str = "") -> str:
-    head = ("| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positions | scale | params | updates "
-            "| dev PPL | dev BLEU | the paper's row | its PPL | its BLEU |")
+    head = ("| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positions | scale | "
+            "params | updates | dev PPL | dev BLEU | the paper's row | its PPL | its BLEU |")
     out = [head, "|" + "---|" * 18]
     for line in lines:
         def value(key):
@@ -313,14 +323,26 @@ def markdown(lines: list[dict], note: str = "") -> str:
             spread = line.get(key + "_range")
             return f"{v:.2f}" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else "")
 
-        out.append(f"| {line['row']} | {line['N']} | {line['d_model']} | {line['d_ff']} | {line['h']} | {line['d_k']} "
-                   f"| {line['d_v']} | {line['P_drop']:g} | {line['eps_ls']:g} | {line['positional']} | "
-                   f"{'1/sqrt(d_k)' if line['scale'] == 'sqrt_dk' else 'none'} | {line['params']:,}"
-                   + (f" ({line['active']:,} active)" if line.get("active", line["params"]) != line["params"] else "")
-                   + " | "
-                   f"{line['steps'] if line['steps'] is not None else '-'} | {value('dev_ppl')} | {value('dev_bleu')} | "
-                   + (" | ".join([paper[0], f"{paper[1]:.2f}", f"{paper[2]:.1f}"]) if (paper := line.get("paper"))
-                      else "- | - | -") + " |")
+        out.append(
+            f"| {line['row']} | {line['N']} | {line['d_model']} | {line['d_ff']} | {line['h']} | "
+            f"{line['d_k']} | {line['d_v']} | {line['P_drop']:g} | {line['eps_ls']:g} | "
+            f"{line['positional']} | {'1/sqrt(d_k)' if line['scale'] == 'sqrt_dk' else 'none'} | "
+            f"{line['params']:,}"
+            + (
+                f" ({line['active']:,} active)"
+                if line.get("active", line["params"]) != line["params"]
+                else ""
+            )
+            + " | "
+            f"{line['steps'] if line['steps'] is not None else '-'} | {value('dev_ppl')} | "
+            f"{value('dev_bleu')} | "
+            + (
+                " | ".join([paper[0], f"{paper[1]:.2f}", f"{paper[2]:.1f}"])
+                if (paper := line.get("paper"))
+                else "- | - | -"
+            )
+            + " |"
+        )
     return "\n".join(out) + ("\n\n" + note if note else "") + "\n"
 
 
@@ -333,8 +355,16 @@ def plot(lines: list[dict], out: Path) -> Optional[Path]:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(done) + 1.5))
-    colors = {"base": "tab:gray", "A": "tab:blue", "B": "tab:cyan", "C": "tab:green", "D": "tab:orange",
-              "E": "tab:purple", "scale": "tab:red", "moe": "tab:brown"}
+    colors = {
+        "base": "tab:gray",
+        "A": "tab:blue",
+        "B": "tab:cyan",
+        "C": "tab:green",
+        "D": "tab:orange",
+        "E": "tab:purple",
+        "scale": "tab:red",
+        "moe": "tab:brown",
+    }
     names = [line["row"] for line in done][::-1]
     values = [line["dev_bleu"] for line in done][::-1]
     ax.barh(names, values, color=[colors.get(line["group"], "tab:gray") for line in done][::-1])

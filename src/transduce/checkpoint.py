@@ -3,7 +3,7 @@
     model.safetensors   the weights (tied matrices stored once)
     model.json          ModelConfig, languages, tokenizer file names, step, package version
     spm*.model          the SentencePiece model(s), so a checkpoint translates on its own
-    state.pt            optimizer state and RNG states (training checkpoints only; loaded with
+    state.pt optimizer state and RNG states (training checkpoints only; loaded with
                         ``torch.load(weights_only=True)``, never unpickled)
     trainer.json        step, epoch, position in the epoch, best BLEU, ... (training checkpoints)
 
@@ -28,7 +28,8 @@ from safetensors.torch import load_file, save_file, save_model
 from .version import __version__
 from .config import ModelConfig
 from .errors import TransduceError
-from .files import load_torch, member, output_dir, read_json, recover, recover_all
+from .files import member, output_dir, recover, recover_all
+from .reading import load_torch, read_json
 from .runtime import check_fits
 
 CHECKPOINT_RE = re.compile(r"^step_(\d+)$")
@@ -39,15 +40,24 @@ class CheckpointError(TransduceError):
     """A checkpoint folder is damaged or incomplete (the message names the file)."""
 
 
-def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str, Any], tokenizer_files: list[Path],
-                     state: Optional[dict] = None, trainer: Optional[dict] = None, inputs: list[Path] = (),
-                     tensors: Optional[dict[str, dict[str, torch.Tensor]]] = None, run: Optional[Path] = None) -> Path:
+def write_checkpoint(
+    folder: str | Path,
+    model: torch.nn.Module,
+    info: dict[str, Any],
+    tokenizer_files: list[Path],
+    state: Optional[dict] = None,
+    trainer: Optional[dict] = None,
+    inputs: list[Path] = (),
+    tensors: Optional[dict[str, dict[str, torch.Tensor]]] = None,
+    run: Optional[Path] = None,
+) -> Path:
     """Write a checkpoint folder atomically, replacing an earlier checkpoint of the same name
     (never a folder transduce did not write as a checkpoint).
 
-    ``info`` must hold ``model`` (a ModelConfig dict); tokenizer_files are copied beside the weights.
-    ``tensors`` maps file names to more tensors to write in safetensors (the EMA's averages).
-    ``run``: the training run writing into its own ``checkpoints/`` (no other writer may).
+    ``info`` must hold ``model`` (a ModelConfig dict); tokenizer_files are copied beside the
+    weights. ``tensors`` maps file names to more tensors to write in safetensors (the EMA's
+    averages). ``run``: the training run writing into its own ``checkpoints/`` (no other writer
+    may).
     """
     with output_dir(folder, "checkpoint", inputs, what="checkpoint", run=run) as tmp:
         save_model(model, str(tmp / "model.safetensors"))
@@ -64,33 +74,41 @@ def write_checkpoint(folder: str | Path, model: torch.nn.Module, info: dict[str,
         if state is not None:
             torch.save(state, tmp / "state.pt")
         if trainer is not None:
-            (tmp / "trainer.json").write_text(json.dumps(trainer, indent=2) + "\n", encoding="utf-8")
+            (tmp / "trainer.json").write_text(
+                json.dumps(trainer, indent=2) + "\n", encoding="utf-8"
+            )
         for name, named in (tensors or {}).items():
             save_file({k: v.detach().cpu().contiguous() for k, v in named.items()}, str(tmp / name))
     return Path(folder)
 
 
 def checkpoint_file(folder: str | Path, name: str) -> Path:
-    """``folder / name``, a file of a checkpoint, confined to the folder (a link leading out of it is
-    refused: a checkpoint from elsewhere must not make transduce read, or republish, other files)."""
+    """``folder / name``, a file of a checkpoint, confined to the folder (a link leading out of it
+    is refused: a checkpoint from elsewhere must not make transduce read, or republish, other
+    files)."""
     try:
         return member(folder, name, "file")
     except TransduceError as error:
         raise CheckpointError(str(error)) from None
 
 
-def check_weights(state: dict[str, torch.Tensor], model: torch.nn.Module, source: str | Path) -> None:
-    """Every tensor of ``state`` floating point and of the shape ``model`` expects, or a message that
-    names the tensor (an int8 or bool tensor would load silently and translate garbage)."""
+def check_weights(
+    state: dict[str, torch.Tensor], model: torch.nn.Module, source: str | Path
+) -> None:
+    """Every tensor of ``state`` floating point and of the shape ``model`` expects, or a message
+    that names the tensor (an int8 or bool tensor would load silently and translate garbage)."""
     expected = model.state_dict()
     for name, tensor in state.items():
         if not tensor.is_floating_point():
-            raise CheckpointError(f"{source}: {name} holds {str(tensor.dtype).removeprefix('torch.')} values, not "
-                                  "floating-point weights; the file is damaged or was not written for this model")
+            raise CheckpointError(f"{source}: {name} holds "
+                                  f"{str(tensor.dtype).removeprefix('torch.')} values, not "
+                                  "floating-point weights; the file is damaged or was not written "
+                                  "for this model")
         if name in expected and tuple(tensor.shape) != tuple(expected[name].shape):
-            raise CheckpointError(f"{source}: {name} has the shape {tuple(tensor.shape)} where the model's "
-                                  f"configuration implies {tuple(expected[name].shape)}: the weights do not fit "
-                                  "this configuration (is it the one they were saved with?)")
+            raise CheckpointError(f"{source}: {name} has the shape {tuple(tensor.shape)} where the "
+                                  f"model's configuration implies {tuple(expected[name].shape)}: "
+                                  "the weights do not fit this configuration (is it the one they "
+                                  "were saved with?)")
 
 
 def read_info(folder: str | Path) -> dict:
@@ -109,10 +127,12 @@ def read_info(folder: str | Path) -> dict:
 
 
 def tokenizer_paths(folder: str | Path, info: dict) -> dict[str, Path]:
-    """The tokenizer files ``model.json`` names, each confined to ``folder`` (see ``files.member``)."""
+    """The tokenizer files ``model.json`` names, each confined to ``folder`` (see
+    ``files.member``)."""
     folder = Path(folder)
     tok = info["tokenizer"]
-    paths = {key: member(folder, tok[key], f"tokenizer file ({key})") for key in TOKENIZER_KEYS if tok.get(key)}
+    paths = {key: member(folder, tok[key], "tokenizer file "
+                                           f"({key})") for key in TOKENIZER_KEYS if tok.get(key)}
     for key in ("src", "tgt"):
         if key not in paths:
             raise CheckpointError(f"{folder}/model.json is damaged: no tokenizer file for {key!r}")
@@ -158,7 +178,11 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     if not folder.is_dir():
         return []
     recover_all(folder, list(folder.iterdir()))  # a checkpoint a killed save had moved aside
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := CHECKPOINT_RE.match(p.name)) and is_checkpoint(p)]
+    found = [
+        (int(m.group(1)), p)
+        for p in folder.iterdir()
+        if (m := CHECKPOINT_RE.match(p.name)) and is_checkpoint(p)
+    ]
     return [p for _, p in sorted(found)]
 
 
@@ -275,7 +299,8 @@ def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
     """``(model, info)`` from a checkpoint folder; the model is in eval mode.
 
     Raises:
-        CheckpointError: a file is damaged or does not fit ``model.json``; for a folder inside a run,
+        CheckpointError: a file is damaged or does not fit ``model.json``; for a folder inside a
+    run,
             the message lists the run's checkpoints that can be used instead.
     """
     from .model import Transformer
@@ -288,8 +313,8 @@ def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
         model = Transformer(config)
         missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"))
         if missing or unexpected:
-            raise CheckpointError(f"{folder}/model.safetensors does not fit its model.json: missing {missing[:5]}, "
-                                  f"unexpected {unexpected[:5]}")
+            raise CheckpointError(f"{folder}/model.safetensors does not fit its model.json: "
+                                  f"missing {missing[:5]}, unexpected {unexpected[:5]}")
     except (CheckpointError, ValueError, TypeError) as error:
         run_dir = folder.parent.parent if folder.parent.name == "checkpoints" else folder.parent
         usable = _usable(run_dir, folder) if (run_dir / "config.json").is_file() else []
@@ -304,7 +329,8 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
         raise TransduceError("no checkpoints to average")
     infos = [read_info(f) for f in folders]
     if any(i["model"] != infos[0]["model"] for i in infos):
-        raise TransduceError("the checkpoints have different model configurations; they cannot be averaged")
+        raise TransduceError("the checkpoints have different model configurations; they cannot be "
+                             "averaged")
     model, _ = load_model_from(folders[-1])  # the shapes every checkpoint's weights must have
     total: dict[str, torch.Tensor] = {}
     for folder in folders:
@@ -320,10 +346,11 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
     missing, unexpected = model.load_state_dict(state, strict=False)
     current = model.state_dict()
     stored = {current[k].data_ptr() for k in state if k in current}
-    missing = [k for k in missing if current[k].data_ptr() not in stored]  # tied weights are stored once
+    # tied weights are stored once
+    missing = [k for k in missing if current[k].data_ptr() not in stored]
     if missing or unexpected:
-        raise CheckpointError(f"the checkpoints' weights do not fit their model: missing {missing[:5]}, "
-                              f"unexpected {unexpected[:5]}")
+        raise CheckpointError("the checkpoints' weights do not fit their model: missing "
+                              f"{missing[:5]}, unexpected {unexpected[:5]}")
     info = dict(infos[-1])
     info["averaged_from"] = [f.name for f in folders]
     tokenizer_files = list(dict.fromkeys(tokenizer_paths(folders[-1], info).values()))

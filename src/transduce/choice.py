@@ -15,7 +15,8 @@ from typing import Optional
 
 from .checkpoint import CHECKPOINT_RE, candidates, is_checkpoint, list_checkpoints, read_info
 from .errors import TransduceError
-from .files import read_json, recover
+from .files import recover
+from .reading import read_json
 
 
 @dataclass
@@ -33,7 +34,8 @@ class Choice:
 
 
 def _run_of(folder: Path) -> Optional[Path]:
-    """The run directory ``folder`` belongs to (``RUN/best``, ``RUN/checkpoints/step_N``), or None."""
+    """The run directory ``folder`` belongs to (``RUN/best``, ``RUN/checkpoints/step_N``), or
+    None."""
     for run in (folder.parent, folder.parent.parent):
         if (run / "config.json").is_file() and (run / "checkpoints").is_dir():
             return run
@@ -82,7 +84,8 @@ def describe_checkpoint(folder: str | Path) -> str:
     if not isinstance(step, int):
         return "a checkpoint"
     if "ema" in info:
-        return f"the exponential moving average of the weights (decay {info['ema']}) at update {step:,}"
+        decay = info["ema"]
+        return f"the exponential moving average of the weights (decay {decay}) at update {step:,}"
     run = _run_of(folder)
     if run is not None and folder.name == "best":
         best_step, bleu = _best_record(run)

@@ -27,8 +27,8 @@ def score(hypotheses: Sequence[str], references: Sequence[str], lowercase: bool 
             "sentences": len(hypotheses)}
 
 
-PAPER_BLEU_NOTE = ("tokenized BLEU as the paper's numbers were computed (Moses tokenizer, compound splitting "
-                   "for German, multi-bleu): NOT comparable with sacreBLEU")
+PAPER_BLEU_NOTE = ("tokenized BLEU as the paper's numbers were computed (Moses tokenizer, "
+                   "compound splitting for German, multi-bleu): NOT comparable with sacreBLEU")
 
 
 def moses_tokenizer():
@@ -36,8 +36,8 @@ def moses_tokenizer():
     try:
         from sacremoses import MosesTokenizer
     except ImportError:
-        raise TransduceError("--paper-bleu needs the Moses tokenizer: pip install 'transduce[paper]' "
-                             "(sacremoses)") from None
+        raise TransduceError("--paper-bleu needs the Moses tokenizer: pip install "
+                             "'transduce[paper]' (sacremoses)") from None
     return MosesTokenizer
 
 
@@ -67,4 +67,7 @@ def paper_bleu(hypotheses: Sequence[str], references: Sequence[str], language: s
         return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", text) if language == "de" else text
 
     bleu = BLEU(tokenize="none", smooth_method="none", force=True)
-    return round(bleu.corpus_score([tokens(h) for h in hypotheses], [[tokens(r) for r in references]]).score, 2)
+    return round(
+        bleu.corpus_score([tokens(h) for h in hypotheses], [[tokens(r) for r in references]]).score,
+        2,
+    )

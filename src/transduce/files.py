@@ -33,7 +33,8 @@ from .errors import TransduceError
 
 MARKER = ".transduce"
 _TEMP_RE = re.compile(r"^\..+\.(?:tmp|old)-(\d+)(?:-[A-Za-z0-9_]+)?$")
-_OLD_RE = re.compile(r"^\.(.+)\.old-(\d+)(?:-[A-Za-z0-9_]+)?$")  # an output moved aside by output_dir
+# an output moved aside by output_dir
+_OLD_RE = re.compile(r"^\.(.+)\.old-(\d+)(?:-[A-Za-z0-9_]+)?$")
 
 
 def _umask() -> int:
@@ -142,8 +143,9 @@ def read_marker(folder: Path) -> Optional[str]:
 def write_marker(folder: Path, kind: str) -> None:
     from .version import __version__
 
-    (folder / MARKER).write_text(json.dumps({"kind": kind, "transduce_version": __version__}) + "\n",
-                                 encoding="utf-8")
+    (folder / MARKER).write_text(
+        json.dumps({"kind": kind, "transduce_version": __version__}) + "\n", encoding="utf-8"
+    )
 
 
 def _legacy_kind(folder: Path) -> Optional[str]:
@@ -169,7 +171,9 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
-def check_not_input(out: Path, inputs: Iterable[str | Path], what: str, run: Optional[Path] = None) -> None:
+def check_not_input(
+    out: Path, inputs: Iterable[str | Path], what: str, run: Optional[Path] = None
+) -> None:
     """Refuse an output that is, contains or lies inside one of the command's inputs, or lies among
     a training run's checkpoints (``RUN/checkpoints/``: only that run writes there; ``run`` names
     the run whose own trainer is writing)."""
@@ -179,17 +183,19 @@ def check_not_input(out: Path, inputs: Iterable[str | Path], what: str, run: Opt
             continue
         source = Path(os.path.abspath(item)).resolve()
         if source == target or _inside(source, target) or _inside(target, source):
-            raise TransduceError(f"{what} {out}: it is, contains or lies inside an input of this command ({item}); "
-                                 "writing there could destroy the input. Choose a path outside it")
+            raise TransduceError(f"{what} {out}: it is, contains or lies inside an input of this "
+                                 f"command ({item}); writing there could destroy the input. Choose "
+                                 "a path outside it")
     owner = _run_holding(target)
     if owner is not None and (run is None or Path(os.path.abspath(run)).resolve() != owner):
-        raise TransduceError(f"{what} {out}: it lies among the checkpoints of the training run {owner}, which only "
-                             "that run writes (they are what --resume continues from). Choose a path outside "
-                             f"{owner / 'checkpoints'}")
+        raise TransduceError(f"{what} {out}: it lies among the checkpoints of the training run "
+                             f"{owner}, which only that run writes (they are what --resume "
+                             f"continues from). Choose a path outside {owner / 'checkpoints'}")
 
 
 def _run_holding(path: Path) -> Optional[Path]:
-    """The training run whose ``checkpoints/`` folder ``path`` lies in (a resolved path), or None."""
+    """The training run whose ``checkpoints/`` folder ``path`` lies in (a resolved path), or
+    None."""
     for folder in path.parents:
         if folder.name == "checkpoints" and folder.parent != folder:
             run = folder.parent
@@ -198,8 +204,13 @@ def _run_holding(path: Path) -> Optional[Path]:
     return None
 
 
-def check_output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), what: str = "--out",
-                     run: Optional[Path] = None) -> Path:
+def check_output_dir(
+    out: str | Path,
+    kind: str,
+    inputs: Iterable[str | Path] = (),
+    what: str = "--out",
+    run: Optional[Path] = None,
+) -> Path:
     """Check, before any work, that ``out`` may be (re)written as a transduce output of ``kind``.
 
     Allowed: a path that does not exist, an empty folder, or a folder transduce wrote as ``kind``.
@@ -210,8 +221,9 @@ def check_output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = 
     out = Path(out)
     check_not_input(out, inputs, what, run)
     if out.is_symlink():
-        raise TransduceError(f"{what} {out} is a symbolic link; give the real folder path (transduce replaces "
-                             "output folders by renaming, which would not follow the link)")
+        raise TransduceError(f"{what} {out} is a symbolic link; give the real folder path "
+                             "(transduce replaces output folders by renaming, which would not "
+                             "follow the link)")
     if not out.exists():
         if out.parent.exists() and not out.parent.is_dir():
             raise TransduceError(f"{what} {out}: {out.parent} is a file, not a folder")
@@ -229,9 +241,11 @@ def check_output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = 
         return out
     shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
     if found:
-        raise TransduceError(f"{what} {out} holds a transduce {found}, not a {kind}; choose another path")
-    raise TransduceError(f"{what} {out} already exists and holds files transduce did not write ({shown}); "
-                         "choose a new or empty folder, or move those files away yourself")
+        raise TransduceError(f"{what} {out} holds a transduce {found}, not a {kind}; choose "
+                             "another path")
+    raise TransduceError(f"{what} {out} already exists and holds files transduce did not write "
+                         f"({shown}); choose a new or empty folder, or move those files away "
+                         "yourself")
 
 
 @contextmanager
@@ -257,9 +271,9 @@ def output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), wh
         _fsync_tree(tmp)
         check_output_dir(out, kind, inputs, what, run)  # nothing else appeared there meanwhile
         if out.exists():
-            # Two renames: between them ``out`` is absent and the old version waits beside it. If this
-            # process dies there, the next command that reads or writes here puts it back (recover);
-            # if it fails there in Python, the except clause below does.
+            # Two renames: between them ``out`` is absent and the old version waits beside it. If
+            # this process dies there, the next command that reads or writes here puts it back
+            # (recover); if it fails there in Python, the except clause below does.
             old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.old-{os.getpid()}-"))
             os.rmdir(old)
             os.replace(out, old)
@@ -276,18 +290,25 @@ def output_dir(out: str | Path, kind: str, inputs: Iterable[str | Path] = (), wh
 
 
 def remove_output(folder: str | Path, kind: str) -> bool:
-    """Delete ``folder`` only if transduce wrote it as ``kind`` (its marker, or a 0.1.0 output's files).
+    """Delete ``folder`` only if transduce wrote it as ``kind`` (its marker, or a 0.1.0 output's
+    files).
 
     Returns whether it was removed; anything else is left where it is.
     """
     folder = Path(folder)
-    if folder.is_symlink() or not folder.is_dir() or (read_marker(folder) or _legacy_kind(folder)) != kind:
+    if (
+        folder.is_symlink()
+        or not folder.is_dir()
+        or (read_marker(folder) or _legacy_kind(folder)) != kind
+    ):
         return False
     shutil.rmtree(folder, ignore_errors=True)
     return True
 
 
-def check_output_file(path: str | Path, inputs: Iterable[str | Path] = (), what: str = "--output") -> Path:
+def check_output_file(
+    path: str | Path, inputs: Iterable[str | Path] = (), what: str = "--output"
+) -> Path:
     """Check, before any work, that ``path`` can be written as a file."""
     path = Path(path)
     check_not_input(path, inputs, what)
@@ -301,8 +322,13 @@ def check_output_file(path: str | Path, inputs: Iterable[str | Path] = (), what:
 
 
 @contextmanager
-def output_file(path: str | Path, inputs: Iterable[str | Path] = (), what: str = "--output",
-                binary: bool = False, check: Optional[Callable[[Path], None]] = None) -> Iterator[TextIO]:
+def output_file(
+    path: str | Path,
+    inputs: Iterable[str | Path] = (),
+    what: str = "--output",
+    binary: bool = False,
+    check: Optional[Callable[[Path], None]] = None,
+) -> Iterator[TextIO]:
     """Open a temporary sibling of ``path`` for writing; rename it to ``path`` when the block ends.
 
     ``check`` (if given) is called with the complete temporary file before the rename and may
@@ -314,7 +340,9 @@ def output_file(path: str | Path, inputs: Iterable[str | Path] = (), what: str =
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{os.getpid()}-")
     try:
         os.chmod(tmp, 0o666 & ~_umask())
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
+        with (
+            os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        ) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -327,7 +355,9 @@ def output_file(path: str | Path, inputs: Iterable[str | Path] = (), what: str =
         raise
 
 
-def write_text(path: str | Path, text: str, inputs: Iterable[str | Path] = (), what: str = "--output") -> Path:
+def write_text(
+    path: str | Path, text: str, inputs: Iterable[str | Path] = (), what: str = "--output"
+) -> Path:
     """Write ``text`` to ``path`` atomically (complete or absent, never half-written)."""
     with output_file(path, inputs, what) as handle:
         handle.write(text)
@@ -341,52 +371,19 @@ def member(folder: str | Path, name: str, what: str = "file") -> Path:
         TransduceError: the name is absolute, climbs out with ``..``, or is a link leading out.
     """
     folder = Path(folder)
-    if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in Path(name).parts \
-            or "/" in name or "\\" in name:
-        raise TransduceError(f"{folder}/model.json names the {what} {name!r}, which is not a plain file name "
-                             "inside the checkpoint folder; the checkpoint is damaged or not trustworthy")
+    if (
+        not isinstance(name, str)
+        or not name
+        or Path(name).is_absolute()
+        or ".." in Path(name).parts
+        or "/" in name
+        or "\\" in name
+    ):
+        raise TransduceError(f"{folder}/model.json names the {what} {name!r}, which is not a plain "
+                             "file name inside the checkpoint folder; the checkpoint is damaged "
+                             "or not trustworthy")
     path = folder / name
     if path.is_symlink() and not _inside(path.resolve(), folder.resolve()):
-        raise TransduceError(f"{path} is a link to a file outside the checkpoint folder; refusing to read it")
+        raise TransduceError(f"{path} is a link to a file outside the checkpoint folder; refusing "
+                             "to read it")
     return path
-
-
-def read_json(path: str | Path, what: str = "") -> dict:
-    """A JSON object from ``path``, with errors that name the file.
-
-    Raises:
-        TransduceError: the file is missing, not JSON, or not a JSON object.
-    """
-    path = Path(path)
-    label = f"{what} {path}".strip()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TransduceError(f"{label} is missing") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise TransduceError(f"{label} is damaged: not valid JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise TransduceError(f"{label} is damaged: expected a JSON object, found {type(data).__name__}")
-    return data
-
-
-def load_torch(path: str | Path, advice: str = "") -> object:
-    """``torch.load(path, weights_only=True)``: tensors and plain data only, never unpickled objects.
-
-    Raises:
-        TransduceError: the file holds other Python objects (refused: unpickling can run code) or is
-            damaged; the message names the file and never suggests ``weights_only=False``.
-    """
-    import warnings
-
-    import torch
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the error below says it all
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        if "weights_only" in str(error) or "Unsupported global" in str(error):
-            raise TransduceError(f"{path} holds Python objects other than tensors and plain data; transduce "
-                                 f"never unpickles them, since that can run arbitrary code. {advice}".rstrip()) from None
-        raise TransduceError(f"{path} is damaged ({str(error).splitlines()[0]})") from None

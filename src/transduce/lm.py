@@ -24,7 +24,9 @@ USE = {"encoder-decoder": "transduce translate", "decoder-only": "transduce gene
 class LanguageModel:
     """A decoder-only or encoder-only model and its tokenizer."""
 
-    def __init__(self, model, tokenizer, info: dict, device: torch.device, precision: str = "fp32") -> None:
+    def __init__(
+        self, model, tokenizer, info: dict, device: torch.device, precision: str = "fp32"
+    ) -> None:
         self.model, self.tokenizer, self.info = model, tokenizer, info
         self.device, self.precision = device, precision
         self.config = model.config
@@ -39,10 +41,11 @@ class LanguageModel:
         model, info = load_model_from(folder, dev)
         found = model.config.architecture
         if found != architecture:
-            raise TransduceError(f"{path} holds a model of the {found} architecture, not {architecture}; use `{USE[found]}` with it")
+            raise TransduceError(f"{path} holds a model of the {found} architecture, not "
+                                 f"{architecture}; use `{USE[found]}` with it")
         if not info.get("tokenizer"):
-            raise TransduceError(f"{folder} has no SentencePiece tokenizer (a model imported from Hugging Face "
-                                 "keeps its own); use it from Python on token ids")
+            raise TransduceError(f"{folder} has no SentencePiece tokenizer (a model imported from "
+                                 "Hugging Face keeps its own); use it from Python on token ids")
         return cls(model, tokenizer_from_info(folder, info), info, dev, precision)
 
     # --- decoder-only -------------------------------------------------------------------------
@@ -55,10 +58,18 @@ class LanguageModel:
         c = self.config
         ids = self.prompt_ids(prompt, max_new_tokens)
         src = torch.tensor([ids], dtype=torch.long, device=self.device).view(1, len(ids))
-        streamed = _Streamer(self.tokenizer, ids, on_text, {c.pad_id, c.eos_id}) if on_text is not None else None
+        streamed = (
+            _Streamer(self.tokenizer, ids, on_text, {c.pad_id, c.eos_id})
+            if on_text is not None
+            else None
+        )
         decode = replace(decode, max_len_a=0.0, max_len_b=max_new_tokens + 1, nbest=1)  # + eos
         options = SearchOptions(on_step=streamed.step if streamed else None)
-        generator = torch.Generator(device=self.device).manual_seed(decode.seed) if decode.sampling else None
+        generator = (
+            torch.Generator(device=self.device).manual_seed(decode.seed)
+            if decode.sampling
+            else None
+        )
         with torch.inference_mode(), autocast(self.device, self.precision):
             hyp = search(self.model, src, decode, options, generator)[0][0]
         text = continuation(self.tokenizer, ids, hyp.tokens)
@@ -72,32 +83,42 @@ class LanguageModel:
         ids = self.tokenizer.encode_src([prompt])[0] if prompt else []
         room = c.max_positions - 1 - len(ids)
         if room < 1:
-            raise TransduceError(f"the prompt has {len(ids)} tokens; the model holds {c.max_positions} positions "
+            raise TransduceError(f"the prompt has {len(ids)} tokens; the model holds "
+                                 f"{c.max_positions} positions "
                                  "(one for the start): shorten the prompt")
         if max_new_tokens > room:
-            raise TransduceError(f"--max-new-tokens {max_new_tokens} does not fit: the model holds {c.max_positions} "
-                                 f"positions and the prompt takes {len(ids) + 1}; at most {room}")
+            raise TransduceError(f"--max-new-tokens {max_new_tokens} does not fit: the model holds "
+                                 f"{c.max_positions} positions and the prompt takes "
+                                 f"{len(ids) + 1}; at most {room}")
         return ids
 
     # --- encoder-only -------------------------------------------------------------------------
 
     @torch.no_grad()
     def fill_mask(self, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
-        """For each ``<mask>`` in ``text``, the ``top_k`` most probable tokens and their probabilities."""
+        """For each ``<mask>`` in ``text``, the ``top_k`` most probable tokens and their
+        probabilities."""
         c = self.config
         ids = self.tokenizer.encode_src([text])[0]
         # SentencePiece writes " <mask>" as a lone word-start piece and <mask>; in training the mask
         # replaced a whole piece, word start included ("▁six"), so the lone one goes.
         space = self.tokenizer.src.piece_to_id("\u2581")
-        ids = [t for i, t in enumerate(ids) if not (t == space and i + 1 < len(ids) and ids[i + 1] == c.mask_id)]
+        ids = [
+            t
+            for i, t in enumerate(ids)
+            if not (t == space and i + 1 < len(ids) and ids[i + 1] == c.mask_id)
+        ]
         where = [i for i, t in enumerate(ids) if t == c.mask_id]
         if not where:
-            raise TransduceError(f"no <mask> in {text!r}: write <mask> where a token is to be filled in")
+            raise TransduceError(f"no <mask> in {text!r}: write <mask> where a token is to be "
+                                 "filled in")
         if len(ids) > c.max_positions:
-            raise TransduceError(f"the text has {len(ids)} tokens; the model holds {c.max_positions}")
+            raise TransduceError(f"the text has {len(ids)} tokens; the model holds "
+                                 f"{c.max_positions}")
         tokens = torch.tensor([ids], device=self.device)
         with autocast(self.device, self.precision):
-            logits = self.model(tokens, select=torch.tensor(where, device=self.device)).float()  # (M, V)
+            # (M, V)
+            logits = self.model(tokens, select=torch.tensor(where, device=self.device)).float()
         specials = [c.pad_id, c.bos_id, c.eos_id, c.unk_id, c.mask_id]
         logits[:, specials] = float("-inf")
         probs, best = logits.softmax(-1).topk(min(top_k, logits.size(-1) - len(specials)), dim=-1)
@@ -109,20 +130,28 @@ def continuation(tokenizer, prompt: list[int], new: list[int]) -> str:
     """The text ``new`` adds after ``prompt`` (SentencePiece joins pieces across the boundary)."""
     before = tokenizer.decode_tgt(prompt)
     after = tokenizer.decode_tgt(list(prompt) + list(new))
-    return after[len(before):] if after.startswith(before) else (" " if prompt else "") + tokenizer.decode_tgt(new)
+    return (
+        after[len(before) :]
+        if after.startswith(before)
+        else (" " if prompt else "") + tokenizer.decode_tgt(new)
+    )
 
 
 class _Streamer:
     """Turns the search's tokens into text as they come, each piece once."""
 
-    def __init__(self, tokenizer, prompt: list[int], emit: Callable[[str], None], skip: set[int]) -> None:
+    def __init__(
+        self, tokenizer, prompt: list[int], emit: Callable[[str], None], skip: set[int]
+    ) -> None:
         self.tokenizer, self.prompt, self.emit, self.skip = tokenizer, prompt, emit, skip
         self.tokens: list[int] = []
         self.sent = ""
 
     def step(self, token: torch.Tensor) -> None:
         self.tokens.append(int(token[0]))
-        text = continuation(self.tokenizer, self.prompt, [t for t in self.tokens if t not in self.skip])
+        text = continuation(
+            self.tokenizer, self.prompt, [t for t in self.tokens if t not in self.skip]
+        )
         if text.startswith(self.sent) and len(text) > len(self.sent):
             self.emit(text[len(self.sent):])
             self.sent = text

@@ -36,9 +36,9 @@ class Parser:
         try:
             self.vocabulary = BracketVocabulary(pieces, config.eos_id)
         except ValueError:
-            raise TransduceError(f"{translator.folder}: its target vocabulary has no brackets and no "
-                                 f"{PLACEHOLDER}; it is a translation model, not a parser (train one on data "
-                                 "from `transduce prepare --trees`)") from None
+            raise TransduceError(f"{translator.folder}: its target vocabulary has no brackets and "
+                                 f"no {PLACEHOLDER}; it is a translation model, not a parser "
+                                 "(train one on data from `transduce prepare --trees`)") from None
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
@@ -46,21 +46,41 @@ class Parser:
         """A run directory or checkpoint folder, as ``Translator.load`` takes it."""
         return cls(Translator.load(path, device, precision, compile))
 
-    def parse(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, constrained: bool = True,
-              progress: bool = False, first_line: int = 1, **options) -> list[str]:
+    def parse(
+        self,
+        lines: Sequence[str],
+        decode: Optional[DecodeConfig] = None,
+        constrained: bool = True,
+        progress: bool = False,
+        first_line: int = 1,
+        **options,
+    ) -> list[str]:
         """Each line's tree in one line of Penn bracketing (``( (S (XX The) ...) )``), in order;
         an empty line gives an empty string. A line holds one tokenized sentence, its words split
         by spaces. Search options as ``Translator.translate``'s, by default ``PARSING``'s."""
-        return [tree for tree, _ in self.parse_scored(lines, decode, constrained, progress, first_line, **options)]
+        return [
+            tree
+            for tree, _ in self.parse_scored(
+                lines, decode, constrained, progress, first_line, **options
+            )
+        ]
 
-    def parse_scored(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, constrained: bool = True,
-                     progress: bool = False, first_line: int = 1, **options) -> list[tuple[str, float]]:
+    def parse_scored(
+        self,
+        lines: Sequence[str],
+        decode: Optional[DecodeConfig] = None,
+        constrained: bool = True,
+        progress: bool = False,
+        first_line: int = 1,
+        **options,
+    ) -> list[tuple[str, float]]:
         """``parse``'s trees, each with the score search ranked it by (the length-normalized
         log-probability under beam search, the log-probability under greedy search): a measure of
         the parser's confidence. An empty line gives ``("", 0.0)``."""
         decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
         if decode.sampling or decode.nbest > 1 or decode.min_len:
-            raise TransduceError("parsing searches for the best tree: sampling, --nbest and --min-len do not apply")
+            raise TransduceError("parsing searches for the best tree: sampling, --nbest and "
+                                 "--min-len do not apply")
         translator = self.translator
         lines = list(lines)
         todo = [i for i, line in enumerate(lines) if line.strip()]
@@ -71,28 +91,47 @@ class Parser:
         rules = BracketRules(self.vocabulary, [len(w) for w in words]) if constrained else None
         compiled = compile_choice(translator.compile, translator.device, translator.precision)
         translator.prepare_compile(compiled)
-        hyps = translate_ids(translator.model, sources, replace(decode, nbest=1), None, translator.precision,
-                             progress, compiled, rules=rules)
+        hyps = translate_ids(
+            translator.model,
+            sources,
+            replace(decode, nbest=1),
+            None,
+            translator.precision,
+            progress,
+            compiled,
+            rules=rules,
+        )
         trees = [("", 0.0)] * len(lines)
         for i, w, h, number in zip(todo, words, hyps, numbers):
-            target = [p.lstrip("\u2581") for p in translator.tokenizer.tgt_pieces(h[0].tokens)] if h else []
+            target = (
+                [p.lstrip("\u2581") for p in translator.tokenizer.tgt_pieces(h[0].tokens)]
+                if h
+                else []
+            )
             if not constrained:
                 target = repair(target, len(w))
             try:
                 trees[i] = (str(delinearize(target, w)), h[0].score)
             except TreeError as error:  # (a constrained search never gets here: a bug if it does)
-                raise RuntimeError(f"input line {number}: the search gave no tree: {error}") from None
+                raise RuntimeError(f"input line {number}: the search gave no tree: "
+                                   f"{error}") from None
         return trees
 
-    def _check_room(self, sources: Sequence[Sequence[int]], words: Sequence[Sequence[str]], decode: DecodeConfig,
-                    numbers: Sequence[int]) -> None:
+    def _check_room(
+        self,
+        sources: Sequence[Sequence[int]],
+        words: Sequence[Sequence[str]],
+        decode: DecodeConfig,
+        numbers: Sequence[int],
+    ) -> None:
         """Refuse a sentence whose tree cannot fit the output the search allows it."""
         positions = self.translator.model.config.max_positions
         for ids, w, number in zip(sources, words, numbers):
             allowed = min(int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b), positions)
             need = BracketRules.shortest(len(w))
             if need > allowed:
-                raise TransduceError(f"input line {number}: a tree over its {len(w)} words needs at least {need} "
-                                     f"output tokens, and at most {allowed} are allowed (--max-len-a x source "
-                                     f"length + --max-len-b, capped by the model's max_positions {positions}); "
-                                     "split the sentence or raise --max-len-b")
+                raise TransduceError(f"input line {number}: a tree over its {len(w)} words needs "
+                                     f"at least {need} output tokens, and at most {allowed} are "
+                                     "allowed (--max-len-a x source length + --max-len-b, capped "
+                                     f"by the model's max_positions {positions}); split the "
+                                     "sentence or raise --max-len-b")

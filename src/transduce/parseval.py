@@ -7,10 +7,9 @@ For each pair of trees (gold, test):
   pair is an error that names its line (EVALB counts it as an error sentence and goes on; a score
   over the other sentences would hide it);
 - deleted words: the punctuation preterminals ``, : `` '' .`` (and ``-NONE-``) leave both trees
-  before spans are counted, so a bracket's span is measured in the words that remain. EVALB
-  reads each tree's own tags; here the gold tree's tags decide for both, which is the same when
-  the tags agree and is what a parser without tags (``transduce parse`` writes the placeholder
-  ``XX``) needs;
+  before spans are counted, so a bracket's span is measured in the words that remain. EVALB reads
+  each tree's own tags; here the gold tree's tags decide for both, which is the same when the tags
+  agree and is what a parser without tags (``transduce parse`` writes the placeholder ``XX``) needs;
 - brackets: every constituent above the preterminals is a (label, start, end) bracket; its label
   is cut at the first ``-`` or ``=`` (``NP-SBJ-1`` -> ``NP``); brackets that cover no remaining
   word, the root (``TOP``, or the treebank's outer bracket without a label) and brackets labeled
@@ -189,7 +188,8 @@ def _label(label: str) -> str:
 
 
 def score_pair(gold: Tree, test: Tree, line: int = 0, where: str = "") -> SentenceScore:
-    """One pair's row; trees whose words differ are a ``TreeError`` naming ``where`` and ``line``."""
+    """One pair's row; trees whose words differ are a ``TreeError`` naming ``where`` and
+    ``line``."""
     gold_leaves, test_leaves = _leaves(gold), _leaves(test)
     gold_words = [w for t, w in gold_leaves if t != EMPTY]
     test_words = [w for t, w in test_leaves if t != EMPTY]

@@ -29,17 +29,19 @@ def pick_device(name: str = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, ValueError):
-        raise TransduceError(f"--device {name!r} is not a device; use auto, cpu, cuda, cuda:N or mps") from None
+        raise TransduceError(f"--device {name!r} is not a device; use auto, cpu, cuda, cuda:N or "
+                             "mps") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise TransduceError(f"--device {name}: this machine has no CUDA device (or this PyTorch build has no "
-                                 "CUDA support); use --device cpu or auto")
+            raise TransduceError(f"--device {name}: this machine has no CUDA device (or this "
+                                 "PyTorch build has no CUDA support); use --device cpu or auto")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise TransduceError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                                 f"numbered from 0")
+            raise TransduceError(f"--device {name}: this machine has {torch.cuda.device_count()} "
+                                 "CUDA device(s), numbered from 0")
     elif device.type == "mps":
         if getattr(torch.backends, "mps", None) is None or not torch.backends.mps.is_available():
-            raise TransduceError(f"--device {name}: MPS is not available on this machine; use --device cpu or auto")
+            raise TransduceError(f"--device {name}: MPS is not available on this machine; use "
+                                 "--device cpu or auto")
     elif device.type != "cpu":
         raise TransduceError(f"--device {name}: transduce runs on cpu, cuda or mps")
     return device
@@ -77,7 +79,8 @@ def resolve_precision(precision: str, device: torch.device, inference: bool = Fa
         raise TransduceError(f"--precision {precision!r}: choose one of {', '.join(allowed)}")
     if precision == "int8":
         if device.type != "cpu":
-            raise TransduceError(f"--precision int8 runs on the CPU only; on {device.type} use bf16, fp16 or fp32")
+            raise TransduceError(f"--precision int8 runs on the CPU only; on {device.type} use "
+                                 "bf16, fp16 or fp32")
         return precision
     if precision == "auto":
         return default_precision(device)
@@ -125,7 +128,9 @@ def idle_cores() -> int:
     is sampled for a quarter of a second, not read from the load average, which lags a minute
     behind (a `prepare` that just ended would cost the next command its threads).
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     busy = _busy_cores()
     if busy is None:
         return cores
@@ -133,9 +138,11 @@ def idle_cores() -> int:
 
 
 def set_threads(threads: int | None) -> int:
-    """Intra-op CPU threads: a number, or 0 / None for the idle cores (``idle_cores``). Returns it."""
+    """Intra-op CPU threads: a number, or 0 / None for the idle cores (``idle_cores``). Returns
+    it."""
     if threads is not None and threads < 0:
-        raise TransduceError(f"--threads {threads}: give a positive number of threads, or 0 for the idle cores")
+        raise TransduceError(f"--threads {threads}: give a positive number of threads, or 0 for "
+                             "the idle cores")
     chosen = threads or idle_cores()
     torch.set_num_threads(chosen)
     return chosen
@@ -154,11 +161,12 @@ def compile_choice(compile: str | bool, device: torch.device, precision: str = "
         return False
     chosen = compile in (True, "on")
     if chosen and precision == "int8":
-        raise TransduceError("--compile on does not combine with --precision int8 (the quantized kernels are "
-                             "opaque to torch.compile); use one or the other")
+        raise TransduceError("--compile on does not combine with --precision int8 (the quantized "
+                             "kernels are opaque to torch.compile); use one or the other")
     if chosen and precision == "bf16" and device.type == "cpu":
-        raise TransduceError("--compile on does not combine with --precision bf16 on the CPU (its step chooses "
-                             "bf16 or fp32 per product, eagerly); use one or the other")
+        raise TransduceError("--compile on does not combine with --precision bf16 on the CPU (its "
+                             "step chooses bf16 or fp32 per product, eagerly); use one or the "
+                             "other")
     return chosen
 
 
@@ -182,7 +190,9 @@ def available_memory(device: torch.device) -> Optional[int]:
     return None
 
 
-def check_fits(config, device: torch.device | str = "cpu", training: bool = False, source: str = "the model") -> None:
+def check_fits(
+    config, device: torch.device | str = "cpu", training: bool = False, source: str = "the model"
+) -> None:
     """Refuse, before anything is built, a configuration whose weights (for training: with their
     gradients and Adam's two moments) cannot fit the memory ``device`` has left: a ``model.json``
     asking for d_model 10^9 is a message, not the out-of-memory killer on a shared machine.
@@ -194,13 +204,15 @@ def check_fits(config, device: torch.device | str = "cpu", training: bool = Fals
     numbers = config.size_estimate()
     needed = numbers * 4 * (4 if training else 1)  # fp32
     available = available_memory(device)
-    if available is not None and needed > 0.8 * available:  # (room left for the activations and the rest)
+    # (room left for the activations and the rest)
+    if available is not None and needed > 0.8 * available:
         raise TransduceError(
-            f"{source}: a model of d_model {config.d_model}, d_ff {config.d_ff}, {config.encoder_layers}+"
-            f"{config.decoder_layers} layers, vocabulary {config.vocab_size:,} and {config.max_positions:,} "
-            f"positions holds about {numbers:,} numbers: {needed / 2**30:,.1f} GiB "
-            f"{'to train' if training else 'for its weights'}, more than this machine can give it (the {device} has "
-            f"{available / 2**30:,.1f} GiB available). Use smaller dimensions (or a machine with more memory)")
+            f"{source}: a model of d_model {config.d_model}, d_ff {config.d_ff}, "
+            f"{config.encoder_layers}+{config.decoder_layers} layers, vocabulary "
+            f"{config.vocab_size:,} and {config.max_positions:,} positions holds about {numbers:,} "
+            f"numbers: {needed / 2**30:,.1f} GiB {'to train' if training else 'for its weights'}, "
+            f"more than this machine can give it (the {device} has {available / 2**30:,.1f} GiB "
+            "available). Use smaller dimensions (or a machine with more memory)")
 
 
 def release_memory() -> bool:
@@ -231,16 +243,16 @@ _LIBC = None
 # operand shape it has seen, up to 1,024 by default, and so does ideep, PyTorch's layer over it,
 # each product with its buffers; training's batch shapes change at every step, so both fill up and
 # stay resident beyond what trimming can return (ideep's was most of what `small`'s bf16 run on
-# Multi30k kept). Batches rarely repeat a shape, so a kept kernel is seldom used again: `small` trained
-# as fast with 16 kept as with 1,024, and held less memory (python benchmarks/train_memory.py
-# --kernel-cache / --lru-cache compare; docs/benchmarks.md).
+# Multi30k kept). Batches rarely repeat a shape, so a kept kernel is seldom used again: `small`
+# trained as fast with 16 kept as with 1,024, and held less memory (python
+# benchmarks/train_memory.py --kernel-cache / --lru-cache compare; docs/benchmarks.md).
 KERNEL_CACHE = 16
 KERNEL_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")  # oneDNN's, ideep's
 
 
 def bound_kernel_cache(capacity: int = KERNEL_CACHE) -> list[str]:
-    """Bound the kernel caches of oneDNN and ideep (the environment variables ``KERNEL_CACHES``) that
-    the user did not set; effective only before the process's first oneDNN kernel. Returns the
+    """Bound the kernel caches of oneDNN and ideep (the environment variables ``KERNEL_CACHES``)
+    that the user did not set; effective only before the process's first oneDNN kernel. Returns the
     variables it set."""
     bounded = [name for name in KERNEL_CACHES if name not in os.environ]
     for name in bounded:

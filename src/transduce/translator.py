@@ -26,8 +26,16 @@ __all__ = ["Translator"]
 class Translator:
     """A model and its tokenizer, ready to translate text."""
 
-    def __init__(self, model, tokenizer: Tokenizer, info: dict, device: torch.device, precision: str = "fp32",
-                 folder: Optional[Path] = None, compile: str | bool = "auto"):
+    def __init__(
+        self,
+        model,
+        tokenizer: Tokenizer,
+        info: dict,
+        device: torch.device,
+        precision: str = "fp32",
+        folder: Optional[Path] = None,
+        compile: str | bool = "auto",
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.info = info
@@ -39,7 +47,8 @@ class Translator:
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
              compile: str | bool = "auto") -> "Translator":
-        """Load a checkpoint folder, or a run directory's preferred checkpoint (see ``choice.choose``).
+        """Load a checkpoint folder, or a run directory's preferred checkpoint (see
+        ``choice.choose``).
 
         ``precision``: fp32 (exact), bf16 or fp16 (autocast), int8 (the Linear weights quantized to
         int8, CPU only), or auto (the device's default float precision).
@@ -60,8 +69,8 @@ class Translator:
             from .lm import USE
 
             kind = model.config.architecture
-            raise TransduceError(f"{path} is a {kind} language model, which does not translate; use `{USE[kind]}` "
-                                 "with it")
+            raise TransduceError(f"{path} is a {kind} language model, which does not translate; "
+                                 f"use `{USE[kind]}` with it")
         if precision == "int8":
             from .inference import quantize_encoder
 
@@ -73,8 +82,13 @@ class Translator:
         return cls(model, tokenizer, info, dev, precision, folder, compile)
 
     @classmethod
-    def load_ensemble(cls, paths: Sequence[str | Path], device: str = "auto", precision: str = "fp32",
-                      compile: str | bool = "auto") -> "Translator":
+    def load_ensemble(
+        cls,
+        paths: Sequence[str | Path],
+        device: str = "auto",
+        precision: str = "fp32",
+        compile: str | bool = "auto",
+    ) -> "Translator":
         """Several runs or checkpoints searched as one (``decoding.Ensemble``: their probabilities
         averaged at every step). They must share the tokenizer (the same fingerprint, or for
         checkpoints written before fingerprints the same tokenizer files) and the languages."""
@@ -88,19 +102,23 @@ class Translator:
         for path, member in zip(paths[1:], members[1:]):
             theirs = checkpoint_fingerprint(member.folder, member.info)[0]
             if theirs != mine:
-                raise TransduceError(f"{path} has another tokenizer than {paths[0]} (fingerprint {theirs}, not {mine}): "
-                                     "an ensemble's models must share one, as models trained on the same prepared "
-                                     "data do")
+                raise TransduceError(f"{path} has another tokenizer than {paths[0]} (fingerprint "
+                                     f"{theirs}, not {mine}): an ensemble's models must share one, "
+                                     "as models trained on the same prepared data do")
             pair, theirs = named_languages(first.info), named_languages(member.info)
-            if pair and theirs and pair != theirs:  # (an import names none: its fine-tuned runs may join it)
-                raise TransduceError(f"{path} translates {member.info.get('src')} -> {member.info.get('tgt')}, but "
-                                     f"{paths[0]} {first.info.get('src')} -> {first.info.get('tgt')}")
+            # (an import names none: its fine-tuned runs may join it)
+            if pair and theirs and pair != theirs:
+                raise TransduceError(f"{path} translates {member.info.get('src')} -> "
+                                     f"{member.info.get('tgt')}, but {paths[0]} "
+                                     f"{first.info.get('src')} -> {first.info.get('tgt')}")
         try:
             model = Ensemble([m.model for m in members])
         except ValueError as error:
             raise TransduceError(f"{' '.join(map(str, paths))}: {error}") from None
         info = {**first.info, "ensemble": [str(m.folder) for m in members]}
-        return cls(model, first.tokenizer, info, first.device, first.precision, first.folder, compile)
+        return cls(
+            model, first.tokenizer, info, first.device, first.precision, first.folder, compile
+        )
 
     @property
     def members(self) -> list:
@@ -111,16 +129,20 @@ class Translator:
         """Compile the encoder (once per process) when the decode step is to be captured too."""
         if isinstance(self.model, Ensemble):  # each member's encoder
             for member in self.members:
-                Translator(member, self.tokenizer, self.info, self.device, self.precision).prepare_compile(compiled)
+                Translator(
+                    member, self.tokenizer, self.info, self.device, self.precision
+                ).prepare_compile(compiled)
             return
         if compiled and not getattr(self.model, "_encoder_compiled", False):
             import sys
 
-            slower = ("; on the CPU the captured step has measured slower than the eager one, up to several "
-                      "times on large batches (docs/inference.md), so --compile off or auto is faster there"
+            slower = ("; on the CPU the captured step has measured slower than the eager one, up "
+                      "to several times on large batches (docs/inference.md), so --compile off or "
+                      "auto is faster there"
                       if self.device.type == "cpu" else "")
-            print("compiling the encoder and the decode step with torch.compile (once per process; the first "
-                  f"batches take longer; torch keeps compiled kernels on disk for the next run){slower}",
+            print("compiling the encoder and the decode step with torch.compile (once per "
+                  "process; the first batches take longer; torch keeps compiled kernels on disk "
+                  f"for the next run){slower}",
                   file=sys.stderr)
             self.model.encode = torch.compile(self.model.encode, dynamic=True)
             object.__setattr__(self.model, "_encoder_compiled", True)
@@ -146,49 +168,74 @@ class Translator:
         for n, row in enumerate(ids):
             if len(row) > limit:
                 number = numbers[n] if numbers is not None else n + 1
-                message = f"input line {number} has {len(row)} tokens, more than the model's {limit}"
+                message = (
+                    f"input line {number} has {len(row)} tokens, more than the model's {limit}"
+                )
                 if strict:
                     raise TransduceError(message + "; shorten it, or drop --strict to truncate it")
                 warnings.warn(message + "; it is truncated", stacklevel=2)
                 ids[n] = row[:limit]
         return ids
 
-    def _check_lengths(self, sources: Sequence[Sequence[int]], decode: DecodeConfig, numbers: Sequence[int]) -> None:
+    def _check_lengths(
+        self, sources: Sequence[Sequence[int]], decode: DecodeConfig, numbers: Sequence[int]
+    ) -> None:
         """Refuse a --min-len that leaves no room for eos within a sentence's maximum length."""
         if not decode.min_len:
             return
         for ids, number in zip(sources, numbers):
-            allowed = min(int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b), self.model.config.max_positions)
+            allowed = min(
+                int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b),
+                self.model.config.max_positions,
+            )
             if decode.min_len > allowed - 1:
-                raise TransduceError(f"input line {number}: --min-len {decode.min_len} leaves no room for the end of "
-                                     f"the sentence: at most {allowed} output tokens (eos included) are allowed for "
-                                     "it (--max-len-a x source length + --max-len-b, capped by the model's "
-                                     f"max_positions {self.model.config.max_positions}); lower --min-len")
+                raise TransduceError(f"input line {number}: --min-len {decode.min_len} leaves no "
+                                     f"room for the end of the sentence: at most {allowed} output "
+                                     "tokens (eos included) are allowed for it (--max-len-a x "
+                                     "source length + --max-len-b, capped by the model's "
+                                     f"max_positions {self.model.config.max_positions}); lower "
+                                     "--min-len")
 
-    def translate(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, progress: bool = False,
-                  prefixes: Optional[Sequence[str]] = None, first_line: int = 1, **options) -> list[str]:
+    def translate(
+        self,
+        lines: Sequence[str],
+        decode: Optional[DecodeConfig] = None,
+        progress: bool = False,
+        prefixes: Optional[Sequence[str]] = None,
+        first_line: int = 1,
+        **options,
+    ) -> list[str]:
         """The best translation of each line, in order (an empty line gives an empty string).
 
         Search options come either whole, as ``decode=DecodeConfig(...)``, or as its fields by name
-        (``beam=5``, ``alpha=1.0``, ``max_len_b=50``, ...; the others keep their defaults), not both.
-        ``prefixes``: per line, text every translation must start with. ``first_line``: the number
-        of ``lines[0]`` in the user's input, for messages. For several hypotheses per line with
-        their scores, ``translate_nbest``.
+        (``beam=5``, ``alpha=1.0``, ``max_len_b=50``, ...; the others keep their defaults), not
+        both. ``prefixes``: per line, text every translation must start with. ``first_line``: the
+        number of ``lines[0]`` in the user's input, for messages. For several hypotheses per line
+        with their scores, ``translate_nbest``.
         """
         decode = search_settings(decode, options)
         if decode.nbest > 1:
-            raise TransduceError(f"nbest={decode.nbest}: translate returns one translation per line; "
-                                 "translate_nbest returns the n-best lists with their scores")
-        return [hyps[0][0] if hyps else "" for hyps in self.translate_nbest(lines, decode, progress, prefixes,
-                                                                             first_line)]
+            raise TransduceError(f"nbest={decode.nbest}: translate returns one translation per "
+                                 "line; translate_nbest returns the n-best lists with their "
+                                 "scores")
+        return [
+            hyps[0][0] if hyps else ""
+            for hyps in self.translate_nbest(lines, decode, progress, prefixes, first_line)
+        ]
 
-    def translate_nbest(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, progress: bool = False,
-                        prefixes: Optional[Sequence[str]] = None, first_line: int = 1,
-                        **options) -> list[list[tuple[str, float]]]:
+    def translate_nbest(
+        self,
+        lines: Sequence[str],
+        decode: Optional[DecodeConfig] = None,
+        progress: bool = False,
+        prefixes: Optional[Sequence[str]] = None,
+        first_line: int = 1,
+        **options,
+    ) -> list[list[tuple[str, float]]]:
         """Per line, its ``nbest`` best translations as ``(text, score)``, best first (an empty line
         gives an empty list). The score is what search ranked by: the length-normalized
-        log-probability for beam search, the log-probability for greedy search and sampling.
-        Options as ``translate``'s."""
+        log-probability for beam search, the log-probability for greedy search and sampling. Options
+        as ``translate``'s."""
         decode = search_settings(decode, options)
         lines = list(lines)
         results: list[list[tuple[str, float]]] = [[] for _ in lines]
@@ -199,7 +246,9 @@ class Translator:
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
         compiled = compile_choice(self.compile, self.device, self.precision)
         self.prepare_compile(compiled)
-        hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision, progress, compiled)
+        hyps = translate_ids(
+            self.model, sources, decode, prefix_ids, self.precision, progress, compiled
+        )
         for i, h in zip(todo, hyps):
             results[i] = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]
         return results
@@ -209,8 +258,9 @@ def search_settings(decode: Optional[DecodeConfig], options: dict) -> DecodeConf
     """The one ``DecodeConfig`` of a call: ``decode`` or the options by name, never both (an option
     given beside ``decode`` would otherwise be dropped in silence)."""
     if decode is not None and options:
-        raise TypeError(f"give the search options either as decode=DecodeConfig(...) or by name, not both "
-                        f"(decode= and {', '.join(sorted(options))}); e.g. dataclasses.replace(decode, "
+        raise TypeError("give the search options either as decode=DecodeConfig(...) or by name, "
+                        f"not both (decode= and {', '.join(sorted(options))}); e.g. "
+                        "dataclasses.replace(decode, "
                         f"{', '.join(f'{k}=...' for k in sorted(options))})")
     if decode is not None:
         return decode

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+KINDS = {"bleu": "a translation model (BLEU)", "ppl": "a language model (perplexity)"}
+
 
 def _pyplot():
     import matplotlib
@@ -30,7 +32,12 @@ def _save(fig, out: str | Path, dpi: int = 110, tight: bool = True, inputs=()) -
     out = Path(out)
     try:
         with output_file(out, inputs, what="picture", binary=True) as handle:
-            fig.savefig(handle, format=out.suffix.lstrip(".") or "png", dpi=dpi, bbox_inches="tight" if tight else None)
+            fig.savefig(
+                handle,
+                format=out.suffix.lstrip(".") or "png",
+                dpi=dpi,
+                bbox_inches="tight" if tight else None,
+            )
     finally:
         _pyplot().close(fig)
     return out
@@ -45,15 +52,21 @@ def grid_size(rows: int, heads: int, longest: int) -> tuple[float, float]:
 DPI = 100
 
 
-def attention_figure(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequence[str]]], title: str,
-                     out: str | Path, inputs=()) -> Path:
+def attention_figure(
+    panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequence[str]]],
+    title: str,
+    out: str | Path,
+    inputs=(),
+) -> Path:
     """A grid of heatmaps: one row per ``(label, weights (H, Q, K), query labels, key labels)``
     panel (a layer of one attention kind), one column per head. The picture is exactly
     ``grid_size(...)`` inches at ``DPI`` dots per inch."""
     plt = _pyplot()
     heads = panels[0][1].shape[0]
     longest = max(max(len(q), len(k)) for _, _, q, k in panels)
-    fig, axes = plt.subplots(len(panels), heads, figsize=grid_size(len(panels), heads, longest), squeeze=False)
+    fig, axes = plt.subplots(
+        len(panels), heads, figsize=grid_size(len(panels), heads, longest), squeeze=False
+    )
     fontsize = 8 if longest <= 20 else 6
     for r, (label, weights, q_labels, k_labels) in enumerate(panels):
         for h in range(heads):
@@ -66,16 +79,25 @@ def attention_figure(panels: Sequence[tuple[str, np.ndarray, Sequence[str], Sequ
             ax.set_title(f"{label}, head {h + 1}", fontsize=9)
     fig.suptitle(title, fontsize=12)
     fig.tight_layout(rect=(0, 0, 1, 0.98))
-    return _save(fig, out, DPI, tight=False, inputs=inputs)  # not "tight": the size stays the grid's
+    # not "tight": the size stays the grid's
+    return _save(fig, out, DPI, tight=False, inputs=inputs)
 
 
-def attention_panels(attention, src_tokens: Sequence[str], tgt_tokens: Sequence[str], kinds=("encoder", "decoder", "cross")):
+def attention_panels(
+    attention,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    kinds=("encoder", "decoder", "cross"),
+):
     """Panels for ``attention_figure`` from ``transduce.model.Attention`` (batch index 0).
 
     tgt_tokens label the decoder inputs (start token + target)."""
     panels = []
-    labels = {"encoder": (src_tokens, src_tokens, "encoder self"), "decoder": (tgt_tokens, tgt_tokens, "decoder self"),
-              "cross": (tgt_tokens, src_tokens, "cross")}
+    labels = {
+        "encoder": (src_tokens, src_tokens, "encoder self"),
+        "decoder": (tgt_tokens, tgt_tokens, "decoder self"),
+        "cross": (tgt_tokens, src_tokens, "cross"),
+    }
     for kind in kinds:
         q, k, name = labels[kind]
         for layer, w in enumerate(getattr(attention, kind)):
@@ -83,7 +105,9 @@ def attention_panels(attention, src_tokens: Sequence[str], tgt_tokens: Sequence[
     return panels
 
 
-def plot_positional_encoding(d_model: int, positions: int, out: str | Path, layout: str = "interleaved") -> Path:
+def plot_positional_encoding(
+    d_model: int, positions: int, out: str | Path, layout: str = "interleaved"
+) -> Path:
     """The table PE(pos, i) of §3.5 as a heatmap, and a few of its sinusoids as curves."""
     from .model.positions import sinusoidal_table
 
@@ -118,13 +142,15 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
             try:
                 records.append(json.loads(line))
             except ValueError:
-                raise TransduceError(f"{path}, line {number}: not a JSON record; the file is damaged") from None
+                raise TransduceError(f"{path}, line {number}: not a JSON record; the file is "
+                                     "damaged") from None
     return records
 
 
 def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> Path:
     """Training and validation loss, validation BLEU (a language model's: perplexity) and the
-    learning rate from ``metrics.jsonl``; several runs are drawn over each other (one color each)."""
+    learning rate from ``metrics.jsonl``; several runs are drawn over each other (one color
+    each)."""
     from .errors import TransduceError
 
     runs = [runs] if isinstance(runs, (str, Path)) else list(runs)
@@ -134,16 +160,24 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
         train = [r for r in records if r.get("type") == "train"]
         valid = [r for r in records if r.get("type") == "valid"]
         if not train and not valid:
-            raise TransduceError(f"{Path(run) / 'metrics.jsonl'} has no training or validation records yet: nothing "
-                                 "to draw (train for at least one logged step first)")
+            raise TransduceError(f"{Path(run) / 'metrics.jsonl'} has no training or validation "
+                                 "records yet: nothing to draw (train for at least one logged "
+                                 "step first)")
         if not valid:
             print(f"note: {run} has no validation records yet; its validation curves are empty")
-        curves.append((run, train, valid, None if not valid else "bleu" if "bleu" in valid[0] else "ppl"))
+        curves.append(
+            (run, train, valid, None if not valid else "bleu" if "bleu" in valid[0] else "ppl")
+        )
     kinds = {kind for *_, kind in curves if kind}
     if len(kinds) > 1:
-        raise TransduceError("these runs cannot share a picture: " + ", ".join(
-            f"{run} is {'a translation model (BLEU)' if kind == 'bleu' else 'a language model (perplexity)'}"
-            for run, *_, kind in curves if kind))
+        raise TransduceError(
+            "these runs cannot share a picture: "
+            + ", ".join(
+                f"{run} is {KINDS[kind]}"
+                for run, *_, kind in curves
+                if kind
+            )
+        )
     key = kinds.pop() if kinds else "bleu"
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -151,20 +185,50 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
         color = f"C{index % 10}"
         label = Path(run).name if len(curves) > 1 else None
         axes[0].plot([r["step"] for r in train], [r["loss"] for r in train], color=color, alpha=0.6,
-                     label=f"{label}: train (label-smoothed)" if label else "train (label-smoothed)")
-        axes[0].plot([r["step"] for r in valid], [r["loss"] for r in valid], "o-", color=color if label else "C1",
-                     markersize=3, label=f"{label}: valid" if label else "valid")
-        extra = [r for r in valid if f"extra_{key}" in r]  # train --valid-extra: the second validation set
-        axes[1].plot([r["step"] for r in valid], [r[key] for r in valid], "o-", markersize=3,
-                     color=color if label else "tab:green", label=label if label else "valid" if extra else None)
+                     label=f"{label}: train "
+                           "(label-smoothed)" if label else "train (label-smoothed)")
+        axes[0].plot(
+            [r["step"] for r in valid],
+            [r["loss"] for r in valid],
+            "o-",
+            color=color if label else "C1",
+            markersize=3,
+            label=f"{label}: valid" if label else "valid",
+        )
+        # train --valid-extra: the second validation set
+        extra = [r for r in valid if f"extra_{key}" in r]
+        axes[1].plot(
+            [r["step"] for r in valid],
+            [r[key] for r in valid],
+            "o-",
+            markersize=3,
+            color=color if label else "tab:green",
+            label=label if label else "valid" if extra else None,
+        )
         if extra:
             name = f"{label}: valid-extra" if label else "valid-extra"
-            axes[0].plot([r["step"] for r in extra], [r["extra_loss"] for r in extra], "s--", markersize=3,
-                         color=color if label else "C2", label=name)
-            axes[1].plot([r["step"] for r in extra], [r[f"extra_{key}"] for r in extra], "s--", markersize=3,
-                         color=color if label else "tab:purple", label=name)
-        axes[2].plot([r["step"] for r in train], [r["lr"] for r in train], color=color if label else "tab:red",
-                     label=label)
+            axes[0].plot(
+                [r["step"] for r in extra],
+                [r["extra_loss"] for r in extra],
+                "s--",
+                markersize=3,
+                color=color if label else "C2",
+                label=name,
+            )
+            axes[1].plot(
+                [r["step"] for r in extra],
+                [r[f"extra_{key}"] for r in extra],
+                "s--",
+                markersize=3,
+                color=color if label else "tab:purple",
+                label=name,
+            )
+        axes[2].plot(
+            [r["step"] for r in train],
+            [r["lr"] for r in train],
+            color=color if label else "tab:red",
+            label=label,
+        )
     axes[0].set_title("loss")
     axes[0].legend(fontsize=8)
     axes[1].set_title("validation perplexity" if key == "ppl" else "validation BLEU")
@@ -179,8 +243,14 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
     return _save(fig, out, inputs=[Path(run) / "metrics.jsonl" for run in runs])
 
 
-def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("encoder", "decoder", "cross"),
-                   decode=None):
+def draw_attention(
+    translator,
+    src: str,
+    tgt: str | None,
+    out: str,
+    kinds=("encoder", "decoder", "cross"),
+    decode=None,
+):
     """Write the picture; returns ``(path, target text)``. Without ``tgt``, the model's own
     translation with ``decode`` (a ``DecodeConfig``; its defaults when None)."""
     from .errors import TransduceError
@@ -200,5 +270,7 @@ def draw_attention(translator, src: str, tgt: str | None, out: str, kinds=("enco
     src_labels = tok.src_pieces(src_ids) + ["</s>"]
     tgt_labels = ["<s>"] + tok.tgt_pieces(tgt_ids)
     panels = attention_panels(attention, src_labels, tgt_labels, kinds)
-    path = attention_figure(panels, f"{src}  →  {tgt}", out, inputs=[translator.folder] if translator.folder else [])
+    path = attention_figure(
+        panels, f"{src}  →  {tgt}", out, inputs=[translator.folder] if translator.folder else []
+    )
     return path, tgt

@@ -18,8 +18,13 @@ def test_every_example_once_and_budget_respected():
     batches = sampler.batches(epoch=3)
     seen = np.concatenate(batches)
     assert sorted(seen.tolist()) == list(range(1000))
-    over = [b.tolist() for b in batches if len(b) * (src[b].max() + 1) > 300 or len(b) * (tgt[b].max() + 1) > 300]
-    assert over == [[5]]  # only the example over the budget on its own exceeds it, and it goes alone
+    over = [
+        b.tolist()
+        for b in batches
+        if len(b) * (src[b].max() + 1) > 300 or len(b) * (tgt[b].max() + 1) > 300
+    ]
+    # only the example over the budget on its own exceeds it, and it goes alone
+    assert over == [[5]]
     assert [5] in [b.tolist() for b in batches]
 
 
@@ -35,7 +40,10 @@ def test_deterministic_per_seed_and_epoch():
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_shards_disjoint_covering_and_equal(world_size):
     src, tgt = lengths(777)
-    shards = [TokenBatchSampler(src, tgt, 500, world_size=world_size, rank=r).batches(1) for r in range(world_size)]
+    shards = [
+        TokenBatchSampler(src, tgt, 500, world_size=world_size, rank=r).batches(1)
+        for r in range(world_size)
+    ]
     assert len({len(s) for s in shards}) == 1
     ids = [np.concatenate(s) for s in shards]
     everything = np.concatenate(ids)
@@ -68,8 +76,11 @@ def test_collate_adds_bos_and_eos_and_pads(tmp_path):
 
 @pytest.mark.skipif(not MULTI30K.is_dir(), reason=NO_MULTI30K)
 def test_multi30k_padding_waste_under_ten_percent(tmp_path):
-    prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"), vocab_size=8000),
-            tmp_path / "m", log=None)
+    prepare(
+        PrepareOptions(src="en", tgt="de", train_prefix=str(MULTI30K / "train"), vocab_size=8000),
+        tmp_path / "m",
+        log=None,
+    )
     ds = ParallelDataset(tmp_path / "m", "train")
     sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, max_tokens=4096)
     waste = sampler.padding_waste()

@@ -7,14 +7,21 @@ import pytest
 import torch
 
 from transduce import ModelConfig
-from transduce.data import BlockSampler, Tokenizer, TokenStream, collate_next_token, prepare_monolingual
+from transduce.data import (
+    BlockSampler,
+    Tokenizer,
+    TokenStream,
+    collate_next_token,
+    prepare_monolingual,
+)
 from transduce.data.monolingual import MASK_ID, mask_tokens
 from transduce.errors import DataError
 from transduce.training.data_setup import TrainingError, check_model_against_data
 
 from ..helpers import prepare_reverse_task
 
-LINES = ["the cat sat on the mat", "", "a dog ran after the cat", "the mat was red", "dogs and cats"] * 40
+LINES = ["the cat sat on the "
+         "mat", "", "a dog ran after the cat", "the mat was red", "dogs and cats"] * 40
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +30,9 @@ def data(tmp_path_factory):
     (root / "train.txt").write_text("\n".join(LINES) + "\n")
     with gzip.open(root / "valid.txt.gz", "wt") as f:
         f.write("the dog sat on the mat\nred cats\n")
-    meta = prepare_monolingual(root / "train.txt", root / "data", root / "valid.txt.gz", vocab_size=60, log=None)
+    meta = prepare_monolingual(
+        root / "train.txt", root / "data", root / "valid.txt.gz", vocab_size=60, log=None
+    )
     return root, meta
 
 
@@ -31,7 +40,10 @@ def test_the_stream_is_every_line_then_eos(data):
     root, meta = data
     assert meta["kind"] == "monolingual" and meta["special_ids"]["mask_id"] == MASK_ID
     tok = Tokenizer(root / "data" / "spm.model")
-    assert tok.src.id_to_piece(MASK_ID) == "<mask>" and tok.encode_src(["a <mask> sat"])[0].count(MASK_ID) == 1
+    assert (
+        tok.src.id_to_piece(MASK_ID) == "<mask>"
+        and tok.encode_src(["a <mask> sat"])[0].count(MASK_ID) == 1
+    )
     stream = TokenStream(root / "data", "train")
     expected = [t for line in LINES if line for t in tok.encode_src([line])[0] + [2]]
     assert stream.tokens.tolist() == expected
@@ -41,7 +53,9 @@ def test_the_stream_is_every_line_then_eos(data):
     valid = TokenStream(root / "data", "valid")
     assert valid.tokens.tolist() == [t for line in ("the dog sat on the mat", "red cats")
                                      for t in tok.encode_src([line])[0] + [2]]
-    again = prepare_monolingual(root / "train.txt", root / "data", root / "valid.txt.gz", vocab_size=60, log=None)
+    again = prepare_monolingual(
+        root / "train.txt", root / "data", root / "valid.txt.gz", vocab_size=60, log=None
+    )
     assert again["fingerprint"] == meta["fingerprint"]  # reused, not redone
 
 
@@ -57,7 +71,9 @@ def test_next_token_blocks_and_their_order(data):
     sampler = BlockSampler(n, 4, seed=3)
     epoch = sampler.batches(0)
     assert sorted(np.concatenate(epoch).tolist()) == list(range(n))  # every block once
-    assert [b.tolist() for b in epoch] == [b.tolist() for b in BlockSampler(n, 4, seed=3).batches(0)]
+    assert [b.tolist() for b in epoch] == [
+        b.tolist() for b in BlockSampler(n, 4, seed=3).batches(0)
+    ]
     assert [b.tolist() for b in epoch] != [b.tolist() for b in sampler.batches(1)]
     assert [b.tolist() for b in sampler.batches(0, start=2)] == [b.tolist() for b in epoch[2:]]
     ranks = [BlockSampler(n, 4, seed=3, world_size=2, rank=r).batches(0) for r in (0, 1)]
@@ -82,7 +98,8 @@ def test_masking_follows_berts_proportions():
     replaced = chosen & ~masked & ~kept
     n = chosen.sum()
     assert abs(masked.sum() / n - 0.8) < 0.01
-    assert abs(kept.sum() / n - 0.1) < 0.01 + 0.001  # (a random token equal to the original counts as kept)
+    # (a random token equal to the original counts as kept)
+    assert abs(kept.sum() / n - 0.1) < 0.01 + 0.001
     assert abs(replaced.sum() / n - 0.1) < 0.01
     assert inputs[replaced].min() >= 5  # random tokens are ordinary ones, never specials
     assert (inputs[~chosen] == rows[~chosen]).all()
@@ -93,7 +110,9 @@ def test_masking_follows_berts_proportions():
 def test_model_and_data_kinds_must_agree(data):
     root, meta = data
     with pytest.raises(TrainingError, match="trains on monolingual text"):
-        check_model_against_data(ModelConfig.preset("gpt-tiny", vocab_size=60), {**meta, "kind": "parallel"}, "D")
+        check_model_against_data(
+            ModelConfig.preset("gpt-tiny", vocab_size=60), {**meta, "kind": "parallel"}, "D"
+        )
     with pytest.raises(TrainingError, match="holds monolingual text"):
         check_model_against_data(ModelConfig.preset("tiny", vocab_size=60), meta, "D")
     check_model_against_data(ModelConfig.preset("bert-tiny", vocab_size=60), meta, "D")

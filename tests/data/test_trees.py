@@ -150,7 +150,8 @@ def test_a_file_that_is_not_a_treebank_names_the_file_and_line(tmp_path):
 def test_a_tree_deeper_than_pythons_stack_reads_writes_and_linearizes():
     """A right-branching tree of 3,000 words: no traversal recurses."""
     n = 3000
-    text = "( " + "".join(f"(S (NN w{i}) " for i in range(n - 1)) + f"(NN w{n - 1})" + ")" * (n - 1) + " )"
+    text = "( " + "".join(f"(S (NN w{i}) "
+                          "" for i in range(n - 1)) + f"(NN w{n - 1})" + ")" * (n - 1) + " )"
     tree = next(parse_trees(text))[1]
     assert str(tree) == text
     cleaned = clean(tree)

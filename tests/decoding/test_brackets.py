@@ -16,8 +16,21 @@ from ..conftest import tiny_config
 
 # a parser's target vocabulary as SentencePiece gives it, with a piece that is no bracket and a
 # label that never closes
-PIECES = ["<pad>", "<s>", "</s>", "<unk>", "\u2581XX", "\u2581(S", "\u2581)S", "\u2581(NP", "\u2581)NP",
-          "\u2581(VP", "\u2581)VP", "\u2581(X", "\u2581junk"]
+PIECES = [
+    "<pad>",
+    "<s>",
+    "</s>",
+    "<unk>",
+    "\u2581XX",
+    "\u2581(S",
+    "\u2581)S",
+    "\u2581(NP",
+    "\u2581)NP",
+    "\u2581(VP",
+    "\u2581)VP",
+    "\u2581(X",
+    "\u2581junk",
+]
 
 
 def parser_model(seed: int, sharpen: float, device) -> Transformer:
@@ -64,7 +77,12 @@ def test_the_rules_allow_exactly_the_continuations_of_a_tree():
     for token in prefix:
         rules.advance(torch.tensor([PIECES.index("\u2581" + token)]))
     allowed = rules.mask(torch.zeros(1, len(PIECES)), torch.tensor([10]))
-    assert set(tokens(allowed[0].isfinite().nonzero().squeeze(1).tolist())) == {"XX", "(S", "(NP", "(VP"}
+    assert set(tokens(allowed[0].isfinite().nonzero().squeeze(1).tolist())) == {
+        "XX",
+        "(S",
+        "(NP",
+        "(VP",
+    }
     # one word left, three tokens of room: only the word, then )S, then eos
     allowed = rules.mask(torch.zeros(1, len(PIECES)), torch.tensor([3]))
     assert tokens(allowed[0].isfinite().nonzero().squeeze(1).tolist()) == ["XX"]

@@ -24,7 +24,9 @@ def sources(n: int, seed: int = 1, vocab: int = 40) -> list[list[int]]:
     return [[g.randrange(4, vocab) for _ in range(g.randrange(1, 14))] for _ in range(n)]
 
 
-def run_staggered(search: RunningSearch, srcs, seed: int = 2, drop_every: int = 0) -> tuple[list, dict]:
+def run_staggered(
+    search: RunningSearch, srcs, seed: int = 2, drop_every: int = 0
+) -> tuple[list, dict]:
     """Sentences join in groups of 1-3 at random steps (sometimes while nothing is in flight);
     returns every sentence's hypotheses and what happened (steps, compactions seen)."""
     g = random.Random(seed)
@@ -48,7 +50,9 @@ def assert_same(alone, running, tolerance=1e-4):
     for number, (a, b) in enumerate(zip(alone, running)):
         assert [h.tokens for h in a] == [h.tokens for h in b], f"sentence {number}"
         for x, y in zip(a, b):
-            assert abs(x.score - y.score) <= tolerance and abs(x.logprob - y.logprob) <= tolerance, f"sentence {number}"
+            assert (
+                abs(x.score - y.score) <= tolerance and abs(x.logprob - y.logprob) <= tolerance
+            ), f"sentence {number}"
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi"])
@@ -75,19 +79,23 @@ def test_the_slots_run_out_and_the_rows_move_to_the_front(device):
     original = running.state.logprobs
 
     def watched(last):
-        out = original(last)  # (make_room runs first: the slot written is length - 1 after the step)
+        # (make_room runs first: the slot written is length - 1 after the step)
+        out = original(last)
         seen.append((running.state.cache.length - 1, running.state.cache.kv.size(4)))
         return out
 
     running.state.logprobs = watched
     out, _ = run_staggered(running, srcs, seed=4)
-    moved = sum(1 for (a, _), (b, _) in zip(seen, seen[1:]) if 0 < b < a)  # written slot went back: compacted
+    # written slot went back: compacted
+    moved = sum(1 for (a, _), (b, _) in zip(seen, seen[1:]) if 0 < b < a)
     assert moved >= 3
     assert_same(alone, out)
 
 
 def test_an_ensemble_runs_as_it_searches_alone(device):
-    models = [Transformer(tiny_config(positional=p)).to(device).eval() for p in ("sinusoidal", "rope")]
+    models = [
+        Transformer(tiny_config(positional=p)).to(device).eval() for p in ("sinusoidal", "rope")
+    ]
     ensemble = Ensemble(models)
     decode = DecodeConfig(beam=3, max_len_b=6)
     srcs = sources(12, seed=5)

@@ -18,7 +18,8 @@ KNOWN = {
     1001: ("one thousand one", "eintausendeins"),
     21000: ("twenty-one thousand", "einundzwanzigtausend"),
     101000: ("one hundred one thousand", "einhunderteintausend"),
-    321405: ("three hundred twenty-one thousand four hundred five", "dreihunderteinundzwanzigtausendvierhundertfünf"),
+    321405: ("three hundred twenty-one thousand four hundred "
+             "five", "dreihunderteinundzwanzigtausendvierhundertfünf"),
     999999: ("nine hundred ninety-nine thousand nine hundred ninety-nine",
              "neunhundertneunundneunzigtausendneunhundertneunundneunzig"),
 }

@@ -4,9 +4,15 @@
 ARCHITECTURES = [
     {},  # the paper's: post-LN, sinusoidal, ReLU, no tying
     {"positional": "sinusoidal_concat", "tying": "all"},
-    {"positional": "learned", "tying": "decoder", "output_bias": True, "head_dim": 24},  # heads wider than D/h
+    # heads wider than D/h
+    {"positional": "learned", "tying": "decoder", "output_bias": True, "head_dim": 24},
     {"positional": "rope", "norm_position": "pre", "head_dim": 10},
-    {"positional": "alibi", "norm_type": "rmsnorm", "activation": "swiglu", "attention_scale": "none"},
+    {
+        "positional": "alibi",
+        "norm_type": "rmsnorm",
+        "activation": "swiglu",
+        "attention_scale": "none",
+    },
     {"positional": "none", "norm_position": "pre", "activation": "gelu", "scale_embedding": False},
 ]
 
@@ -21,6 +27,8 @@ def _int8_everywhere(monkeypatch, kernel: str | None = None) -> None:
     from transduce.inference.int8 import Int8Linear
     from transduce.inference.tuned_linear import TunedLinear as Dense
 
-    monkeypatch.setattr(Dense, "candidates", lambda self, rows: ["int8"] if self.int8 is not None else ["rows"])
+    monkeypatch.setattr(
+        Dense, "candidates", lambda self, rows: ["int8"] if self.int8 is not None else ["rows"]
+    )
     if kernel is not None:
         monkeypatch.setattr(Int8Linear, "_faster", lambda self, x: kernel)

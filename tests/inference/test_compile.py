@@ -1,4 +1,5 @@
-"""The captured (``torch.compile``) step: the same outputs as the eager step, compiled once per shape class."""
+"""The captured (``torch.compile``) step: the same outputs as the eager step, compiled once per
+shape class."""
 
 import copy
 from dataclasses import replace
@@ -17,7 +18,11 @@ def test_compiled_step_equals_the_eager_step(reverser, device):
     mask; CUDA graphs on a GPU) gives the eager outputs, greedy and beam."""
     model, src = reverser
     model = copy.deepcopy(model).to(device)
-    limits, eager, compiled = DecodeConfig(max_len_a=0, max_len_b=8), SearchOptions(), SearchOptions(compile=True)
+    limits, eager, compiled = (
+        DecodeConfig(max_len_a=0, max_len_b=8),
+        SearchOptions(),
+        SearchOptions(compile=True),
+    )
     rows = src[:5].to(device)
     assert [h.tokens for h in greedy_search(model, rows, limits, compiled)] == \
         [h.tokens for h in greedy_search(model, rows, limits, eager)]
@@ -52,13 +57,16 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
     model, src = reverser
     counter = CompileCounter()
     real_compile = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda fn, **kw: real_compile(fn, backend=counter, dynamic=False))
+    monkeypatch.setattr(
+        torch, "compile", lambda fn, **kw: real_compile(fn, backend=counter, dynamic=False)
+    )
     forget(model)
     torch._dynamo.reset()
     limits, options = DecodeConfig(max_len_a=0, max_len_b=8, min_len=7), SearchOptions(compile=True)
     greedy_search(model, src[:3], limits, options)  # 8 steps
     assert counter.frame_count == 1
-    beam_search(model, src[:3], replace(limits, beam=2), options)  # a new batch shape (3 x 2 rows): one more
+    # a new batch shape (3 x 2 rows): one more
+    beam_search(model, src[:3], replace(limits, beam=2), options)
     assert counter.frame_count == 2
     # one sentence: its column of tokens is contiguous whatever its stride, which grows every step
     greedy_search(model, src[:1], limits, options)
@@ -67,16 +75,18 @@ def test_compiled_step_compiles_once_per_batch_shape(reverser, monkeypatch):
 
 
 def test_a_captured_search_encodes_with_the_models_own_pass(reverser, monkeypatch):
-    """``translate --compile on`` compiles ``model.encode`` as well as the step: a captured search must
-    encode through it, not through the ``FastEncoder`` snapshot (which an eager search uses). The
-    capture is replaced by the function itself (no compilation)."""
+    """``translate --compile on`` compiles ``model.encode`` as well as the step: a captured search
+    must encode through it, not through the ``FastEncoder`` snapshot (which an eager search uses).
+    The capture is replaced by the function itself (no compilation)."""
     model, src = reverser
     model = copy.deepcopy(model)
     monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
     calls = []
     own = model.encode
     object.__setattr__(model, "encode", lambda src: calls.append(len(src)) or own(src))
-    captured = greedy_search(model, src[:3], DecodeConfig(max_len_a=0, max_len_b=6), SearchOptions(compile=True))
+    captured = greedy_search(
+        model, src[:3], DecodeConfig(max_len_a=0, max_len_b=6), SearchOptions(compile=True)
+    )
     assert calls == [3]
     eager = greedy_search(model, src[:3], DecodeConfig(max_len_a=0, max_len_b=6))
     assert calls == [3] and [h.tokens for h in captured] == [h.tokens for h in eager]
@@ -93,7 +103,8 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
     model, src = reverser
     lengths = (src != 0).sum(1)
     rows = torch.cat([(lengths == n).nonzero()[:2, 0] for n in sorted(set(lengths.tolist()))])[:7]
-    assert len(set(lengths[rows].tolist())) >= 3  # sources of several lengths: they end at different steps
+    # sources of several lengths: they end at different steps
+    assert len(set(lengths[rows].tolist())) >= 3
     seen, widths = [], set()
 
     def recorder(fn, **kwargs):
@@ -106,8 +117,15 @@ def test_compiled_search_pads_shrinking_batches_to_powers_of_two(reverser, monke
     monkeypatch.setattr(torch, "compile", recorder)
     forget(model)
     beam = 3
-    compiled = beam_search(model, src[rows], DecodeConfig(beam=beam, nbest=2, max_len_a=1.0, max_len_b=2), SearchOptions(compile=True))
-    eager = beam_search(model, src[rows], DecodeConfig(beam=beam, nbest=2, max_len_a=1.0, max_len_b=2))
+    compiled = beam_search(
+        model,
+        src[rows],
+        DecodeConfig(beam=beam, nbest=2, max_len_a=1.0, max_len_b=2),
+        SearchOptions(compile=True),
+    )
+    eager = beam_search(
+        model, src[rows], DecodeConfig(beam=beam, nbest=2, max_len_a=1.0, max_len_b=2)
+    )
     assert [[h.tokens for h in hs] for hs in compiled] == [[h.tokens for h in hs] for hs in eager]
     classes = {n // beam for n in seen}
     assert len(classes) >= 2 and classes <= {8, 4, 2, 1}, classes  # it shrank, and only by classes
@@ -135,5 +153,7 @@ def test_compiling_the_step_leaves_dynamos_limits_alone(reverser, monkeypatch):
 
     monkeypatch.setattr(torch, "compile", recorder)
     forget(model)
-    assert greedy_search(model, src[:2], DecodeConfig(max_len_a=0, max_len_b=4), SearchOptions(compile=True))
+    assert greedy_search(
+        model, src[:2], DecodeConfig(max_len_a=0, max_len_b=4), SearchOptions(compile=True)
+    )
     assert seen and min(seen) >= 64 and getattr(config, name) == before

@@ -25,7 +25,12 @@ def test_fast_step_logits_equal_the_models_decode(arch, batch, beam, device):
     with torch.no_grad():  # biases start at zero and norms at one: make every parameter count
         for name, p in model.named_parameters():
             if p.dim() == 1:
-                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(device) * 0.1)
+                p.add_(
+                    torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(
+                        device
+                    )
+                    * 0.1
+                )
     src, _ = random_batch(batch, 7, 40, device=device)
     fast = FastDecoder(model)
     with torch.no_grad():
@@ -65,7 +70,11 @@ def test_searches_give_the_same_outputs_fast_or_not(arch, device):
     sampling: the same tokens with the fast step as with the model's own decode."""
     model = Transformer(tiny_config(**arch)).to(device).eval()
     src, _ = random_batch(6, 9, 40, device=device)
-    limits, fast, slow = DecodeConfig(max_len_a=1.0, max_len_b=6), SearchOptions(), SearchOptions(fast=False)
+    limits, fast, slow = (
+        DecodeConfig(max_len_a=1.0, max_len_b=6),
+        SearchOptions(),
+        SearchOptions(fast=False),
+    )
     assert [h.tokens for h in greedy_search(model, src, limits, fast)] == \
         [h.tokens for h in greedy_search(model, src, limits, slow)]
     for beam in (2, 4):
@@ -87,7 +96,9 @@ def test_bf16_autocast_decodes_like_the_module_path(arch):
     src, _ = random_batch(20, 6, 40)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         fast = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=5))
-        slow = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=5), SearchOptions(fast=False))
+        slow = greedy_search(
+            model, src, DecodeConfig(max_len_a=1.0, max_len_b=5), SearchOptions(fast=False)
+        )
         assert beam_search(model, src[:2], DecodeConfig(beam=3, max_len_a=1.0, max_len_b=5))[0]
     assert sum(a.tokens == b.tokens for a, b in zip(fast, slow)) >= 18
 
@@ -101,11 +112,18 @@ def test_bf16_weights_agree_with_fp32_on_a_trained_model(reverser, monkeypatch):
     monkeypatch.setattr(fast, "BF16_MIN_MACS", 1)
     model, src = reverser
     decoder = FastDecoder(model, "bf16")
-    assert decoder.bf16 and decoder.output.uses_bf16(1) and all(layer.w2.uses_bf16(1) for layer in decoder.layers)
+    assert (
+        decoder.bf16
+        and decoder.output.uses_bf16(1)
+        and all(layer.w2.uses_bf16(1) for layer in decoder.layers)
+    )
     limits = DecodeConfig(max_len_a=0, max_len_b=8)
-    for search in (lambda o: [h.tokens for h in greedy_search(model, src, limits, o)],
-                   lambda o: [h[0].tokens for h in beam_search(model, src, replace(limits, beam=4), o)]):
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):  # as translate_ids runs it
+    for search in (
+        lambda o: [h.tokens for h in greedy_search(model, src, limits, o)],
+        lambda o: [h[0].tokens for h in beam_search(model, src, replace(limits, beam=4), o)],
+    ):
+        # as translate_ids runs it
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
             low = search(SearchOptions(precision="bf16"))
         exact = search(SearchOptions())
         assert sum(x == y for x, y in zip(exact, low)) >= 0.9 * len(exact)
@@ -115,7 +133,9 @@ def test_bf16_weights_agree_with_fp32_on_a_trained_model(reverser, monkeypatch):
         for d in (fast_decoder(model), decoder):
             logits.append(d.step(torch.full((len(src),), 1), d.start(src, memory, 1, capacity=2)))
     error = (logits[1] - logits[0]).abs().max() / logits[0].abs().max()
-    assert logits[1].dtype == torch.float32 and error < 0.05, f"bf16 logits differ by {error:.3f} of their range"
+    assert logits[1].dtype == torch.float32 and error < 0.05, (
+        f"bf16 logits differ by {error:.3f} of their range"
+    )
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES, ids=_ids)
@@ -127,9 +147,16 @@ def test_bf16_weights_run_on_every_architecture(arch, monkeypatch):
     src, _ = random_batch(3, 6, 40)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         for beam in (1, 3):
-            out = beam_search(model, src, DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=4), SearchOptions(precision="bf16"))
+            out = beam_search(
+                model,
+                src,
+                DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=4),
+                SearchOptions(precision="bf16"),
+            )
             assert len(out) == 3 and all(hs for hs in out)
-        greedy = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(precision="bf16"))
+        greedy = greedy_search(
+            model, src, DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(precision="bf16")
+        )
     assert fast_decoder(model, "bf16").bf16 and len(greedy) == 3
 
 
@@ -143,7 +170,9 @@ def test_translate_ids_gives_bf16_to_the_fast_step(reverser):
     sources = [[int(t) for t in row if t > 2] for row in src[:4]]
     forget(model)
     for precision in ("bf16", "int8", "fp32"):
-        out = translate_ids(model, sources, DecodeConfig(beam=2, max_len_a=0, max_len_b=8), precision=precision)
+        out = translate_ids(
+            model, sources, DecodeConfig(beam=2, max_len_a=0, max_len_b=8), precision=precision
+        )
         assert len(out) == 4 and all(out)
     built = {key[0] for key in model._fast_snapshots.built}
     assert {"bf16", "int8", "fp32"} <= built and fast_decoder(model, "bf16").bf16

@@ -24,7 +24,12 @@ def test_fast_encoder_equals_the_models_encode(arch, device):
     with torch.no_grad():  # biases start at zero and norms at one: make every parameter count
         for name, p in model.named_parameters():
             if p.dim() == 1:
-                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(device) * 0.1)
+                p.add_(
+                    torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(
+                        device
+                    )
+                    * 0.1
+                )
     fast = FastEncoder(model)
     for batch in (1, 3, 20):
         src, lengths = random_batch(batch, 7, 40, device=device)
@@ -48,10 +53,13 @@ def test_fast_encoder_int8_and_autocast():
         exact = model.encode(src)
         low = FastEncoder(model, "int8")(src)
         error = (low - exact).abs().max() / exact.abs().max()
-        assert 1e-4 < error < 0.05, error  # int8 rounding (fp32 would differ by ~1e-7), and only that
+        # int8 rounding (fp32 would differ by ~1e-7), and only that
+        assert 1e-4 < error < 0.05, error
         quantized = copy.deepcopy(model)
         quantize_encoder(quantized)
-        torch.testing.assert_close(FastEncoder(quantized)(src), quantized.encode(src), atol=2e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            FastEncoder(quantized)(src), quantized.encode(src), atol=2e-5, rtol=1e-4
+        )
         forget(model)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert torch.equal(encode(model, src), model.encode(src))

@@ -18,16 +18,22 @@ from .conftest import ARCHITECTURES, _ids, _int8_everywhere
 @pytest.mark.parametrize("kernel", ["fbgemm", "onednn"])
 def test_int8_agrees_with_fp32_on_a_trained_model(reverser, monkeypatch, kernel):
     """int8 weights change the numbers a little and the outputs rarely: at least 90% of the beam
-    outputs of a trained model stay identical (the stated threshold), on both searches and with
-    both int8 kernels."""
+    outputs of a trained model stay identical (the stated threshold), on both searches and with both
+    int8 kernels."""
     if kernel not in torch.backends.quantized.supported_engines:
         pytest.skip(f"this PyTorch build has no {kernel} engine")
     _int8_everywhere(monkeypatch, kernel)
     model, src = reverser
     forget(model)
-    limits, fp32, int8 = DecodeConfig(max_len_a=0, max_len_b=8), SearchOptions(), SearchOptions(precision="int8")
-    for search in (lambda o: [h.tokens for h in greedy_search(model, src, limits, o)],
-                   lambda o: [h[0].tokens for h in beam_search(model, src, replace(limits, beam=4), o)]):
+    limits, fp32, int8 = (
+        DecodeConfig(max_len_a=0, max_len_b=8),
+        SearchOptions(),
+        SearchOptions(precision="int8"),
+    )
+    for search in (
+        lambda o: [h.tokens for h in greedy_search(model, src, limits, o)],
+        lambda o: [h[0].tokens for h in beam_search(model, src, replace(limits, beam=4), o)],
+    ):
         a, b = search(fp32), search(int8)
         assert sum(x == y for x, y in zip(a, b)) >= 0.9 * len(a)
     quantized = fast_decoder(model, "int8")
@@ -49,7 +55,12 @@ def test_int8_runs_on_every_architecture(arch, monkeypatch):
     model = Transformer(tiny_config(**arch)).eval()
     src, _ = random_batch(3, 6, 40)
     for beam in (1, 3):
-        out = beam_search(model, src, DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=4), SearchOptions(precision="int8"))
+        out = beam_search(
+            model,
+            src,
+            DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=4),
+            SearchOptions(precision="int8"),
+        )
         assert len(out) == 3 and all(hs for hs in out)
 
 
@@ -90,7 +101,10 @@ def test_int8_lets_fp32_compete_only_while_the_decoder_stays_in_cache(monkeypatc
     model = Transformer(tiny_config()).eval()
     x = torch.randn(1, model.config.d_model)
     small = fast.FastDecoder(model, "int8")
-    assert all(d.float_candidates for layer in small.layers for d in layer.denses()) and small.output.float_candidates
+    assert (
+        all(d.float_candidates for layer in small.layers for d in layer.denses())
+        and small.output.float_candidates
+    )
     monkeypatch.setattr(fast, "INT8_FLOAT_MAX_BYTES", 1000)
     large = fast.FastDecoder(model, "int8")
     denses = [large.output, *(d for layer in large.layers for d in layer.denses())]

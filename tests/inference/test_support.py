@@ -57,10 +57,15 @@ def _values(field) -> list:
 
 
 def _config(name: str, value) -> ModelConfig | None:
-    """The tiny test model with ``name=value`` and what that choice needs (None: the config refuses it)."""
-    extra = {"architecture": {"decoder-only": {"encoder_layers": 0}, "encoder-only": {"decoder_layers": 0,
-                                                                                       "mask_id": 4}},
-             "tgt_vocab_size": {30: {"tying": "decoder"}}}.get(name, {}).get(value, {})
+    """The tiny test model with ``name=value`` and what that choice needs (None: the config refuses
+    it)."""
+    extra = {
+        "architecture": {
+            "decoder-only": {"encoder_layers": 0},
+            "encoder-only": {"decoder_layers": 0, "mask_id": 4},
+        },
+        "tgt_vocab_size": {30: {"tying": "decoder"}},
+    }.get(name, {}).get(value, {})
     try:
         return tiny_config(**{name: value, **extra})
     except ValueError:
@@ -75,10 +80,14 @@ CASES = [(f.name, v) for f in fields(ModelConfig) for v in _values(f)
 
 def test_every_field_is_declared_and_tried():
     names = {f.name for f in fields(ModelConfig)}
-    assert names == set(SUPPORTED), f"declare in inference/support.py: {sorted(names ^ set(SUPPORTED))}"
+    assert names == set(SUPPORTED), (
+        f"declare in inference/support.py: {sorted(names ^ set(SUPPORTED))}"
+    )
     for f in fields(ModelConfig):
         built = [v for v in _values(f) if _config(f.name, v) is not None]
-        assert any(v != f.default for v in built), f"{f.name}: no value other than the default was tried"
+        assert any(v != f.default for v in built), (
+            f"{f.name}: no value other than the default was tried"
+        )
 
 
 def _perturbed(config: ModelConfig, device) -> Transformer:
@@ -86,7 +95,12 @@ def _perturbed(config: ModelConfig, device) -> Transformer:
     with torch.no_grad():  # biases start at zero and norms at one: make every parameter count
         for name, p in model.named_parameters():
             if p.dim() == 1:
-                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(device) * 0.1)
+                p.add_(
+                    torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))).to(
+                        device
+                    )
+                    * 0.1
+                )
     return model
 
 
@@ -104,7 +118,9 @@ def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
         if config.architecture == "encoder-decoder":  # search falls back to the model's own pass
             src, _ = random_batch(2, 5, vocab, pad_id=config.pad_id, device=device)
             fast = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4))
-            slow = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(fast=False))
+            slow = greedy_search(
+                model, src, DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(fast=False)
+            )
             assert [h.tokens for h in fast] == [h.tokens for h in slow]
         return
     batch, beam = 2, 2
@@ -125,7 +141,9 @@ def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
             rows = torch.randint(0, batch * beam, (batch * beam,), generator=g).to(device)
             reference.reorder(rows)
             cache.reorder(rows)
-            tokens = torch.randint(4, config.target_vocab_size, (batch * beam,), generator=g).to(device)
+            tokens = torch.randint(4, config.target_vocab_size, (batch * beam,), generator=g).to(
+                device
+            )
 
 
 # --- pairs of choices, on every path of the fast step --------------------------------------------
@@ -201,9 +219,8 @@ def test_the_pairs_cover_every_served_choice():
 def test_pairs_of_choices_on_every_path(number, device, monkeypatch):
     """Beam search over one configuration of many choices, by every path of the fast step against
     the model's own decode: a batch (the running cache), one sentence (the plain cache), sentences
-    joining a running search later, the captured step's arithmetic (its static shapes and masks,
-    run eagerly here: tests/inference/test_compile.py compiles it), and int8 (within its
-    rounding)."""
+    joining a running search later, the captured step's arithmetic (its static shapes and masks, run
+    eagerly here: tests/inference/test_compile.py compiles it), and int8 (within its rounding)."""
     from transduce.decoding import RunningSearch, beam_search
 
     config = tiny_config(**PAIRS[number])

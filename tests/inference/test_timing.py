@@ -13,7 +13,8 @@ def test_the_fastest_call_survives_a_burst_on_a_busy_machine(monkeypatch):
 
     clock = [0.0]
     monkeypatch.setattr(fast.time, "perf_counter", lambda: clock[0])
-    costs = {"quick": [1.0, 50.0, 1.0, 1.0, 1.0, 1.0], "steady": [2.0] * 6}  # quick's 1st timed call: a burst
+    # quick's 1st timed call: a burst
+    costs = {"quick": [1.0, 50.0, 1.0, 1.0, 1.0, 1.0], "steady": [2.0] * 6}
 
     def call(name):
         def run():

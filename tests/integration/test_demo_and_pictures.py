@@ -19,28 +19,82 @@ from ..helpers import cli, prepare_reverse_task
 
 def test_demo_runs_end_to_end_in_a_reduced_form(tmp_path):
     out = tmp_path / "demo"
-    result = cli("demo", "--out", str(out), "--max-steps", "30", "--max-time", "60", "--train-size", "2000",
-                 "--test-size", "50", "--quiet")
+    result = cli(
+        "demo",
+        "--out",
+        str(out),
+        "--max-steps",
+        "30",
+        "--max-time",
+        "60",
+        "--train-size",
+        "2000",
+        "--test-size",
+        "50",
+        "--quiet",
+    )
     assert "exact match:" in result.stdout and "files written:" in result.stdout
-    for name in ("attention.png", "cross_attention.png", "curves.png", "positional_encoding.png", "test.hyp.de"):
+    for name in (
+        "attention.png",
+        "cross_attention.png",
+        "curves.png",
+        "positional_encoding.png",
+        "test.hyp.de",
+    ):
         assert (out / name).is_file() and str(out / name) in result.stdout
     assert len((out / "test.hyp.de").read_text().splitlines()) == 50
     assert (out / "run" / "checkpoints").is_dir()
-    assert "stopped at a limit (max_steps 30) before the target" in result.stdout  # says which happened
+    # says which happened
+    assert "stopped at a limit (max_steps 30) before the target" in result.stdout
     assert "Run it again with a longer --max-time" in result.stdout
-    again = cli("demo", "--out", str(out), "--max-steps", "5", "--train-size", "2000", "--test-size", "50", "--quiet")
+    again = cli(
+        "demo",
+        "--out",
+        str(out),
+        "--max-steps",
+        "5",
+        "--train-size",
+        "2000",
+        "--test-size",
+        "50",
+        "--quiet",
+    )
     assert "exact match:" in again.stdout  # its own folder: run again in place
 
 
 def test_lm_demo_runs_end_to_end_in_a_reduced_form(tmp_path):
     out = tmp_path / "demo-lm"
-    result = cli("demo", "--lm", "--out", str(out), "--max-steps", "30", "--train-size", "1000", "--test-size", "20",
-                 "--quiet")
-    assert "the next number is right for" in result.stdout and "of 20 held-out counts" in result.stdout
+    result = cli(
+        "demo",
+        "--lm",
+        "--out",
+        str(out),
+        "--max-steps",
+        "30",
+        "--train-size",
+        "1000",
+        "--test-size",
+        "20",
+        "--quiet",
+    )
+    assert (
+        "the next number is right for" in result.stdout and "of 20 held-out counts" in result.stdout
+    )
     assert "validation perplexity" in result.stdout and "try: transduce generate" in result.stdout
     assert (out / "curves.png").is_file() and (out / "run" / "best" / "model.safetensors").is_file()
-    again = cli("demo", "--lm", "--out", str(out), "--max-steps", "5", "--train-size", "1000", "--test-size", "5",
-                "--quiet")
+    again = cli(
+        "demo",
+        "--lm",
+        "--out",
+        str(out),
+        "--max-steps",
+        "5",
+        "--train-size",
+        "1000",
+        "--test-size",
+        "5",
+        "--quiet",
+    )
     assert "of 5 held-out counts" in again.stdout  # its own folder: run again in place
 
 
@@ -48,14 +102,40 @@ def test_lm_demo_runs_end_to_end_in_a_reduced_form(tmp_path):
 def small_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("attn")
     data = prepare_reverse_task(root, n_train=300, n_valid=20)
-    cli("train", str(data), "--out", str(root / "run"), "--max-steps", "3", "--preset", "tiny", "--quiet",
-        "--set", "encoder_layers=2", "--set", "decoder_layers=3", "--set", "n_heads=4", "--precision", "fp32")
+    cli(
+        "train",
+        str(data),
+        "--out",
+        str(root / "run"),
+        "--max-steps",
+        "3",
+        "--preset",
+        "tiny",
+        "--quiet",
+        "--set",
+        "encoder_layers=2",
+        "--set",
+        "decoder_layers=3",
+        "--set",
+        "n_heads=4",
+        "--precision",
+        "fp32",
+    )
     return root / "run"
 
 
 def test_attention_png_size_matches_the_layer_by_head_grid(small_run, tmp_path):
     out = tmp_path / "att.png"
-    cli("attention", str(small_run), "--src", "the cat sat", "--tgt", "sat cat the", "--out", str(out))
+    cli(
+        "attention",
+        str(small_run),
+        "--src",
+        "the cat sat",
+        "--tgt",
+        "sat cat the",
+        "--out",
+        str(out),
+    )
     width, height = Image.open(out).size
     rows = 2 + 3 + 3  # encoder layers + decoder self + cross
     # worked out by hand: 4 tokens at most, so each panel is its 2-inch minimum; 4 heads wide plus a
@@ -63,18 +143,33 @@ def test_attention_png_size_matches_the_layer_by_head_grid(small_run, tmp_path):
     w, h = 2.0 * 4 + 1.6, 2.0 * rows + 1.0
     assert (width, height) == (round(w * DPI), round(h * DPI))
     cross = tmp_path / "cross.png"
-    cli("attention", str(small_run), "--src", "the cat sat", "--tgt", "sat cat the", "--out", str(cross), "--kinds",
-        "cross")
+    cli(
+        "attention",
+        str(small_run),
+        "--src",
+        "the cat sat",
+        "--tgt",
+        "sat cat the",
+        "--out",
+        str(cross),
+        "--kinds",
+        "cross",
+    )
     assert Image.open(cross).size == (round(w * DPI), round((2.0 * 3 + 1.0) * DPI))  # 3 rows, not 8
     # without --tgt the target is the model's own beam-search translation
-    own = cli("attention", str(small_run), "--src", "the cat sat", "--out", str(tmp_path / "own.png"))
+    own = cli(
+        "attention", str(small_run), "--src", "the cat sat", "--out", str(tmp_path / "own.png")
+    )
     assert "target:" in own.stdout and (tmp_path / "own.png").is_file()
 
 
 def test_plots(small_run, tmp_path):
     cli("plot", str(small_run), "--out", str(tmp_path / "curves.png"))
     cli("plot-pe", "--d-model", "512", "--out", str(tmp_path / "pe.png"))
-    assert Image.open(tmp_path / "curves.png").size[0] > 500 and Image.open(tmp_path / "pe.png").size[0] > 500
+    assert (
+        Image.open(tmp_path / "curves.png").size[0] > 500
+        and Image.open(tmp_path / "pe.png").size[0] > 500
+    )
 
 
 def test_plot_draws_several_runs_over_each_other(small_run, tmp_path):
@@ -82,24 +177,47 @@ def test_plot_draws_several_runs_over_each_other(small_run, tmp_path):
 
     import numpy as np
 
-    records = [json.loads(line) for line in (small_run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    records = [
+        json.loads(line)
+        for line in (small_run / "metrics.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     assert any(r.get("type") == "valid" for r in records)
     pictures = []
-    for shift in (10, 20):  # a second run: the same records with BLEU higher, in a folder of the same name
+    # a second run: the same records with BLEU higher, in a folder of the same name
+    for shift in (10, 20):
         other = tmp_path / f"shift{shift}" / "other-seed"
         other.mkdir(parents=True)
-        (other / "metrics.jsonl").write_text("".join(
-            json.dumps({**r, "bleu": r["bleu"] + shift} if r.get("type") == "valid" else r) + "\n" for r in records))
+        (other / "metrics.jsonl").write_text(
+            "".join(
+                json.dumps({**r, "bleu": r["bleu"] + shift} if r.get("type") == "valid" else r)
+                + "\n"
+                for r in records
+            )
+        )
         cli("plot", str(small_run), str(other), "--out", str(tmp_path / f"two{shift}.png"))
         pictures.append(np.asarray(Image.open(tmp_path / f"two{shift}.png").convert("RGB")))
-    assert pictures[0].shape != pictures[1].shape or (pictures[0] != pictures[1]).any()  # the second run is drawn
-    missing = cli("plot", str(small_run), str(other), check=False)  # several runs: where does the picture go?
-    assert missing.returncode == 2 and "--out FILE.png" in missing.stderr and not list(other.glob("*.png"))
-    lm = tmp_path / "lm"  # a language model's perplexity and a translation model's BLEU do not share a picture
+    # the second run is drawn
+    assert pictures[0].shape != pictures[1].shape or (pictures[0] != pictures[1]).any()
+    # several runs: where does the picture go?
+    missing = cli("plot", str(small_run), str(other), check=False)
+    assert (
+        missing.returncode == 2
+        and "--out FILE.png" in missing.stderr
+        and not list(other.glob("*.png"))
+    )
+    # a language model's perplexity and a translation model's BLEU do not share a picture
+    lm = tmp_path / "lm"
     lm.mkdir()
-    (lm / "metrics.jsonl").write_text(json.dumps({"type": "valid", "step": 1, "loss": 2.0, "ppl": 7.4}) + "\n")
+    (lm / "metrics.jsonl").write_text(
+        json.dumps({"type": "valid", "step": 1, "loss": 2.0, "ppl": 7.4}) + "\n"
+    )
     mixed = cli("plot", str(small_run), str(lm), "--out", str(tmp_path / "mixed.png"), check=False)
-    assert mixed.returncode == 2 and "cannot share a picture" in mixed.stderr and not (tmp_path / "mixed.png").exists()
+    assert (
+        mixed.returncode == 2
+        and "cannot share a picture" in mixed.stderr
+        and not (tmp_path / "mixed.png").exists()
+    )
 
 
 @pytest.fixture
@@ -139,13 +257,17 @@ def test_download_from_a_loopback_server(server, tmp_path, monkeypatch):
     result = cli("download", "multi30k", str(out), "--base-url", url, "--tgt", "all")
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in root.iterdir())
     assert (out / "train.en.gz").read_bytes() == (root / "train.en.gz").read_bytes()
-    assert "--tgt de --out data/multi30k-de" in result.stdout and "--tgt fr --out data/multi30k-fr" in result.stdout
+    assert (
+        "--tgt de --out data/multi30k-de" in result.stdout
+        and "--tgt fr --out data/multi30k-fr" in result.stdout
+    )
     again = cli("download", "multi30k", str(out), "--base-url", url, "--tgt", "all")
     assert again.stdout.count("already there") == 9  # English, German and French
 
 
 def test_download_fetches_only_the_pair_asked_for(server, tmp_path, monkeypatch):
-    """A mirror of the English-German files alone serves the default (--tgt de); French asks for its own."""
+    """A mirror of the English-German files alone serves the default (--tgt de); French asks for its
+    own."""
     root, url = server
     fill(root, monkeypatch)
     for path in root.glob("*.fr.gz"):
@@ -185,7 +307,8 @@ def test_download_refuses_a_tampered_mirror(server, tmp_path, monkeypatch):
 
 
 def test_a_stalled_mirror_is_a_message_not_a_traceback(tmp_path):
-    """A server that sends the headers and a few bytes, then nothing: the read times out (--timeout)."""
+    """A server that sends the headers and a few bytes, then nothing: the read times out
+    (--timeout)."""
     import socket
 
     listener = socket.socket()
@@ -205,7 +328,9 @@ def test_a_stalled_mirror_is_a_message_not_a_traceback(tmp_path):
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
     out = tmp_path / "m30k"
     try:
-        result = cli("download", "multi30k", str(out), "--base-url", url, "--timeout", "0.5", check=False)
+        result = cli(
+            "download", "multi30k", str(out), "--base-url", url, "--timeout", "0.5", check=False
+        )
     finally:
         stop.set()
         listener.close()
@@ -220,12 +345,16 @@ def test_the_runs_title_sits_above_the_panels_titles(tmp_path, monkeypatch):
 
     run = tmp_path / "a-run-with-a-long-name-as-users-give-them"
     run.mkdir()
-    records = [{"type": "train", "step": s, "loss": 5 - s / 100, "lr": 1e-3} for s in range(10, 200, 10)]
+    records = [
+        {"type": "train", "step": s, "loss": 5 - s / 100, "lr": 1e-3} for s in range(10, 200, 10)
+    ]
     records += [{"type": "valid", "step": s, "loss": 4.0, "bleu": s / 10} for s in (100, 200)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     saved = []
     real = visualize._save
-    monkeypatch.setattr(visualize, "_save", lambda fig, out, **kw: (saved.append(fig), real(fig, out, **kw))[1])
+    monkeypatch.setattr(
+        visualize, "_save", lambda fig, out, **kw: (saved.append(fig), real(fig, out, **kw))[1]
+    )
     visualize.plot_training(run, tmp_path / "curves.png")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

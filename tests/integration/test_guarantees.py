@@ -24,7 +24,17 @@ from transduce.data import ParallelDataset
 
 from ..helpers import cli, prepare_reverse_task, write_reverse_task
 
-TINY = ["--set", "dropout=0.1", "--max-tokens", "1500", "--threads", "1", "--quiet", "--precision", "fp32"]
+TINY = [
+    "--set",
+    "dropout=0.1",
+    "--max-tokens",
+    "1500",
+    "--threads",
+    "1",
+    "--quiet",
+    "--precision",
+    "fp32",
+]
 # Every character Python's str.splitlines() splits on, except \n and \r\n.
 SEPARATORS = ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 
@@ -49,8 +59,18 @@ def test_resume_with_the_preset_keeps_the_saved_recipe(data, tmp_path):
     cli("train", str(data), "--out", str(tmp_path / "full"), "--max-steps", "12", *recipe)
     cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "6", *recipe)
     # The README's resume line: the preset and a new limit, none of the recipe's --set options.
-    resumed = cli("train", str(data), "--out", str(tmp_path / "part"), "--preset", "tiny", "--max-steps", "12",
-                  "--resume", *TINY)
+    resumed = cli(
+        "train",
+        str(data),
+        "--out",
+        str(tmp_path / "part"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "12",
+        "--resume",
+        *TINY,
+    )
     assert "max_steps changed: 6 -> 12" in resumed.stdout + resumed.stderr
     full = {r["step"]: r["lr"] for r in metrics(tmp_path / "full") if r["type"] == "train"}
     part = {r["step"]: r["lr"] for r in metrics(tmp_path / "part") if r["type"] == "train"}
@@ -59,38 +79,92 @@ def test_resume_with_the_preset_keeps_the_saved_recipe(data, tmp_path):
     b = load_file(str(list_checkpoints(tmp_path / "part")[-1] / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     saved = json.loads((tmp_path / "part" / "config.json").read_text())["train"]
-    assert saved["warmup"] == 7 and saved["lr_schedule"] == "inverse_sqrt_peak" and saved["max_steps"] == 12
-    other = cli("train", str(data), "--out", str(tmp_path / "part"), "--preset", "small", "--max-steps", "14",
-                "--resume", *TINY, check=False)
+    assert (
+        saved["warmup"] == 7
+        and saved["lr_schedule"] == "inverse_sqrt_peak"
+        and saved["max_steps"] == 12
+    )
+    other = cli(
+        "train",
+        str(data),
+        "--out",
+        str(tmp_path / "part"),
+        "--preset",
+        "small",
+        "--max-steps",
+        "14",
+        "--resume",
+        *TINY,
+        check=False,
+    )
     assert other.returncode == 2 and "trained with the preset 'tiny', not 'small'" in other.stderr
 
 
 def test_more_time_trains_that_much_longer(data, tmp_path):
     run = tmp_path / "run"
     cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "3", *TINY)
-    elapsed = json.loads((list_checkpoints(run)[-1] / "trainer.json").read_text())["progress"]["elapsed"]
-    out = cli("train", str(data), "--out", str(run), "--resume", "--more-time", "0.5", "--max-steps", "100000", *TINY)
+    elapsed = json.loads((list_checkpoints(run)[-1] / "trainer.json").read_text())["progress"][
+        "elapsed"
+    ]
+    out = cli(
+        "train",
+        str(data),
+        "--out",
+        str(run),
+        "--resume",
+        "--more-time",
+        "0.5",
+        "--max-steps",
+        "100000",
+        *TINY,
+    )
     assert "--more-time: training until" in out.stdout + out.stderr
     end = [r for r in metrics(run) if r["type"] == "end"][-1]
     # (the metrics round elapsed to 0.1 s)
-    assert end["stopped"].startswith("max_time") and end["elapsed"] >= elapsed + 0.5 - 0.05 and end["step"] > 3
+    assert (
+        end["stopped"].startswith("max_time")
+        and end["elapsed"] >= elapsed + 0.5 - 0.05
+        and end["step"] > 3
+    )
 
 
 def test_separator_characters_keep_lines_aligned(tmp_path):
-    """A line holding each separator stays one line in prepare, the dataset, translate and evaluate."""
+    """A line holding each separator stays one line in prepare, the dataset, translate and
+    evaluate."""
     raw = tmp_path / "raw"
     write_reverse_task(raw, n_train=300, n_valid=0, valid=False)
     odd = [f"the cat{sep}sat" for sep in SEPARATORS]
     valid_src = ["\ufeffthe dog"] + odd + ["a red cat", "the mat"]
-    valid_tgt = ["\ufeffdog the"] + [f"sat{sep}cat the" for sep in SEPARATORS] + ["cat red a", "mat the"]
+    valid_tgt = ["\ufeffdog the"] + [f"sat{sep}cat "
+                                     "the" for sep in SEPARATORS] + ["cat red a", "mat the"]
     (raw / "valid.en").write_bytes("".join(s + "\n" for s in valid_src).encode())
-    (raw / "valid.de").write_bytes("".join(t + "\r\n" for t in valid_tgt).encode())  # Windows line ends
-    cli("prepare", "--train-prefix", str(raw / "train"), "--valid-prefix", str(raw / "valid"), "--src", "en",
-        "--tgt", "de", "--out", str(tmp_path / "data"), "--vocab-size", "64", "--threads", "1")
+    # Windows line ends
+    (raw / "valid.de").write_bytes("".join(t + "\r\n" for t in valid_tgt).encode())
+    cli(
+        "prepare",
+        "--train-prefix",
+        str(raw / "train"),
+        "--valid-prefix",
+        str(raw / "valid"),
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(tmp_path / "data"),
+        "--vocab-size",
+        "64",
+        "--threads",
+        "1",
+    )
     ds = ParallelDataset(tmp_path / "data", "valid")
     assert len(ds) == len(valid_src)
-    assert ds.raw_text("src") == ["the dog"] + odd + ["a red cat", "the mat"]  # BOM dropped, the rest kept
-    assert ds.raw_text("tgt")[-1] == "mat the" and ds.raw_text("tgt")[1] == f"sat{SEPARATORS[0]}cat the"
+    # BOM dropped, the rest kept
+    assert ds.raw_text("src") == ["the dog"] + odd + ["a red cat", "the mat"]
+    assert (
+        ds.raw_text("tgt")[-1] == "mat the"
+        and ds.raw_text("tgt")[1] == f"sat{SEPARATORS[0]}cat the"
+    )
     # validation scores the right references: train with validation, then check the metrics ran
     run = tmp_path / "run"
     cli("train", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--max-steps", "2",
@@ -99,10 +173,20 @@ def test_separator_characters_keep_lines_aligned(tmp_path):
     # translate writes exactly one line per input line, from a file and from stdin
     text = "".join(s + "\n" for s in valid_src)
     (tmp_path / "input.txt").write_bytes(text.encode())
-    cli("translate", str(run), "--input", str(tmp_path / "input.txt"), "--output", str(tmp_path / "out.txt"),
-        "--beam", "1")
+    cli(
+        "translate",
+        str(run),
+        "--input",
+        str(tmp_path / "input.txt"),
+        "--output",
+        str(tmp_path / "out.txt"),
+        "--beam",
+        "1",
+    )
     assert (tmp_path / "out.txt").read_bytes().count(b"\n") == len(valid_src)
-    assert cli("translate", str(run), "--beam", "1", input=text).stdout.count("\n") == len(valid_src)
+    assert cli("translate", str(run), "--beam", "1", input=text).stdout.count("\n") == len(
+        valid_src
+    )
     # evaluate reads the files the same way: same counts, no misalignment error
     cli("evaluate", "--hyp", str(raw / "valid.de"), "--ref", str(raw / "valid.de"))
 
@@ -115,14 +199,20 @@ def _reader(stream, lines: queue.Queue) -> None:
 def test_translate_streams_before_its_input_ends(data, tmp_path):
     run = tmp_path / "run"
     cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "2", *TINY)
-    process = subprocess.Popen([sys.executable, "-m", "transduce", "translate", str(run), "--beam", "2"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "transduce", "translate", str(run), "--beam", "2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
     try:
         process.stdin.write("the cat sat\n")
         process.stdin.flush()
-        first = lines.get(timeout=300)  # a deadlock guard, not a timing assertion: the pipe stays open
+        # a deadlock guard, not a timing assertion: the pipe stays open
+        first = lines.get(timeout=300)
         assert process.poll() is None  # still running: its input is not closed
         process.stdin.write("a dog\n\nthe mat\n")
         process.stdin.close()
@@ -142,8 +232,13 @@ def test_resume_falls_back_from_a_damaged_newest_checkpoint(data, tmp_path):
     newest = list_checkpoints(tmp_path / "part")[-1]
     assert newest.name == "step_00000008"
     (newest / "trainer.json").unlink()
-    resumed = cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "12", "--resume", *args)
-    assert f"warning: cannot resume from {newest}" in resumed.stderr and "step_00000004" in resumed.stdout
+    resumed = cli(
+        "train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "12", "--resume", *args
+    )
+    assert (
+        f"warning: cannot resume from {newest}" in resumed.stderr
+        and "step_00000004" in resumed.stdout
+    )
     assert "warning" not in resumed.stdout  # warnings go where errors go
     a = load_file(str(list_checkpoints(tmp_path / "full")[-1] / "model.safetensors"))
     b = load_file(str(list_checkpoints(tmp_path / "part")[-1] / "model.safetensors"))
@@ -156,13 +251,27 @@ def test_a_second_writer_is_refused_with_the_first_ones_pid(data, tmp_path):
     run = tmp_path / "run"
     cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "2", *TINY)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from transduce.training.run_folder import RunLock; lock = RunLock(Path(sys.argv[1])); "
+                               "from transduce.training.run_folder import RunLock; lock = "
+                               "RunLock(Path(sys.argv[1])); "
                                "print('locked', flush=True); time.sleep(600)", str(run)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        second = cli("train", str(data), "--out", str(run), "--max-steps", "4", "--resume", *TINY, check=False)
-        assert second.returncode == 2 and f"in use by another training process (pid {holder.pid})" in second.stderr
+        second = cli(
+            "train",
+            str(data),
+            "--out",
+            str(run),
+            "--max-steps",
+            "4",
+            "--resume",
+            *TINY,
+            check=False,
+        )
+        assert (
+            second.returncode == 2
+            and f"in use by another training process (pid {holder.pid})" in second.stderr
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -171,9 +280,27 @@ def test_a_second_writer_is_refused_with_the_first_ones_pid(data, tmp_path):
 
 def test_sigterm_saves_a_checkpoint_like_ctrl_c(data, tmp_path):
     run = tmp_path / "run"
-    process = subprocess.Popen([sys.executable, "-m", "transduce", "train", str(data), "--out", str(run),
-                                "--preset", "tiny", "--max-steps", "100000", "--set", "log_every=1", *TINY],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "transduce",
+            "train",
+            str(data),
+            "--out",
+            str(run),
+            "--preset",
+            "tiny",
+            "--max-steps",
+            "100000",
+            "--set",
+            "log_every=1",
+            *TINY,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.time() + 300  # a deadlock guard: the run logs every step
     while time.time() < deadline and not ((run / "metrics.jsonl").is_file() and
                                           (run / "metrics.jsonl").read_text().count("\n") >= 3):
@@ -187,7 +314,8 @@ def test_sigterm_saves_a_checkpoint_like_ctrl_c(data, tmp_path):
 
 
 def _kill_while_writing(command: list[str], parent: Path, name: str) -> int:
-    """Start ``command``; SIGKILL it as soon as its temporary output appears; return its exit status."""
+    """Start ``command``; SIGKILL it as soon as its temporary output appears; return its exit
+    status."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     prefix = f".{name}.tmp-{process.pid}-"
     while process.poll() is None:
@@ -200,20 +328,57 @@ def _kill_while_writing(command: list[str], parent: Path, name: str) -> int:
 def test_sigkill_during_prepare_and_export_leaves_the_previous_output(tmp_path):
     raw = tmp_path / "raw"
     write_reverse_task(raw, n_train=60000, n_valid=50, max_words=12)
-    prepare = [sys.executable, "-m", "transduce", "prepare", "--train-prefix", str(raw / "train"), "--valid-prefix",
-               str(raw / "valid"), "--src", "en", "--tgt", "de", "--out", str(tmp_path / "data"), "--vocab-size", "64",
-               "--threads", "1"]
+    prepare = [
+        sys.executable,
+        "-m",
+        "transduce",
+        "prepare",
+        "--train-prefix",
+        str(raw / "train"),
+        "--valid-prefix",
+        str(raw / "valid"),
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(tmp_path / "data"),
+        "--vocab-size",
+        "64",
+        "--threads",
+        "1",
+    ]
     subprocess.run(prepare, check=True, capture_output=True)
     before = tree_digest(tmp_path / "data")
     assert _kill_while_writing(prepare + ["--force"], tmp_path, "data") == -signal.SIGKILL
     assert tree_digest(tmp_path / "data") == before
-    assert [p for p in tmp_path.iterdir() if p.name.startswith(".data.tmp-")]  # the dead process's temporary
+    # the dead process's temporary
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".data.tmp-")]
     cli("prepare", *prepare[4:], "--force")  # the next run cleans it
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".data.")]
 
     run = tmp_path / "run"
-    cli("train", str(tmp_path / "data"), "--out", str(run), "--preset", "small", "--max-steps", "1", *TINY)
-    export = [sys.executable, "-m", "transduce", "export", str(run), "--to", "hf", str(tmp_path / "hf")]
+    cli(
+        "train",
+        str(tmp_path / "data"),
+        "--out",
+        str(run),
+        "--preset",
+        "small",
+        "--max-steps",
+        "1",
+        *TINY,
+    )
+    export = [
+        sys.executable,
+        "-m",
+        "transduce",
+        "export",
+        str(run),
+        "--to",
+        "hf",
+        str(tmp_path / "hf"),
+    ]
     subprocess.run(export, check=True, capture_output=True)
     before = tree_digest(tmp_path / "hf")
     assert _kill_while_writing(export, tmp_path, "hf") == -signal.SIGKILL
@@ -225,8 +390,21 @@ def test_prepare_redoes_a_folder_whose_files_are_missing_and_cleans_stale_tempor
     (data / "train.en.bin").unlink()
     stale = tmp_path / ".data.tmp-999999999-x"  # no such process
     stale.mkdir()
-    out = cli("prepare", "--train-prefix", str(tmp_path / "raw" / "train"), "--src", "en", "--tgt", "de",
-              "--out", str(data), "--vocab-size", "64", "--threads", "1")
+    out = cli(
+        "prepare",
+        "--train-prefix",
+        str(tmp_path / "raw" / "train"),
+        "--src",
+        "en",
+        "--tgt",
+        "de",
+        "--out",
+        str(data),
+        "--vocab-size",
+        "64",
+        "--threads",
+        "1",
+    )
     assert "train.en.bin is missing; preparing again" in out.stdout
     assert (data / "train.en.bin").is_file() and len(ParallelDataset(data, "train")) == 200
     assert not stale.exists()
@@ -285,7 +463,18 @@ def test_checkpoints_from_before_the_blocks_had_names_load_and_resume(data, tmp_
 def test_resume_says_what_changes_and_what_it_does_not_use(data, tmp_path):
     run = tmp_path / "run"
     cli("train", str(data), "--out", str(run), "--preset", "tiny", "--max-steps", "2", *TINY)
-    noted = cli("train", str(data), "--out", str(run), "--resume", "--max-steps", "3", "--recipe", "paper", *TINY)
+    noted = cli(
+        "train",
+        str(data),
+        "--out",
+        str(run),
+        "--resume",
+        "--max-steps",
+        "3",
+        "--recipe",
+        "paper",
+        *TINY,
+    )
     assert "warning: --recipe paper is not used on --resume" in noted.stderr
     assert TINY[-2:] == ["--precision", "fp32"]
     resumed = cli("train", str(data), "--out", str(run), "--resume", "--max-steps", "4", *TINY[:-2],

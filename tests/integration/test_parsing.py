@@ -17,15 +17,15 @@ VERBS = ["express", "bind", "regulate", "lack", "need"]
 
 
 def treebank(n: int, seed: int) -> str:
-    """Penn bracketings of simple sentences, with the treebank's function tags, empty elements
-    and punctuation."""
+    """Penn bracketings of simple sentences, with the treebank's function tags, empty elements and
+    punctuation."""
     rng = random.Random(seed)
     lines = []
     for _ in range(n):
         subject, verb, obj = rng.choice(NOUNS), rng.choice(VERBS), rng.choice(NOUNS)
         adjective = rng.choice(["", "(JJ mutant) ", "(JJ normal) "])
-        lines.append(f"( (S (NP-SBJ-1 {adjective}(NNS {subject})) (VP (VBP {verb}) (NP (NNS {obj}))) "
-                     f"(NP (-NONE- *T*-1)) (. .)) )")
+        lines.append(f"( (S (NP-SBJ-1 {adjective}(NNS {subject})) (VP (VBP {verb}) (NP (NNS "
+                     f"{obj}))) (NP (-NONE- *T*-1)) (. .)) )")
     return "\n".join(lines) + "\n"
 
 
@@ -34,10 +34,33 @@ def parser_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("parsing")
     (root / "train.trees").write_text(treebank(120, 1))
     (root / "dev.trees").write_text(treebank(12, 2))
-    cli("prepare", "--trees", "--train-prefix", str(root / "train"), "--valid-prefix", str(root / "dev"),
-        "--test-prefix", str(root / "dev"), "--vocab-size", "40", "--out", str(root / "data"))
-    cli("train", str(root / "data"), "--out", str(root / "run"), "--preset", "tiny", "--max-steps", "4",
-        "--set", "train.valid_every=-1", "--quiet")
+    cli(
+        "prepare",
+        "--trees",
+        "--train-prefix",
+        str(root / "train"),
+        "--valid-prefix",
+        str(root / "dev"),
+        "--test-prefix",
+        str(root / "dev"),
+        "--vocab-size",
+        "40",
+        "--out",
+        str(root / "data"),
+    )
+    cli(
+        "train",
+        str(root / "data"),
+        "--out",
+        str(root / "run"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "4",
+        "--set",
+        "train.valid_every=-1",
+        "--quiet",
+    )
     return root
 
 
@@ -50,44 +73,109 @@ def test_parse_writes_a_tree_over_each_lines_words_and_parseval_scores_it(parser
     sentences = ["mutant cells bind genes .", "", "mice lack limbs ."]
     (root / "in.txt").write_text("\n".join(sentences) + "\n")
     out = root / "out.trees"
-    result = cli("parse", str(root / "run"), "--input", str(root / "in.txt"), "--output", str(out), "--beam", "3", "--max-len-b", "20")
+    result = cli(
+        "parse",
+        str(root / "run"),
+        "--input",
+        str(root / "in.txt"),
+        "--output",
+        str(out),
+        "--beam",
+        "3",
+        "--max-len-b",
+        "20",
+    )
     assert "wrote 3 trees" in result.stderr
     lines = out.read_text().split("\n")
     assert lines[1] == "" and len(lines) == 4
     for sentence, line in zip(sentences, lines):
         if sentence:
             assert words_of(line) == sentence.split() and line.startswith("( (")
-    piped = cli("parse", str(root / "run"), "--beam", "3", "--max-len-b", "20", input="\n".join(sentences) + "\n")
+    piped = cli(
+        "parse",
+        str(root / "run"),
+        "--beam",
+        "3",
+        "--max-len-b",
+        "20",
+        input="\n".join(sentences) + "\n",
+    )
     assert piped.stdout == out.read_text()
     scored = cli("parse", str(root / "run"), "--scores", "--beam", "3", "--max-len-b", "20",
                  input="\n".join(sentences) + "\n").stdout.split("\n")
     score, tree = scored[0].split("\t")
     assert float(score) < 0 and tree == lines[0] and scored[1] == ""
-    free = cli("parse", str(root / "run"), "--unconstrained", "--beam", "3", "--max-len-b", "20", "--max-len-b", "20", input=sentences[0] + "\n")
+    free = cli(
+        "parse",
+        str(root / "run"),
+        "--unconstrained",
+        "--beam",
+        "3",
+        "--max-len-b",
+        "20",
+        "--max-len-b",
+        "20",
+        input=sentences[0] + "\n",
+    )
     assert words_of(free.stdout) == sentences[0].split()
     # the gold trees of the development split, parsed and scored
     words = root / "dev.words"
-    words.write_text("".join(" ".join(t.words()) + "\n"
-                             for _, t in parse_trees((root / "dev.trees").read_text())).replace(" *T*-1", ""))
-    cli("parse", str(root / "run"), "--input", str(words), "--output", str(root / "dev.parsed"), "--beam", "2", "--max-len-b", "20")
+    words.write_text(
+        "".join(
+            " ".join(t.words()) + "\n" for _, t in parse_trees((root / "dev.trees").read_text())
+        ).replace(" *T*-1", "")
+    )
+    cli(
+        "parse",
+        str(root / "run"),
+        "--input",
+        str(words),
+        "--output",
+        str(root / "dev.parsed"),
+        "--beam",
+        "2",
+        "--max-len-b",
+        "20",
+    )
     scored = cli("parseval", str(root / "dev.trees"), str(root / "dev.parsed"), "--json")
     assert '"sentences": 12' in scored.stdout
 
 
-def test_bad_input_is_a_message_naming_file_and_line_and_nothing_is_written(parser_run, reverse_run):
+def test_bad_input_is_a_message_naming_file_and_line_and_nothing_is_written(
+    parser_run, reverse_run
+):
     root = parser_run
     bad = root / "bad"
     bad.mkdir(exist_ok=True)
     (bad / "train.trees").write_text("( (S (NN a)) )\n( (S (NP (NN b)) )\n")
-    result = cli("prepare", "--trees", "--train-prefix", str(bad / "train"), "--out", str(bad / "data"), check=False)
-    assert result.returncode == 2 and "train.trees, line 2" in result.stderr and "brackets close" in result.stderr
+    result = cli(
+        "prepare",
+        "--trees",
+        "--train-prefix",
+        str(bad / "train"),
+        "--out",
+        str(bad / "data"),
+        check=False,
+    )
+    assert (
+        result.returncode == 2
+        and "train.trees, line 2" in result.stderr
+        and "brackets close" in result.stderr
+    )
     assert not (bad / "data").exists()
     clash = cli("prepare", "--trees", "--train-prefix", str(bad / "train"), "--src", "en", "--out",
                 str(bad / "data"), check=False)
     assert clash.returncode == 2 and "--src cannot apply" in clash.stderr.replace(", ", " ")
     (bad / "long.txt").write_text("cells bind genes .\n" + " ".join(["cells"] * 400) + "\n")
-    too_long = cli("parse", str(root / "run"), "--input", str(bad / "long.txt"), "--output", str(bad / "out"),
-                   check=False)
+    too_long = cli(
+        "parse",
+        str(root / "run"),
+        "--input",
+        str(bad / "long.txt"),
+        "--output",
+        str(bad / "out"),
+        check=False,
+    )
     assert too_long.returncode == 2 and "long.txt: input line 2" in too_long.stderr
     assert not (bad / "out").exists()
     other = cli("parse", str(reverse_run / "run"), check=False, input="a b\n")

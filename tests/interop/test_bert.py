@@ -15,8 +15,15 @@ from ..helpers import randomize_hf
 
 
 def tiny_bert(tmp_path, **overrides):
-    config = transformers.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=40, **overrides)
+    config = transformers.BertConfig(
+        vocab_size=120,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        **overrides,
+    )
     torch.manual_seed(0)
     hf = transformers.BertForMaskedLM(config).eval()
     randomize_hf(hf, "LayerNorm")
@@ -38,7 +45,8 @@ def test_import_gives_the_same_masked_lm_logits(tmp_path, activation):
         ours = model(ids)
     real = ids != 0
     torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=1e-5)
-    assert model.num_parameters()["total"] == sum(p.numel() for p in hf.parameters()) - 2 * 32  # token types
+    # token types
+    assert model.num_parameters()["total"] == sum(p.numel() for p in hf.parameters()) - 2 * 32
 
 
 def test_import_refuses_what_transduce_cannot_express(tmp_path):

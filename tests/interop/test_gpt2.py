@@ -48,19 +48,37 @@ def test_greedy_generation_equals_hf_generate(tmp_path):
     for prompt in ([5, 17, 33], [42], [7, 7, 8, 9, 10, 11]):
         # transduce starts a text after eos (GPT-2's <|endoftext|>); HF gets the same context
         context = torch.tensor([[60] + prompt])
-        theirs = hf.generate(context, max_new_tokens=15, do_sample=False, eos_token_id=60, pad_token_id=60,
-                             attention_mask=torch.ones_like(context))[0, context.size(1):].tolist()
+        theirs = hf.generate(
+            context,
+            max_new_tokens=15,
+            do_sample=False,
+            eos_token_id=60,
+            pad_token_id=60,
+            attention_mask=torch.ones_like(context),
+        )[0, context.size(1) :].tolist()
         theirs = theirs[: theirs.index(60)] if 60 in theirs else theirs
         options = DecodeConfig(max_len_a=0.0, max_len_b=16)  # 15 tokens and the end
         ours = greedy_search(model, torch.tensor([prompt]), options)[0].tokens
         assert ours == theirs and len(ours) > 3
-        without_cache = greedy_search(model, torch.tensor([prompt]), DecodeConfig(max_len_a=0.0, max_len_b=16), SearchOptions(use_cache=False))[0].tokens
+        without_cache = greedy_search(
+            model,
+            torch.tensor([prompt]),
+            DecodeConfig(max_len_a=0.0, max_len_b=16),
+            SearchOptions(use_cache=False),
+        )[0].tokens
         assert without_cache == ours
         # beam search over a prompt: the cache (prompt read once, rows reordered) equals full passes
         two = torch.tensor([prompt, prompt[::-1]])
         cached = beam_search(model, two, replace(options, beam=3, nbest=3))
-        plain = beam_search(model, two, DecodeConfig(beam=3, nbest=3, max_len_a=0.0, max_len_b=16), SearchOptions(use_cache=False))
-        assert [[h.tokens for h in hyps] for hyps in cached] == [[h.tokens for h in hyps] for hyps in plain]
+        plain = beam_search(
+            model,
+            two,
+            DecodeConfig(beam=3, nbest=3, max_len_a=0.0, max_len_b=16),
+            SearchOptions(use_cache=False),
+        )
+        assert [[h.tokens for h in hyps] for hyps in cached] == [
+            [h.tokens for h in hyps] for hyps in plain
+        ]
         for a, b in zip(cached, plain):
             assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
 
@@ -68,8 +86,11 @@ def test_greedy_generation_equals_hf_generate(tmp_path):
 def test_import_refuses_what_transduce_cannot_express(tmp_path):
     _, folder = tiny_gpt2(tmp_path)
     config = json.loads((folder / "config.json").read_text())
-    for key, value in (("activation_function", "quick_gelu"), ("scale_attn_by_inverse_layer_idx", True),
-                       ("add_cross_attention", True)):
+    for key, value in (
+        ("activation_function", "quick_gelu"),
+        ("scale_attn_by_inverse_layer_idx", True),
+        ("add_cross_attention", True),
+    ):
         broken = tmp_path / f"broken-{key}"
         broken.mkdir()
         (broken / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())

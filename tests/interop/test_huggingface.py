@@ -17,18 +17,26 @@ from transduce.interop.huggingface import export_hf, import_hf
 
 transformers = pytest.importorskip("transformers", reason="the dev extra installs transformers")
 
-TEXT = ["the cat sat on the mat", "a dog runs in the big house", "red and blue birds sing", "small cats see dogs"] * 20
+TEXT = ["the cat sat on the "
+        "mat", "a dog runs in the big house", "red and blue birds sing", "small cats see dogs"] * 20
 
 
 def train_spm(folder: Path, vocab_size: int = 40) -> Path:
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(TEXT), model_prefix=str(folder / "spm"), vocab_size=vocab_size,
-                                   model_type="bpe", minloglevel=2, character_coverage=1.0)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TEXT),
+        model_prefix=str(folder / "spm"),
+        vocab_size=vocab_size,
+        model_type="bpe",
+        minloglevel=2,
+        character_coverage=1.0,
+    )
     return folder / "spm.model"
 
 
 @pytest.fixture(scope="module")
 def hf_dir(tmp_path_factory):
-    """A random MarianMTModel folder with MarianTokenizer files, Marian's id layout (eos 0, unk 1, pad last)."""
+    """A random MarianMTModel folder with MarianTokenizer files, Marian's id layout (eos 0, unk 1,
+    pad last)."""
     folder = tmp_path_factory.mktemp("marian")
     model_file = train_spm(folder)
     sp = spm.SentencePieceProcessor(model_file=str(model_file))
@@ -39,10 +47,24 @@ def hf_dir(tmp_path_factory):
     for name in ("source.spm", "target.spm"):
         (folder / name).write_bytes(model_file.read_bytes())
     config = transformers.MarianConfig(
-        vocab_size=len(vocab), decoder_vocab_size=len(vocab), d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_position_embeddings=64, activation_function="swish", scale_embedding=True, pad_token_id=len(vocab) - 1,
-        eos_token_id=0, decoder_start_token_id=len(vocab) - 1, forced_eos_token_id=0, dropout=0.0)
+        vocab_size=len(vocab),
+        decoder_vocab_size=len(vocab),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+        activation_function="swish",
+        scale_embedding=True,
+        pad_token_id=len(vocab) - 1,
+        eos_token_id=0,
+        decoder_start_token_id=len(vocab) - 1,
+        forced_eos_token_id=0,
+        dropout=0.0,
+    )
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config).eval()
     with torch.no_grad():
@@ -52,7 +74,8 @@ def hf_dir(tmp_path_factory):
 
 
 def test_import_of_pytorch_model_bin_matches_hf(hf_dir, tmp_path):
-    """opus-mt folders often hold pytorch_model.bin: read with weights_only=True, never unpickled."""
+    """opus-mt folders often hold pytorch_model.bin: read with weights_only=True, never
+    unpickled."""
     import shutil
 
     from safetensors.torch import load_file
@@ -72,13 +95,20 @@ def test_import_of_pytorch_model_bin_matches_hf(hf_dir, tmp_path):
 
 
 def test_import_with_separate_vocabularies(tmp_path):
-    """Separate source and target vocabularies (vocab.json + target_vocab.json, unshared embeddings)."""
+    """Separate source and target vocabularies (vocab.json + target_vocab.json, unshared
+    embeddings)."""
     folder = tmp_path / "marian"
     folder.mkdir()
     vocabs = []
     for name, text in (("source", TEXT), ("target", [t.upper() for t in TEXT])):
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(text), model_prefix=str(tmp_path / name),
-                                       vocab_size=40, model_type="bpe", minloglevel=2, character_coverage=1.0)
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(text),
+            model_prefix=str(tmp_path / name),
+            vocab_size=40,
+            model_type="bpe",
+            minloglevel=2,
+            character_coverage=1.0,
+        )
         sp = spm.SentencePieceProcessor(model_file=str(tmp_path / f"{name}.model"))
         pieces = [sp.id_to_piece(i) for i in range(3, sp.get_piece_size())]
         vocab = {"</s>": 0, "<unk>": 1, **{p: i + 2 for i, p in enumerate(pieces)}}
@@ -88,16 +118,31 @@ def test_import_with_separate_vocabularies(tmp_path):
     (folder / "vocab.json").write_text(json.dumps(vocabs[0]))
     (folder / "target_vocab.json").write_text(json.dumps(vocabs[1]))
     config = transformers.MarianConfig(
-        vocab_size=len(vocabs[0]), decoder_vocab_size=len(vocabs[1]), share_encoder_decoder_embeddings=False,
-        d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=len(vocabs[0]) - 1,
-        eos_token_id=0, decoder_start_token_id=len(vocabs[0]) - 1, forced_eos_token_id=0, dropout=0.0)
+        vocab_size=len(vocabs[0]),
+        decoder_vocab_size=len(vocabs[1]),
+        share_encoder_decoder_embeddings=False,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+        pad_token_id=len(vocabs[0]) - 1,
+        eos_token_id=0,
+        decoder_start_token_id=len(vocabs[0]) - 1,
+        forced_eos_token_id=0,
+        dropout=0.0,
+    )
     torch.manual_seed(3)
     hf = transformers.MarianMTModel(config).eval()
     hf.save_pretrained(folder)
     import_hf(folder, tmp_path / "run")
     translator = load(tmp_path / "run", device="cpu")
-    assert translator.model.config.tgt_vocab_size == len(vocabs[1]) and not translator.tokenizer.joint
+    assert (
+        translator.model.config.tgt_vocab_size == len(vocabs[1]) and not translator.tokenizer.joint
+    )
     pad = config.pad_token_id
     src, tgt = batch_with_padding(pad, config.vocab_size)
     with torch.no_grad():
@@ -146,9 +191,12 @@ def trained(reverse_run, tmp_path_factory):
     root = tmp_path_factory.mktemp("trained")
     shutil.copytree(reverse_run / "run", root / "run")
     translator = load(root / "run", device="cpu")
-    sentences = ["the cat sat on the mat", "a dog runs", "red blue big small house", "sees the walks", "cat"]
+    sentences = ["the cat sat on the "
+                 "mat", "a dog runs", "red blue big small house", "sees the walks", "cat"]
     ids = translator.tokenizer.encode_src(sentences)
-    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(x + [2]) for x in ids], batch_first=True, padding_value=0)
+    src = torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor(x + [2]) for x in ids], batch_first=True, padding_value=0
+    )
     return root, translator, ids, src
 
 
@@ -156,14 +204,29 @@ def test_beam_four_equals_hf_generate_in_tokens_and_scores(trained):
     root, translator, _, src = trained
     export_hf(root / "run", root / "hf")
     hf = transformers.MarianMTModel.from_pretrained(root / "hf").eval()
-    for max_new in (12, 20):  # limits the outputs end before: at the limit the conventions differ (docs/inference.md)
+    # limits the outputs end before: at the limit the conventions differ (docs/inference.md)
+    for max_new in (12, 20):
         with torch.no_grad():
-            theirs = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=4,
-                                 max_new_tokens=max_new, length_penalty=1.0, early_stopping="never", do_sample=False,
-                                 output_scores=True, return_dict_in_generate=True)
-        ours = beam_search(translator.model, src, DecodeConfig(beam=4, alpha=1.0, length_penalty="power", max_len_a=0, max_len_b=max_new))
+            theirs = hf.generate(
+                input_ids=src,
+                attention_mask=(src != 0).long(),
+                num_beams=4,
+                max_new_tokens=max_new,
+                length_penalty=1.0,
+                early_stopping="never",
+                do_sample=False,
+                output_scores=True,
+                return_dict_in_generate=True,
+            )
+        ours = beam_search(
+            translator.model,
+            src,
+            DecodeConfig(beam=4, alpha=1.0, length_penalty="power", max_len_a=0, max_len_b=max_new),
+        )
         lengths = set()
-        for row, score, hyps in zip(theirs.sequences.tolist(), theirs.sequences_scores.tolist(), ours):
+        for row, score, hyps in zip(
+            theirs.sequences.tolist(), theirs.sequences_scores.tolist(), ours
+        ):
             row = row[1:]  # drop the decoder start
             assert 2 in row  # it ended with eos, before the limit
             row = row[: row.index(2)]
@@ -176,8 +239,14 @@ def test_beam_four_equals_hf_generate_in_tokens_and_scores(trained):
 @pytest.mark.parametrize("positional", ["sinusoidal", "sinusoidal_concat"])
 def test_export_loads_in_transformers_with_the_same_logits(tmp_path, positional):
     model_file = train_spm(tmp_path)
-    config = ModelConfig.preset("tiny", vocab_size=40, positional=positional, activation="silu", dropout=0.0,
-                                output_bias=True)
+    config = ModelConfig.preset(
+        "tiny",
+        vocab_size=40,
+        positional=positional,
+        activation="silu",
+        dropout=0.0,
+        output_bias=True,
+    )
     torch.manual_seed(1)
     model = Transformer(config).eval()
     with torch.no_grad():
@@ -185,7 +254,12 @@ def test_export_loads_in_transformers_with_the_same_logits(tmp_path, positional)
         for p in model.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn_like(p) * 0.1)
-    info = {"model": config.to_dict(), "src": "en", "tgt": "de", "tokenizer": {"src": "spm.model", "tgt": "spm.model"}}
+    info = {
+        "model": config.to_dict(),
+        "src": "en",
+        "tgt": "de",
+        "tokenizer": {"src": "spm.model", "tgt": "spm.model"},
+    }
     write_checkpoint(tmp_path / "ckpt", model, info, [model_file])
     export_hf(tmp_path / "ckpt", tmp_path / "hf")
     hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
@@ -203,9 +277,17 @@ def test_export_loads_in_transformers_with_the_same_logits(tmp_path, positional)
 
 def test_export_refuses_what_marian_cannot_express(tmp_path):
     model_file = train_spm(tmp_path)
-    for option, value in (("norm_position", "pre"), ("positional", "rope"), ("activation", "swiglu"),
-                          ("head_dim", 8), ("attention_scale", "none"), ("n_kv_heads", 2),
-                          ("attention_window", 4), ("activation", "gelu_tanh"), ("embed_norm", True)):
+    for option, value in (
+        ("norm_position", "pre"),
+        ("positional", "rope"),
+        ("activation", "swiglu"),
+        ("head_dim", 8),
+        ("attention_scale", "none"),
+        ("n_kv_heads", 2),
+        ("attention_window", 4),
+        ("activation", "gelu_tanh"),
+        ("embed_norm", True),
+    ):
         config = ModelConfig.preset("tiny", vocab_size=40, **{option: value})
         info = {"model": config.to_dict(), "src": "en", "tgt": "de",
                 "tokenizer": {"src": "spm.model", "tgt": "spm.model"}}
@@ -213,7 +295,8 @@ def test_export_refuses_what_marian_cannot_express(tmp_path):
         with pytest.raises(TransduceError, match=option):
             export_hf(tmp_path / option, tmp_path / f"hf-{option}")
         if option in ("head_dim", "attention_scale", "n_kv_heads", "attention_window"):
-            with pytest.raises(TransduceError, match=f"{option}=.* cannot be exported to CTranslate2"):
+            with pytest.raises(TransduceError, match=f"{option}=.* cannot be exported to "
+                                                     "CTranslate2"):
                 export_ctranslate2(tmp_path / option, tmp_path / f"ct2-{option}")
 
 
@@ -225,7 +308,8 @@ def test_import_refuses_unsupported_configs(hf_dir, tmp_path):
     config = json.loads((broken / "config.json").read_text())
     for field, value, words in (("activation_function", "tanh", "activation_function='tanh'"),
                                 ("normalize_before", True, "normalize_before=True"),
-                                ("decoder_ffn_dim", 128, "encoder_ffn_dim=64 differs from decoder_ffn_dim=128")):
+                                ("decoder_ffn_dim", 128, "encoder_ffn_dim=64 differs from "
+                                                         "decoder_ffn_dim=128")):
         (broken / "config.json").write_text(json.dumps({**config, field: value}))
         with pytest.raises(TransduceError, match=words):
             import_hf(broken, tmp_path / "run")
@@ -276,7 +360,8 @@ def test_ctranslate2_greedy_equals_transduce_greedy(trained, tmp_path):
     sp = ours_translator.tokenizer.src
     results = translator.translate_batch([sp.id_to_piece(x) + ["</s>"] for x in ids], beam_size=1,
                                          max_decoding_length=12, return_scores=True)
-    ours = greedy_search(ours_translator.model, src, DecodeConfig(max_len_a=0, max_len_b=13))  # 12 tokens + eos
+    # 12 tokens + eos
+    ours = greedy_search(ours_translator.model, src, DecodeConfig(max_len_a=0, max_len_b=13))
     assert len({t for h in ours for t in h.tokens}) > 3
     for result, hyp in zip(results, ours):
         assert [sp.piece_to_id(p) for p in result.hypotheses[0]] == hyp.tokens
@@ -286,23 +371,36 @@ def test_ctranslate2_greedy_equals_transduce_greedy(trained, tmp_path):
     sources = [sp.id_to_piece(x) + ["</s>"] for x in ids]
     fp32 = score_targets(ours_translator.model, src, [h.tokens for h in ours])
     exact = translator.score_batch(sources, [[sp.id_to_piece(t) for t in h.tokens] for h in ours])
-    torch.testing.assert_close(torch.tensor([sum(r.log_probs) for r in exact]), fp32, atol=1e-3, rtol=1e-4)
-    # int8 weights (CTranslate2 quantizes; a 64-wide model quantizes coarsely): over the sentences the
-    # translations score far nearer their fp32 scores than wrong translations do
+    torch.testing.assert_close(
+        torch.tensor([sum(r.log_probs) for r in exact]), fp32, atol=1e-3, rtol=1e-4
+    )
+    # int8 weights (CTranslate2 quantizes; a 64-wide model quantizes coarsely): over the sentences
+    # the translations score far nearer their fp32 scores than wrong translations do
 
     export_ctranslate2(root / "run", tmp_path / "ct2-int8", quantization="int8")
     int8 = ctranslate2.Translator(str(tmp_path / "ct2-int8"), device="cpu", compute_type="int8")
     scored = int8.score_batch(sources, [[sp.id_to_piece(t) for t in h.tokens] for h in ours])
     quantized = [sum(r.log_probs) for r in scored]
-    wrong = [sum(r.log_probs) for r in int8.score_batch(
-        sources, [[sp.id_to_piece(t) for t in reversed(h.tokens)] + ["▁house", "▁red"] for h in ours])]
+    wrong = [
+        sum(r.log_probs)
+        for r in int8.score_batch(
+            sources,
+            [[sp.id_to_piece(t) for t in reversed(h.tokens)] + ["▁house", "▁red"] for h in ours],
+        )
+    ]
     error = sum(abs(q - f) for q, f in zip(quantized, fp32.tolist()))
     gap = sum(abs(w - f) for w, f in zip(wrong, fp32.tolist()))
     assert error < gap / 10, (quantized, fp32.tolist(), wrong)
 
 
-@pytest.mark.parametrize("options", [dict(positional="sinusoidal_concat"), dict(norm_position="pre"),
-                                     dict(norm_position="pre", positional="sinusoidal_concat", activation="gelu")])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(positional="sinusoidal_concat"),
+        dict(norm_position="pre"),
+        dict(norm_position="pre", positional="sinusoidal_concat", activation="gelu"),
+    ],
+)
 def test_ctranslate2_scores_equal_forced_decoding(tmp_path, options):
     """Exported variants give the same per-sentence log-probabilities as transduce (random weights:
     scoring compares every position, unlike greedy output)."""
@@ -314,7 +412,12 @@ def test_ctranslate2_scores_equal_forced_decoding(tmp_path, options):
     config = ModelConfig.preset("tiny", vocab_size=40, dropout=0.0, **options)
     torch.manual_seed(2)
     model = Transformer(config).eval()
-    info = {"model": config.to_dict(), "src": "en", "tgt": "de", "tokenizer": {"src": "spm.model", "tgt": "spm.model"}}
+    info = {
+        "model": config.to_dict(),
+        "src": "en",
+        "tgt": "de",
+        "tokenizer": {"src": "spm.model", "tgt": "spm.model"},
+    }
     write_checkpoint(tmp_path / "ckpt", model, info, [model_file])
     export_ctranslate2(tmp_path / "ckpt", tmp_path / "ct2")
     sp = spm.SentencePieceProcessor(model_file=str(model_file))
@@ -322,7 +425,9 @@ def test_ctranslate2_scores_equal_forced_decoding(tmp_path, options):
     targets = [sp.encode(s) for s in ("red and blue birds", "small cats see dogs in the house")]
     results = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu").score_batch(
         [sp.id_to_piece(x) + ["</s>"] for x in sources], [sp.id_to_piece(y) for y in targets])
-    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(x + [2]) for x in sources], batch_first=True, padding_value=0)
+    src = torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor(x + [2]) for x in sources], batch_first=True, padding_value=0
+    )
     ours = score_targets(model, src, targets)
     theirs = torch.tensor([sum(r.log_probs) for r in results])
     torch.testing.assert_close(ours, theirs, atol=1e-3, rtol=1e-4)

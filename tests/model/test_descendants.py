@@ -29,20 +29,33 @@ def layer_params(D, H, G, dk, F, cross=False):
     return attn + (cross_attn if cross else 0) + 2 * D * F + F + D + (3 if cross else 2) * 2 * D
 
 
-@pytest.mark.parametrize("name", ["gpt-tiny", "gpt-small", "gpt2", "bert-tiny", "bert-small", "bert-base"])
+@pytest.mark.parametrize(
+    "name", ["gpt-tiny", "gpt-small", "gpt2", "bert-tiny", "bert-small", "bert-base"]
+)
 def test_preset_parameter_counts(name):
     c = ModelConfig.preset(name, **({} if name in ("gpt2", "bert-base") else {"vocab_size": 8000}))
     D, H, dk, F, V, P = c.d_model, c.n_heads, c.d_k, c.d_ff, c.vocab_size, c.max_positions
     if c.architecture == "decoder-only":
-        expected = V * D + P * D + c.decoder_layers * layer_params(D, H, H, dk, F) + 2 * D  # + final LN
+        # + final LN
+        expected = V * D + P * D + c.decoder_layers * layer_params(D, H, H, dk, F) + 2 * D
     else:  # + the embedding LayerNorm, the MLM head's dense layer and norm, and the output bias
-        expected = V * D + P * D + 2 * D + c.encoder_layers * layer_params(D, H, H, dk, F) + D * D + D + 2 * D + V
+        expected = (
+            V * D
+            + P * D
+            + 2 * D
+            + c.encoder_layers * layer_params(D, H, H, dk, F)
+            + D * D
+            + D
+            + 2 * D
+            + V
+        )
     counts = Transformer(c).num_parameters()
     assert counts["total"] == expected
     assert counts["total"] == sum(p.numel() for p in Transformer(c).parameters())
     if name == "gpt2":
         assert counts["total"] == 124_439_808  # GPT-2 small as published (weights tied)
-    if name == "bert-base":  # BertForMaskedLM's 109,514,298 less its token-type embeddings (2 x 768)
+    # BertForMaskedLM's 109,514,298 less its token-type embeddings (2 x 768)
+    if name == "bert-base":
         assert counts["total"] == 109_514_298 - 2 * 768
 
 
@@ -86,20 +99,33 @@ def _cached_logits(model, tokens, chunks):
 @pytest.mark.parametrize("positional", POSITIONALS)
 @pytest.mark.parametrize("kv_heads,window", [(4, 0), (2, 0), (1, 0), (2, 3), (1, 5)])
 def test_cached_generation_equals_full_pass(positional, kv_heads, window, device):
-    model = Transformer(gpt(positional=positional, n_kv_heads=kv_heads, attention_window=window)).to(device).eval()
+    model = (
+        Transformer(gpt(positional=positional, n_kv_heads=kv_heads, attention_window=window))
+        .to(device)
+        .eval()
+    )
     tokens = torch.randint(4, 40, (3, 14), device=device)  # 14 positions: far beyond the windows
     full = model(tokens)
-    cached, cache = _cached_logits(model, tokens, [4] + [1] * 6 + [3, 1])  # a prompt, steps, a chunk
+    # a prompt, steps, a chunk
+    cached, cache = _cached_logits(model, tokens, [4] + [1] * 6 + [3, 1])
     torch.testing.assert_close(cached, full, atol=2e-5, rtol=1e-4)
     per_token = model.cache_bytes_per_token() // model.config.decoder_layers
     kept = window if window else 14
-    assert cache.nbytes() == model.config.decoder_layers * 3 * kept * per_token  # bounded by the window
+    # bounded by the window
+    assert cache.nbytes() == model.config.decoder_layers * 3 * kept * per_token
 
 
 @pytest.mark.parametrize("kv_heads,window", [(2, 0), (1, 4)])
 def test_encoder_decoder_with_gqa_and_window_decodes_like_its_forward(kv_heads, window, device):
-    config = ModelConfig.preset("tiny", vocab_size=40, dropout=0.0, max_positions=64, n_kv_heads=kv_heads,
-                                attention_window=window, positional="alibi")
+    config = ModelConfig.preset(
+        "tiny",
+        vocab_size=40,
+        dropout=0.0,
+        max_positions=64,
+        n_kv_heads=kv_heads,
+        attention_window=window,
+        positional="alibi",
+    )
     model = Transformer(config).to(device).eval()
     src, _ = random_batch(2, 9, 40, device=device)
     tgt = torch.randint(4, 40, (2, 11), device=device)
@@ -126,20 +152,28 @@ def test_gqa_equals_multi_head_attention_with_shared_key_value_weights(device):
     for name, value in grouped.state_dict().items():
         if name.endswith("self_attn.qkv.weight") or name.endswith("self_attn.qkv.bias"):
             q, k, v = value.split([H * dk, G * dk, G * dk])
-            k, v = (x.view(G, dk, *x.shape[1:]).repeat_interleave(H // G, 0).reshape(H * dk, *x.shape[1:])
-                    for x in (k, v))
+            k, v = (
+                x.view(G, dk, *x.shape[1:])
+                .repeat_interleave(H // G, 0)
+                .reshape(H * dk, *x.shape[1:])
+                for x in (k, v)
+            )
             value = torch.cat([q, k, v])
         state[name] = value
     plain.load_state_dict(state)
     torch.testing.assert_close(plain(tokens), grouped(tokens), atol=1e-5, rtol=1e-5)
-    assert not torch.allclose(Transformer(gpt(positional="rope")).to(device).eval()(tokens), grouped(tokens))
+    assert not torch.allclose(
+        Transformer(gpt(positional="rope")).to(device).eval()(tokens), grouped(tokens)
+    )
 
 
 def test_window_sees_exactly_the_last_w_positions(device):
     """One layer of RoPE attention (relative positions): the windowed output at position t equals
     the unwindowed model's last output on the W tokens ending at t."""
     W = 4
-    windowed = Transformer(gpt(positional="rope", decoder_layers=1, attention_window=W)).to(device).eval()
+    windowed = (
+        Transformer(gpt(positional="rope", decoder_layers=1, attention_window=W)).to(device).eval()
+    )
     plain = Transformer(gpt(positional="rope", decoder_layers=1)).to(device).eval()
     plain.load_state_dict(windowed.state_dict())
     tokens = torch.randint(4, 40, (2, 12), device=device)
@@ -152,7 +186,9 @@ def test_window_sees_exactly_the_last_w_positions(device):
 
 def test_encoder_window_is_symmetric(device):
     W = 3
-    model = Transformer(bert(positional="rope", encoder_layers=1, attention_window=W)).to(device).eval()
+    model = (
+        Transformer(bert(positional="rope", encoder_layers=1, attention_window=W)).to(device).eval()
+    )
     tokens = torch.randint(5, 40, (1, 10), device=device)
     base = model(tokens)
     changed = tokens.clone()
@@ -164,7 +200,10 @@ def test_encoder_window_is_symmetric(device):
 
 def test_mqa_cache_is_h_times_smaller():
     base = ModelConfig.preset("base")
-    sizes = {G: Transformer(ModelConfig.preset("base", n_kv_heads=G)).cache_bytes_per_token() for G in (8, 2, 1)}
+    sizes = {
+        G: Transformer(ModelConfig.preset("base", n_kv_heads=G)).cache_bytes_per_token()
+        for G in (8, 2, 1)
+    }
     assert sizes[8] == base.decoder_layers * 2 * 8 * 64 * 4 == 24_576
     assert sizes[2] * 4 == sizes[8] and sizes[1] * 8 == sizes[8]
 
@@ -177,10 +216,13 @@ def test_encoder_only_is_bidirectional_and_ignores_padding(kv_heads, device):
     assert base.shape == (2, 8, 40)
     changed = tokens.clone()
     changed[:, -1] = (changed[:, -1] - 5 + 1) % 35 + 5
-    assert not torch.allclose(model(changed)[:, 0], base[:, 0], atol=1e-5)  # the first sees the last
+    # the first sees the last
+    assert not torch.allclose(model(changed)[:, 0], base[:, 0], atol=1e-5)
     padded = torch.cat([tokens[:1, :5], torch.zeros(1, 3, dtype=torch.long, device=device)], dim=1)
     torch.testing.assert_close(model(padded)[:, :5], model(tokens[:1, :5]), atol=1e-5, rtol=1e-5)
     select = torch.tensor([1, 9], device=device)
-    torch.testing.assert_close(model(tokens, select=select), base.flatten(0, 1)[[1, 9]], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        model(tokens, select=select), base.flatten(0, 1)[[1, 9]], atol=1e-5, rtol=1e-5
+    )
     with pytest.raises(ValueError, match="does not decode"):
         model.start_decoding(tokens)

@@ -1,4 +1,5 @@
-"""The mixture-of-experts feed-forward layer (ffn="moe"): routing by hand, the dense case, gradients,
+"""The mixture-of-experts feed-forward layer (ffn="moe"): routing by hand, the dense case,
+gradients,
 decoding, training with its load-balancing loss, exact resume, and what refuses it."""
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from ..helpers import cli, prepare_reverse_task
 
 
 def moe_config(**overrides) -> ModelConfig:
-    return tiny_config(**{"ffn": "moe", "moe_experts": 4, "moe_top_k": 2, "dropout": 0.0, **overrides})
+    return tiny_config(
+        **{"ffn": "moe", "moe_experts": 4, "moe_top_k": 2, "dropout": 0.0, **overrides}
+    )
 
 
 def test_one_expert_with_k_1_is_the_dense_feed_forward_network():
@@ -46,8 +49,12 @@ def test_each_position_gets_the_weighted_sum_of_its_chosen_experts(k):
             for t in range(9):
                 probs = torch.softmax(layer.router(x[b, t]), -1)
                 top = probs.topk(k)
-                weights = top.values / top.values.sum() if k > 1 else top.values  # Switch: the raw probability
-                expected = sum(w * layer.experts[int(e)](x[b, t][None])[0] for w, e in zip(weights, top.indices))
+                # Switch: the raw probability
+                weights = top.values / top.values.sum() if k > 1 else top.values
+                expected = sum(
+                    w * layer.experts[int(e)](x[b, t][None])[0]
+                    for w, e in zip(weights, top.indices)
+                )
                 torch.testing.assert_close(out[b, t], expected, rtol=1e-5, atol=1e-6)
     # the load-balancing loss: 1 for perfectly even routing, more when uneven
     assert layer.aux_loss >= 0.99
@@ -64,7 +71,8 @@ def test_gradients_reach_the_chosen_experts_and_the_router_only():
     for e, expert in enumerate(layer.experts):
         reached = any(p.grad is not None and p.grad.abs().sum() > 0 for p in expert.parameters())
         assert reached == (e in used), (e, used)
-    assert layer.router.weight.grad.abs().sum() > 1.0  # k = 1 weighs by the probability: the router learns
+    # k = 1 weighs by the probability: the router learns
+    assert layer.router.weight.grad.abs().sum() > 1.0
 
 
 def test_a_decoding_step_equals_the_full_pass(device):
@@ -72,7 +80,8 @@ def test_a_decoding_step_equals_the_full_pass(device):
     model = Transformer(moe_config()).to(device).eval()
     src, _ = random_batch(4, 6, 40, device=device)
     decode = DecodeConfig(max_len_a=1.0, max_len_b=4)
-    cached = greedy_search(model, src, decode, SearchOptions(fast=True))  # refused by the fast step: own pass
+    # refused by the fast step: own pass
+    cached = greedy_search(model, src, decode, SearchOptions(fast=True))
     full = greedy_search(model, src, decode, SearchOptions(use_cache=False))
     assert [h.tokens for h in cached] == [h.tokens for h in full]
     assert [h.logprob for h in cached] == pytest.approx([h.logprob for h in full], abs=1e-4)
@@ -81,7 +90,9 @@ def test_a_decoding_step_equals_the_full_pass(device):
 @pytest.mark.parametrize("preset", ["gpt-tiny", "bert-tiny"])
 def test_the_descendants_take_mixtures_of_experts_too(preset):
     torch.manual_seed(4)
-    config = ModelConfig.preset(preset, vocab_size=60, ffn="moe", moe_experts=3, moe_top_k=1, dropout=0.0)
+    config = ModelConfig.preset(
+        preset, vocab_size=60, ffn="moe", moe_experts=3, moe_top_k=1, dropout=0.0
+    )
     model = Transformer(config).eval()
     layers = [m for m in model.modules() if isinstance(m, MixtureOfExperts)]
     assert len(layers) == 2
@@ -98,42 +109,92 @@ def test_parameters_count_total_and_active():
     counts = Transformer(moe_config(moe_experts=4, moe_top_k=1)).num_parameters()
     expert = 64 * 256 * 2 + 256 + 64  # one tiny feed-forward network
     layers = 2 + 2
-    assert counts["total"] == dense["total"] + layers * (3 * expert + 4 * 64)  # three more experts and a router
-    assert counts["active"] == dense["total"] + layers * 4 * 64  # k = 1: one expert's worth, and the router
+    # three more experts and a router
+    assert counts["total"] == dense["total"] + layers * (3 * expert + 4 * 64)
+    # k = 1: one expert's worth, and the router
+    assert counts["active"] == dense["total"] + layers * 4 * 64
     assert dense["active"] == dense["total"]
-    shown = cli("info", "--preset", "tiny", "--vocab-size", str(moe_config().vocab_size), "--set", "ffn=moe", "--set",
-                "moe_experts=4", "--set", "moe_top_k=1").stdout
+    shown = cli(
+        "info",
+        "--preset",
+        "tiny",
+        "--vocab-size",
+        str(moe_config().vocab_size),
+        "--set",
+        "ffn=moe",
+        "--set",
+        "moe_experts=4",
+        "--set",
+        "moe_top_k=1",
+    ).stdout
     assert f"{counts['active']:,}" in shown and f"{counts['total']:,}" in shown
 
 
 def test_training_logs_the_balance_and_resumes_exactly(tmp_path):
     data = prepare_reverse_task(tmp_path, n_train=300, n_valid=10)
-    args = ["--preset", "tiny", "--set", "ffn=moe", "--set", "moe_experts=4", "--set", "moe_top_k=2", "--set",
-            "warmup=10", "--set", "log_every=1", "--set", "valid_every=-1", "--max-tokens", "800", "--threads", "1",
-            "--precision", "fp32", "--quiet"]
+    args = [
+        "--preset",
+        "tiny",
+        "--set",
+        "ffn=moe",
+        "--set",
+        "moe_experts=4",
+        "--set",
+        "moe_top_k=2",
+        "--set",
+        "warmup=10",
+        "--set",
+        "log_every=1",
+        "--set",
+        "valid_every=-1",
+        "--max-tokens",
+        "800",
+        "--threads",
+        "1",
+        "--precision",
+        "fp32",
+        "--quiet",
+    ]
     cli("train", str(data), "--out", str(tmp_path / "full"), "--max-steps", "12", *args)
-    records = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()
+    ]
     balance = [r["moe_aux"] for r in records if r["type"] == "train"]
     assert len(balance) == 12 and all(1.0 <= b <= 4.0 for b in balance)
     cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "5", *args)
     cli("train", str(data), "--out", str(tmp_path / "part"), "--max-steps", "12", "--resume", *args)
-    a, b = (load_file(str(list_checkpoints(tmp_path / run)[-1] / "model.safetensors")) for run in ("full", "part"))
+    a, b = (
+        load_file(str(list_checkpoints(tmp_path / run)[-1] / "model.safetensors"))
+        for run in ("full", "part")
+    )
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_impossible_configurations_and_exports_are_refused(reverse_run, tmp_path):
-    for overrides, needle in (({"moe_top_k": 5}, "moe_top_k <= moe_experts"), ({"moe_experts": 0}, "moe_top_k"),
+    for overrides, needle in (({"moe_top_k": 5}, "moe_top_k <= "
+                                                 "moe_experts"), ({"moe_experts": 0}, "moe_top_k"),
                               ({"moe_aux_weight": -1.0}, "moe_aux_weight")):
         with pytest.raises(ValueError, match=needle):
             moe_config(**overrides)
-    result = cli("info", "--preset", "tiny", "--set", "ffn=moe", "--set", "moe_top_k=9", check=False)
+    result = cli(
+        "info", "--preset", "tiny", "--set", "ffn=moe", "--set", "moe_top_k=9", check=False
+    )
     assert result.returncode == 2 and "moe_top_k" in result.stderr
     from transduce.checkpoint import write_checkpoint
 
     config = moe_config(vocab_size=64)  # with the reverse run's tokenizer
-    info = {"model": config.to_dict(), "src": "en", "tgt": "de", "tokenizer": {"src": "spm.model", "tgt": "spm.model"}}
-    write_checkpoint(tmp_path / "ckpt", Transformer(config).eval(), info, [reverse_run / "data" / "spm.model"])
+    info = {
+        "model": config.to_dict(),
+        "src": "en",
+        "tgt": "de",
+        "tokenizer": {"src": "spm.model", "tgt": "spm.model"},
+    }
+    write_checkpoint(
+        tmp_path / "ckpt", Transformer(config).eval(), info, [reverse_run / "data" / "spm.model"]
+    )
     for target in ("hf", "ctranslate2"):
-        result = cli("export", str(tmp_path / "ckpt"), "--to", target, str(tmp_path / target), check=False)
+        result = cli(
+            "export", str(tmp_path / "ckpt"), "--to", target, str(tmp_path / target), check=False
+        )
         assert result.returncode == 2 and "ffn='moe'" in result.stderr, result.stderr
         assert not (tmp_path / target).exists()

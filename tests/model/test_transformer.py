@@ -22,9 +22,14 @@ def test_shapes_and_padding_from_config():
     # the configured pad id (5, not 0) is what gets masked: a padded sentence equals it alone
     b = int((src_len < 9).nonzero()[0])
     n = int(src_len[b])
-    torch.testing.assert_close(model(src, tgt)[b], model(src[b : b + 1, :n], tgt[b : b + 1])[0], atol=1e-5, rtol=0)
-    blind = Transformer(tiny_config()).eval()  # pad id 0: the 5s are words to it, and the outputs differ
-    assert not torch.allclose(blind(src, tgt)[b], blind(src[b : b + 1, :n], tgt[b : b + 1])[0], atol=1e-3)
+    torch.testing.assert_close(
+        model(src, tgt)[b], model(src[b : b + 1, :n], tgt[b : b + 1])[0], atol=1e-5, rtol=0
+    )
+    # pad id 0: the 5s are words to it, and the outputs differ
+    blind = Transformer(tiny_config()).eval()
+    assert not torch.allclose(
+        blind(src, tgt)[b], blind(src[b : b + 1, :n], tgt[b : b + 1])[0], atol=1e-3
+    )
 
 
 @pytest.mark.parametrize("positional", POSITIONALS)
@@ -44,7 +49,11 @@ def test_causality(positional, device):
 @pytest.mark.parametrize("positional", POSITIONALS)
 @pytest.mark.parametrize("norm_position", ["post", "pre"])
 def test_padding_invariance(positional, norm_position, device):
-    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).to(device).eval()
+    model = (
+        Transformer(tiny_config(positional=positional, norm_position=norm_position))
+        .to(device)
+        .eval()
+    )
     src = torch.randint(4, 40, (2, 6), device=device)
     tgt = torch.randint(4, 40, (2, 5), device=device)
     base = model(src, tgt)
@@ -75,7 +84,9 @@ def test_sinusoid_offset_is_a_rotation_independent_of_position():
         rotated = torch.stack([sin * c + cos * s, cos * c - sin * s], dim=-1).flatten(1)  # (P-k, d)
         torch.testing.assert_close(rotated, pe[k:], atol=1e-12, rtol=0)
         # a rotation by a slightly different angle does not fit: the check has power
-        wrong = torch.stack([sin * torch.cos(1.01 * k * w) + cos * torch.sin(1.01 * k * w), cos], -1).flatten(1)
+        wrong = torch.stack(
+            [sin * torch.cos(1.01 * k * w) + cos * torch.sin(1.01 * k * w), cos], -1
+        ).flatten(1)
         assert (wrong - pe[k:]).abs().max() > 1e-3
 
 
@@ -89,7 +100,11 @@ def test_sinusoid_layouts():
 @pytest.mark.parametrize("positional", POSITIONALS)
 @pytest.mark.parametrize("norm_position", ["post", "pre"])
 def test_incremental_decoding_matches_full_pass(positional, norm_position, device):
-    model = Transformer(tiny_config(positional=positional, norm_position=norm_position)).to(device).eval()
+    model = (
+        Transformer(tiny_config(positional=positional, norm_position=norm_position))
+        .to(device)
+        .eval()
+    )
     src, _ = random_batch(3, 8, 40, device=device)
     tgt = torch.randint(4, 40, (3, 7), device=device)
     full = model(src, tgt)
@@ -117,7 +132,9 @@ def test_cache_reorder_equals_recomputing_and_beams_share_cross_keys(device):
 
 
 def test_fast_and_explicit_attention_agree_and_masked_rows_are_zero(device):
-    q, k, v = (torch.randn(*shape).to(device) for shape in ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 8)))
+    q, k, v = (
+        torch.randn(*shape).to(device) for shape in ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 8))
+    )
     mask = (torch.rand(2, 1, 4, 5) > 0.3).to(device)
     mask[0, :, 1] = False  # one query sees no key at all
     fast, _ = attend(q, k, v, mask)
@@ -127,14 +144,24 @@ def test_fast_and_explicit_attention_agree_and_masked_rows_are_zero(device):
     assert (slow[0, :, 1] == 0).all() and (fast[0, :, 1] == 0).all()
     torch.testing.assert_close(weights.sum(-1)[1], torch.ones(3, 4, device=device))
     for scale in (1.0, 0.1):  # attention_scale "none", and any factor
-        torch.testing.assert_close(attend(q, k, v, mask, scale=scale)[0], attend(q, k, v, mask, need_weights=True,
-                                                                                  scale=scale)[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            attend(q, k, v, mask, scale=scale)[0],
+            attend(q, k, v, mask, need_weights=True, scale=scale)[0],
+            atol=1e-5,
+            rtol=0,
+        )
     unscaled = attend(q, k, v, mask, need_weights=True, scale=1.0)[1]
-    torch.testing.assert_close(unscaled[1], (q[1] @ k[1].transpose(-2, -1)).masked_fill(~mask[1], float("-inf"))
-                               .softmax(-1))
+    torch.testing.assert_close(
+        unscaled[1],
+        (q[1] @ k[1].transpose(-2, -1)).masked_fill(~mask[1], float("-inf")).softmax(-1),
+    )
     bias = -torch.rand(1, 3, 4, 5, device=device)
-    torch.testing.assert_close(attend(q, k, v, mask[1:], bias)[0][1:], attend(q, k, v, mask[1:], bias, need_weights=True)[0][1:],
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        attend(q, k, v, mask[1:], bias)[0][1:],
+        attend(q, k, v, mask[1:], bias, need_weights=True)[0][1:],
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 def test_need_weights_returns_every_layer_and_head_and_same_logits(device):
@@ -160,13 +187,17 @@ def test_parameter_counts_match_the_paper(preset):
     assert sum(p.numel() for p in model.parameters()) == PAPER_COUNTS[preset]  # parameters() dedups
 
 
-@pytest.mark.parametrize("n_heads, head_dim", [(1, 512), (4, 128), (16, 32), (32, 16), (8, 16), (8, 32)])
+@pytest.mark.parametrize(
+    "n_heads, head_dim", [(1, 512), (4, 128), (16, 32), (32, 16), (8, 16), (8, 32)]
+)
 def test_head_dim_changes_exactly_the_attention_projections(n_heads, head_dim):
     """Table 3 (A): h x d_k = d_model keeps the base model's count; (B): a smaller d_k shrinks the
     18 attention blocks (6 encoder self, 6 decoder self, 6 cross), each 4 d_model x h d_k weights
     and 3 h d_k biases (+ d_model for the output bias, unchanged)."""
     with torch.device("meta"):
-        model = Transformer(ModelConfig.preset("base", vocab_size=37000, n_heads=n_heads, head_dim=head_dim))
+        model = Transformer(
+            ModelConfig.preset("base", vocab_size=37000, n_heads=n_heads, head_dim=head_dim)
+        )
     inner, D = n_heads * head_dim, 512
     expected = PAPER_COUNTS["base"] - 18 * (4 * D * D + 3 * D) + 18 * (4 * D * inner + 3 * inner)
     assert model.num_parameters()["total"] == expected
@@ -180,12 +211,16 @@ def test_head_dim_and_unscaled_attention_train_and_decode(device):
     tgt = torch.randint(4, 40, (2, 5), device=device)
     logits, att = model(src, tgt, need_weights=True)
     torch.testing.assert_close(logits, model(src, tgt), atol=1e-5, rtol=0)
-    assert att.cross[0].shape == (2, 4, 5, 6) and model.decoder[0].self_attn.qkv.out_features == 3 * 4 * 24
+    assert (
+        att.cross[0].shape == (2, 4, 5, 6)
+        and model.decoder[0].self_attn.qkv.out_features == 3 * 4 * 24
+    )
     with pytest.raises(ValueError, match="attention_scale"):
         tiny_config(attention_scale="sqrt_d_model")
     with pytest.raises(ValueError, match="head_dim must be at least 1"):
         tiny_config(head_dim=0)
-    assert tiny_config(d_model=60, n_heads=8, head_dim=8).d_k == 8  # d_model need not divide by h then
+    # d_model need not divide by h then
+    assert tiny_config(d_model=60, n_heads=8, head_dim=8).d_k == 8
 
 
 def test_tying_shares_one_tensor():
@@ -200,10 +235,13 @@ def test_tying_shares_one_tensor():
     assert none.output.weight is not none.tgt_embed.tokens.weight
 
 
-@pytest.mark.parametrize("activation, norm_type", list(itertools.product(["relu", "gelu", "silu", "swiglu"],
+@pytest.mark.parametrize("activation, "
+                         "norm_type", list(itertools.product(["relu", "gelu", "silu", "swiglu"],
                                                                          ["layernorm", "rmsnorm"])))
 def test_every_activation_and_norm_runs(activation, norm_type, device):
-    model = Transformer(tiny_config(activation=activation, norm_type=norm_type, output_bias=True)).to(device)
+    model = Transformer(
+        tiny_config(activation=activation, norm_type=norm_type, output_bias=True)
+    ).to(device)
     src, _ = random_batch(2, 5, 40, device=device)
     out = model(src, torch.randint(4, 40, (2, 3), device=device))
     out.sum().backward()
@@ -218,7 +256,9 @@ def test_tiny_model_overfits_one_batch(device):
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for step in range(300):
-        loss = torch.nn.functional.cross_entropy(model(src, tgt_in).transpose(1, 2), tgt_out, ignore_index=0)
+        loss = torch.nn.functional.cross_entropy(
+            model(src, tgt_in).transpose(1, 2), tgt_out, ignore_index=0
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -232,7 +272,9 @@ def test_select_projects_only_the_chosen_positions(device):
     src, _ = random_batch(3, 6, 40, device=device)
     tgt, _ = random_batch(3, 5, 40, generator=torch.Generator().manual_seed(7), device=device)
     real = tgt != 0
-    torch.testing.assert_close(model(src, tgt, select=real), model(src, tgt)[real], atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        model(src, tgt, select=real), model(src, tgt)[real], atol=1e-6, rtol=0
+    )
 
 
 def test_alibi_slopes_follow_the_papers_formula():

@@ -27,13 +27,18 @@ def _copy_attention(ours, theirs: nn.MultiheadAttention, fused: bool) -> None:
 def _copy_ffn_and_norms(ours, theirs, n_norms: int) -> None:
     ours.ffn.w1.load_state_dict(theirs.linear1.state_dict())
     ours.ffn.w2.load_state_dict(theirs.linear2.state_dict())
-    blocks = ["self_attn_block", "ffn_block"] if n_norms == 2 else ["self_attn_block", "cross_attn_block", "ffn_block"]
+    blocks = (
+        ["self_attn_block", "ffn_block"]
+        if n_norms == 2
+        else ["self_attn_block", "cross_attn_block", "ffn_block"]
+    )
     for i, block in enumerate(blocks, start=1):  # torch's norm1, norm2 (, norm3) in the same order
         getattr(ours, block).norm.load_state_dict(getattr(theirs, f"norm{i}").state_dict())
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("activation, norm_position", [("relu", "post"), ("gelu", "post"), ("relu", "pre"),
+@pytest.mark.parametrize("activation, "
+                         "norm_position", [("relu", "post"), ("gelu", "post"), ("relu", "pre"),
                                                        ("gelu", "pre")])
 def test_logits_equal_torch_nn_transformer_layers(activation, norm_position):
     cfg = tiny_config(encoder_layers=2, decoder_layers=3, vocab_size=50, activation=activation,
@@ -64,8 +69,14 @@ def test_logits_equal_torch_nn_transformer_layers(activation, norm_position):
     tgt, tgt_len = random_batch(4, 7, 50, generator=torch.Generator().manual_seed(3))
     src_pad, tgt_pad = src == 0, tgt == 0
     memory = enc(model.src_embed(src), src_key_padding_mask=src_pad)
-    hidden = dec(model.tgt_embed(tgt), memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(7),
-                 tgt_is_causal=True, memory_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad)
+    hidden = dec(
+        model.tgt_embed(tgt),
+        memory,
+        tgt_mask=nn.Transformer.generate_square_subsequent_mask(7),
+        tgt_is_causal=True,
+        memory_key_padding_mask=src_pad,
+        tgt_key_padding_mask=tgt_pad,
+    )
     reference = model.output(hidden)
     ours = model(src, tgt)
     real = ~tgt_pad
@@ -90,6 +101,10 @@ def test_feed_forward_equals_its_formula(activation):
     ffn = FeedForward(tiny_config(activation=activation)).eval()
     x = torch.randn(2, 4, 64)
     h = ffn.w1(x)
-    reference = {"relu": F.relu(h), "gelu": F.gelu(h), "silu": h * torch.sigmoid(h),
-                 "swiglu": h * torch.sigmoid(h) * (ffn.w3(x) if ffn.w3 is not None else 0)}[activation]
+    reference = {
+        "relu": F.relu(h),
+        "gelu": F.gelu(h),
+        "silu": h * torch.sigmoid(h),
+        "swiglu": h * torch.sigmoid(h) * (ffn.w3(x) if ffn.w3 is not None else 0),
+    }[activation]
     torch.testing.assert_close(ffn(x), ffn.w2(reference), atol=1e-6, rtol=1e-6)

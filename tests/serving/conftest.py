@@ -1,4 +1,5 @@
-"""The serving tests' model (``served_run``) and a real ``transduce serve`` process to test against."""
+"""The serving tests' model (``served_run``) and a real ``transduce serve`` process to test
+against."""
 
 from __future__ import annotations
 
@@ -21,21 +22,36 @@ class ServerProcess:
     Its stderr is collected in ``log`` (a reader thread keeps the pipe from filling)."""
 
     def __init__(self, run, *flags: str, port: int = 0, timeout: float = 600.0):
-        command = [sys.executable, "-m", "transduce", "serve", str(run), "--port", str(port), "--threads", "1", *flags]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        command = [
+            sys.executable,
+            "-m",
+            "transduce",
+            "serve",
+            str(run),
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+            *flags,
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         self.log: list[str] = []
         self.url = None
         deadline = time.monotonic() + timeout
         while self.url is None:
             line = self.process.stderr.readline()
             if not line:
-                raise AssertionError(f"transduce serve ended before listening:\n{''.join(self.log)}")
+                raise AssertionError("transduce serve ended before "
+                                     f"listening:\n{''.join(self.log)}")
             self.log.append(line)
             if line.startswith("open http://"):
                 self.url = line.split()[1].rstrip("/")
             if time.monotonic() > deadline:
                 self.stop()
-                raise AssertionError(f"transduce serve did not listen within {timeout} s:\n{''.join(self.log)}")
+                raise AssertionError(f"transduce serve did not listen within {timeout} "
+                                     f"s:\n{''.join(self.log)}")
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

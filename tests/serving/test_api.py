@@ -21,7 +21,8 @@ from transduce.serving.batcher import LINGER, Batcher
 from ..helpers import cli
 
 LOCAL = "http://127.0.0.1"  # the Host a local client sends (a server answers only its own names)
-SENTENCES = ["the cat sat on the mat", "", "a big dog runs", "red", "the small house sees a blue cat"]
+SENTENCES = ["the cat sat on the "
+             "mat", "", "a big dog runs", "red", "the small house sees a blue cat"]
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +37,29 @@ def client_for(translator, **settings) -> TestClient:
 def test_translations_equal_transduce_translate(translator, served_run):
     text = "\n".join(SENTENCES) + "\n"
     with client_for(translator) as client:
-        for flags, body in (([], {}), (["--beam", "1"], {"beam": 1}), (["--beam", "5", "--alpha", "1.0"],
-                                                                        {"beam": 5, "alpha": 1.0})):
+        for flags, body in (
+            ([], {}),
+            (["--beam", "1"], {"beam": 1}),
+            (["--beam", "5", "--alpha", "1.0"], {"beam": 5, "alpha": 1.0}),
+        ):
             expected = cli("translate", str(served_run), *flags, input=text).stdout.split("\n")[:-1]
             answer = client.post("/v1/translate", json={"text": SENTENCES, **body})
             assert answer.status_code == 200, answer.text
             assert answer.json()["translations"] == expected
             assert expected[1] == "" and all(expected[i] for i in (0, 2, 3, 4))
         # nbest: the same hypotheses and scores as translate --nbest
-        rows = [line.split("\t") for line in cli("translate", str(served_run), "--nbest", "3", input=text)
-                .stdout.splitlines()]
+        rows = [
+            line.split("\t")
+            for line in cli(
+                "translate", str(served_run), "--nbest", "3", input=text
+            ).stdout.splitlines()
+        ]
         answer = client.post("/v1/translate", json={"text": SENTENCES, "nbest": 3}).json()
-        got = [(str(n), f"{h['score']:.4f}", h["text"]) for n, hyps in enumerate(answer["hypotheses"]) for h in hyps]
+        got = [
+            (str(n), f"{h['score']:.4f}", h["text"])
+            for n, hyps in enumerate(answer["hypotheses"])
+            for h in hyps
+        ]
         assert [tuple(r) for r in rows] == got
         assert answer["hypotheses"][1] == [] and len(answer["hypotheses"][0]) == 3
 
@@ -57,7 +69,9 @@ def test_attention_is_each_sentences_own_cross_attention(translator):
     teacher-forced pass over its own output gives, cut to its own pieces."""
     sentences = ["the cat sat on the mat", "red", "a big dog runs on a small blue mat"]
     with client_for(translator) as client:
-        answer = client.post("/v1/translate", json={"text": sentences, "attention": True, "attention_layers": True})
+        answer = client.post(
+            "/v1/translate", json={"text": sentences, "attention": True, "attention_layers": True}
+        )
     assert answer.status_code == 200, answer.text
     body = answer.json()
     model, tok, cfg = translator.model, translator.tokenizer, translator.model.config
@@ -67,8 +81,11 @@ def test_attention_is_each_sentences_own_cross_attention(translator):
         assert item["source"] == tok.src_pieces(src_ids) + ["</s>"]
         assert item["target"] == tok.tgt_pieces(tgt_ids) + ["</s>"]
         with torch.no_grad():
-            _, attention = model(pad_sequences([src_ids], cfg.pad_id, suffix=cfg.eos_id),
-                                 pad_sequences([tgt_ids], cfg.pad_id, prefix=cfg.start_id), need_weights=True)
+            _, attention = model(
+                pad_sequences([src_ids], cfg.pad_id, suffix=cfg.eos_id),
+                pad_sequences([tgt_ids], cfg.pad_id, prefix=cfg.start_id),
+                need_weights=True,
+            )
         expected = np.stack([w[0].mean(0).numpy() for w in attention.cross])  # (layers, T, S)
         weights = np.array(item["weights"])
         assert weights.shape == (len(tgt_ids) + 1, len(src_ids) + 1)
@@ -94,63 +111,132 @@ def raw(body: bytes | str, headers: dict = JSON):
 BAD_REQUESTS = [
     # (name, request keyword arguments, status, part of the message)
     ("not-utf8", raw(b'{"text": ["\xff\xfe"]}'), 400, "not valid UTF-8 (byte 11)"),
-    ("malformed-json", raw('{"text": ["a"'), 400, "not valid JSON: Expecting ',' delimiter at line 1, column 14"),
+    (
+        "malformed-json",
+        raw('{"text": ["a"'),
+        400,
+        "not valid JSON: Expecting ',' delimiter at line 1, column 14",
+    ),
     ("empty-body", raw(""), 400, "the body is empty"),
     ("not-an-object", {"json": ["a"]}, 422, "must be a JSON object"),
     ("text-missing", {"json": {"beam": 2}}, 422, "text: missing"),
     ("text-a-string", {"json": {"text": "the cat"}}, 422, "text: Input should be a valid list"),
-    ("text-numbers", {"json": {"text": ["the cat", 5]}}, 422, "text[1]: Input should be a valid string"),
+    (
+        "text-numbers",
+        {"json": {"text": ["the cat", 5]}},
+        422,
+        "text[1]: Input should be a valid string",
+    ),
     ("text-empty-list", {"json": {"text": []}}, 422, "text: an empty list"),
     ("unknown-field", {"json": {"text": ["a"], "beams": 2}}, 422, "beams: unknown field"),
-    ("beam-a-string", {"json": {"text": ["a"], "beam": "4"}}, 422, "beam: Input should be a valid integer"),
-    ("beam-0", {"json": {"text": ["a"], "beam": 0}}, 422, "beam 0: this server searches with a beam of 1 to 6"),
+    (
+        "beam-a-string",
+        {"json": {"text": ["a"], "beam": "4"}},
+        422,
+        "beam: Input should be a valid integer",
+    ),
+    (
+        "beam-0",
+        {"json": {"text": ["a"], "beam": 0}},
+        422,
+        "beam 0: this server searches with a beam of 1 to 6",
+    ),
     ("beam-over-max", {"json": {"text": ["a"], "beam": 7}}, 422, "(--max-beam)"),
-    ("nbest-over-beam", {"json": {"text": ["a"], "beam": 2, "nbest": 3}}, 422, "nbest=3 is more than beam=2"),
+    (
+        "nbest-over-beam",
+        {"json": {"text": ["a"], "beam": 2, "nbest": 3}},
+        422,
+        "nbest=3 is more than beam=2",
+    ),
     ("alpha-nan", raw('{"text": ["a"], "alpha": NaN}'), 422, "alpha nan: must be a finite number"),
     ("alpha-negative", {"json": {"text": ["a"], "alpha": -1.0}}, 422, "alpha must be at least 0"),
-    ("layers-without-attention", {"json": {"text": ["a"], "attention_layers": True}}, 422,
-     "attention_layers needs attention"),
-    ("too-many-sentences", {"json": {"text": ["a"] * 4}}, 413, "at most 3 per request (--max-request-sentences)"),
-    ("too-many-characters", {"json": {"text": ["a", "x" * 41]}}, 413,
-     "text[1] has 41 characters; this server takes at most 40"),
-    ("body-too-large", {"json": {"text": ["a" * 30] * 3, "pad": "x" * 400}}, 413,
-     "larger than this server's limit of 400 bytes (--max-body-bytes)"),
-    ("body-too-large-chunked", {"content": iter([b'{"text": ["', b"a" * 300, b"a" * 300, b'"]}']), "headers": JSON},
-     413, "limit of 400 bytes"),
-    ("lone-surrogate", raw('{"text": ["a \\ud800 b"]}'), 422, "text[0]: not valid Unicode (a lone surrogate"),
-    ("a-form-not-json", raw('{"text": ["a"]}', {"Content-Type": "text/plain"}), 415, "Content-Type: application/json"),
+    (
+        "layers-without-attention",
+        {"json": {"text": ["a"], "attention_layers": True}},
+        422,
+        "attention_layers needs attention",
+    ),
+    (
+        "too-many-sentences",
+        {"json": {"text": ["a"] * 4}},
+        413,
+        "at most 3 per request (--max-request-sentences)",
+    ),
+    (
+        "too-many-characters",
+        {"json": {"text": ["a", "x" * 41]}},
+        413,
+        "text[1] has 41 characters; this server takes at most 40",
+    ),
+    (
+        "body-too-large",
+        {"json": {"text": ["a" * 30] * 3, "pad": "x" * 400}},
+        413,
+        "larger than this server's limit of 400 bytes (--max-body-bytes)",
+    ),
+    (
+        "body-too-large-chunked",
+        {"content": iter([b'{"text": ["', b"a" * 300, b"a" * 300, b'"]}']), "headers": JSON},
+        413,
+        "limit of 400 bytes",
+    ),
+    (
+        "lone-surrogate",
+        raw('{"text": ["a \\ud800 b"]}'),
+        422,
+        "text[0]: not valid Unicode (a lone surrogate",
+    ),
+    (
+        "a-form-not-json",
+        raw('{"text": ["a"]}', {"Content-Type": "text/plain"}),
+        415,
+        "Content-Type: application/json",
+    ),
     ("no-content-type", raw('{"text": ["a"]}', {}), 415, "send the body as JSON"),
-    ("a-foreign-host", raw('{"text": ["a"]}', {**JSON, "Host": "attacker.example"}), 403,
-     "not for the host 'attacker.example'"),
+    (
+        "a-foreign-host",
+        raw('{"text": ["a"]}', {**JSON, "Host": "attacker.example"}),
+        403,
+        "not for the host 'attacker.example'",
+    ),
 ]
 
 
-@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"])
+@pytest.mark.parametrize(
+    "body", ["[" * 100_000 + "]" * 100_000, '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"]
+)
 def test_json_nested_without_bound_is_a_bad_request_not_a_server_error(translator, body):
     with client_for(translator) as client:
         answer = client.post("/v1/translate", **raw(body))
     assert answer.status_code == 400 and "nests JSON too deeply" in answer.json()["detail"]
 
 
-@pytest.mark.parametrize("name,request_,status,message", BAD_REQUESTS, ids=[c[0] for c in BAD_REQUESTS])
+@pytest.mark.parametrize(
+    "name,request_,status,message", BAD_REQUESTS, ids=[c[0] for c in BAD_REQUESTS]
+)
 def test_bad_requests_get_their_status_and_a_message(translator, name, request_, status, message):
     with client_for(translator, **LIMITS) as client:
         answer = client.post("/v1/translate", **request_)
         assert answer.status_code == status, answer.text
         assert message in answer.json()["detail"]
-        assert client.post("/v1/translate", json={"text": ["the cat"]}).status_code == 200  # and it goes on
+        # and it goes on
+        assert client.post("/v1/translate", json={"text": ["the cat"]}).status_code == 200
 
 
 def test_token_and_queue_limits(translator):
     with client_for(translator, max_chars=10_000) as client:
         answer = client.post("/v1/translate", json={"text": ["the cat", LONG]})
-        assert answer.status_code == 413 and "text[1] is 300 tokens long, more than the model's 255" in \
-            answer.json()["detail"]
+        assert (
+            answer.status_code == 413
+            and "text[1] is 300 tokens long, more than the model's 255" in answer.json()["detail"]
+        )
     with client_for(translator, queue_limit=2) as client:
         answer = client.post("/v1/translate", json={"text": ["a", "b", "c"]})
         assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
-        assert "the queue is full: 0 sentences wait and this request brings 3, over the limit of 2" in \
-            answer.json()["detail"]
+        assert (
+            "the queue is full: 0 sentences wait and this request brings 3, over the limit of 2"
+            in answer.json()["detail"]
+        )
 
 
 @pytest.mark.parametrize("batching", ["continuous", "dynamic"])
@@ -158,7 +244,9 @@ def test_a_failing_search_is_a_500_and_the_worker_goes_on(translator, monkeypatc
     import transduce.serving.batcher as batcher_module
     from transduce.decoding.running import RunningSearch
 
-    owner, name = (batcher_module, "translate_ids") if batching == "dynamic" else (RunningSearch, "step")
+    owner, name = (
+        (batcher_module, "translate_ids") if batching == "dynamic" else (RunningSearch, "step")
+    )
     real, calls = getattr(owner, name), []
 
     def fail_once(*args, **kwargs):
@@ -173,7 +261,8 @@ def test_a_failing_search_is_a_500_and_the_worker_goes_on(translator, monkeypatc
         answer = client.post("/v1/translate", json={"text": ["the cat"]})
         assert answer.status_code == 500 and "out of memory (simulated)" in answer.json()["detail"]
         assert client.post("/v1/translate", json={"text": ["the cat"]}).status_code == 200
-        metrics = client.get("/metrics").text  # a server error is counted as one, not as a client gone
+        # a server error is counted as one, not as a client gone
+        metrics = client.get("/metrics").text
         assert 'path="/v1/translate",status="500"} 1' in metrics and 'status="499"' not in metrics
 
 
@@ -187,9 +276,13 @@ def test_health_model_metrics_and_the_page(translator):
         assert info["parameters"] == Transformer(translator.model.config).num_parameters()["total"]
         assert info["vocabulary"]["source"] == translator.model.config.vocab_size
         assert info["search"]["beam"] == 4 and info["limits"]["max_source_tokens"] == 255
-        assert info["checkpoint"] == str(translator.folder) and info["step"] == translator.info["step"]
+        assert (
+            info["checkpoint"] == str(translator.folder) and info["step"] == translator.info["step"]
+        )
         for _ in range(3):
-            assert client.post("/v1/translate", json={"text": ["the cat", "a dog"]}).status_code == 200
+            assert (
+                client.post("/v1/translate", json={"text": ["the cat", "a dog"]}).status_code == 200
+            )
         client.post("/v1/translate", json={"text": []})
         client.get("/no-such-page")
         metrics = client.get("/metrics")
@@ -203,16 +296,27 @@ def test_health_model_metrics_and_the_page(translator):
         assert values['transduce_request_errors_total{path="/v1/translate",status="422"}'] == 1
         assert values['transduce_requests_total{path="other",status="404"}'] == 1
         assert values['transduce_request_duration_seconds_count{path="/v1/translate"}'] == 4
-        assert values['transduce_request_duration_seconds_bucket{path="/v1/translate",le="+Inf"}'] == 4
+        assert (
+            values['transduce_request_duration_seconds_bucket{path="/v1/translate",le="+Inf"}'] == 4
+        )
         # (a step of the running search counts as a batch: several per request)
-        assert values["transduce_sentences_total"] == 6 and values["transduce_batch_sentences_count"] >= 3
-        assert values["transduce_generated_tokens_total"] >= 6 and values["transduce_tokens_per_second"] > 0
-        assert values["transduce_queue_sentences"] == 0 and values["transduce_requests_in_flight"] == 0
+        assert (
+            values["transduce_sentences_total"] == 6
+            and values["transduce_batch_sentences_count"] >= 3
+        )
+        assert (
+            values["transduce_generated_tokens_total"] >= 6
+            and values["transduce_tokens_per_second"] > 0
+        )
+        assert (
+            values["transduce_queue_sentences"] == 0 and values["transduce_requests_in_flight"] == 0
+        )
         page = client.get("/")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         html = page.text
         assert '<label id="source-label" for="source">' in html and 'id="translate"' in html
-        assert "src=\"http" not in html and "href=\"http" not in html and "@import" not in html  # works offline
+        # works offline
+        assert "src=\"http" not in html and "href=\"http" not in html and "@import" not in html
         schema = client.get("/openapi.json").json()
         assert "/v1/translate" in schema["paths"] and "TranslateRequest" in json.dumps(schema)
 
@@ -245,8 +349,20 @@ def post_concurrently(client, bodies):
 def test_concurrent_requests_share_batches_and_get_their_own_results(translator):
     """Twelve single-sentence requests arrive within the batcher's wait: fewer searches than
     requests, and every response is its own sentence's translation."""
-    sentences = ["the cat sat", "a dog runs", "red blue", "the big house", "sees the mat", "a small cat",
-                 "the dog sat on a mat", "blue", "walks the red dog", "the cat sees a house", "big", "on the mat"]
+    sentences = [
+        "the cat sat",
+        "a dog runs",
+        "red blue",
+        "the big house",
+        "sees the mat",
+        "a small cat",
+        "the dog sat on a mat",
+        "blue",
+        "walks the red dog",
+        "the cat sees a house",
+        "big",
+        "on the mat",
+    ]
     alone = [translator.translate([s])[0] for s in sentences]
     app = create_app(translator, ServeSettings(batching="dynamic", max_wait_ms=1500))
     hold_until_queued(app.state.batcher, len(sentences))
@@ -267,8 +383,11 @@ def test_different_searches_are_batched_separately(translator):
     with TestClient(app, base_url=LOCAL) as client:
         answers = post_concurrently(client, bodies)
     for body, answer in zip(bodies, answers):
-        assert answer.json()["translations"] == translator.translate(body["text"], beam=body["beam"])
-    assert sorted(r.beam for r in app.state.batcher.history) == [1, 4, 4]  # beam 1 shared; nbest 2 apart
+        assert answer.json()["translations"] == translator.translate(
+            body["text"], beam=body["beam"]
+        )
+    # beam 1 shared; nbest 2 apart
+    assert sorted(r.beam for r in app.state.batcher.history) == [1, 4, 4]
 
 
 def test_batching_off_serves_one_request_per_search(translator):
@@ -343,4 +462,8 @@ def test_docs_page_works_offline(translator):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     for path in schema["paths"]:
         assert path in page.text
-    assert "/openapi.json" in page.text and "<script" not in page.text and "cdn" not in page.text.lower()
+    assert (
+        "/openapi.json" in page.text
+        and "<script" not in page.text
+        and "cdn" not in page.text.lower()
+    )

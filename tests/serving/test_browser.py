@@ -20,13 +20,18 @@ DRIVER = shutil.which("chromedriver")
 
 
 def browser():
-    missing = [name for name, path in (("chromium", CHROMIUM), ("chromium-driver", DRIVER)) if path is None]
+    missing = [
+        name for name, path in (("chromium", CHROMIUM), ("chromium-driver", DRIVER)) if path is None
+    ]
     try:
         import selenium  # noqa: F401
     except ImportError:
         missing.append("selenium (pip install -e '.[dev]')")
     if missing:
-        message = f"the browser test needs {', '.join(missing)} (Debian: apt-get install chromium chromium-driver)"
+        message = (
+            f"the browser test needs {', '.join(missing)} "
+            "(Debian: apt-get install chromium chromium-driver)"
+        )
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -42,8 +47,12 @@ def browser():
 
 
 def api_translation(url: str, sentence: str) -> str:
-    request = urllib.request.Request(url + "/v1/translate", json.dumps({"text": [sentence]}).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + "/v1/translate",
+        json.dumps({"text": [sentence]}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as answer:
         return json.load(answer)["translations"][0]
 
@@ -60,12 +69,14 @@ def test_the_page_translates_and_shows_attention(served_run, start_server, tmp_p
     try:
         wait = WebDriverWait(driver, 60)
         driver.get(server.url + "/")
-        wait.until(ready.text_to_be_present_in_element((By.ID, "model-meta"), "English (en) → German (de)"))
+        wait.until(ready.text_to_be_present_in_element((By.ID, "model-meta"), "English (en) → "
+                                                                              "German (de)"))
         assert driver.find_element(By.ID, "source-label").text == "Source: English (en)"
         assert driver.find_element(By.ID, "target-label").text == "Translation: German (de)"
         source = driver.find_element(By.ID, "source")
-        assert source.get_attribute("id") == driver.find_element(By.CSS_SELECTOR, "label[for=source]") \
-            .get_attribute("for")  # the text box has its label
+        assert source.get_attribute("id") == driver.find_element(
+            By.CSS_SELECTOR, "label[for=source]"
+        ).get_attribute("for")  # the text box has its label
         source.clear()
         source.send_keys("the big dog sees a red cat")
         driver.find_element(By.ID, "translate").click()
@@ -88,17 +99,20 @@ def test_the_page_translates_and_shows_attention(served_run, start_server, tmp_p
         ActionChains(driver).move_to_element(target_pieces[0]).perform()
         assert "active" in target_pieces[0].get_attribute("class")
         assert all("background" in p.get_attribute("style") for p in source_pieces)
-        assert len(driver.find_element(By.ID, "layer").find_elements(By.TAG_NAME, "option")) == 2  # tiny: 2 layers
+        # tiny: 2 layers
+        assert len(driver.find_element(By.ID, "layer").find_elements(By.TAG_NAME, "option")) == 2
         driver.save_screenshot(str(tmp_path / "page.png"))
         assert (tmp_path / "page.png").stat().st_size > 10_000
-        # the keyboard: Ctrl+Enter in the text box translates two lines, each shown as it is done (a stream)
+        # the keyboard: Ctrl+Enter in the text box translates two lines, each shown as it is done (a
+        # stream)
         source.clear()
         source.send_keys("a small house", Keys.SHIFT, Keys.ENTER, Keys.SHIFT, "the cat sat")
         source.send_keys(Keys.CONTROL, Keys.ENTER)
         wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "the first line after"))
         shown = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#results li button")]
         assert shown == [api_translation(server.url, s) for s in ("a small house", "the cat sat")]
-        assert all(b.is_enabled() for b in driver.find_elements(By.CSS_SELECTOR, "#results li button"))
+        assert all(b.is_enabled() for b in driver.find_elements(By.CSS_SELECTOR, "#results li "
+                                                                                 "button"))
         # a request the server refuses shows its message
         driver.execute_script("document.getElementById('beam').value = 99")
         driver.find_element(By.ID, "translate").click()

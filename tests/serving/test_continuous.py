@@ -84,16 +84,26 @@ def test_concurrent_requests_equal_single_requests(translator):
     """Mixed requests (1-3 sentences, beams 1 and 4, nbest, attention) at once: each answer is what
     the same request gets alone, and the running search held several sentences at a time."""
     bodies = [{"text": [s], "beam": 1 + 3 * (n % 2)} for n, s in enumerate(SHORT)]
-    bodies += [{"text": [LONG, "red", ""], "nbest": 2}, {"text": ["a dog runs", LONG], "attention": True}]
+    bodies += [
+        {"text": [LONG, "red", ""], "nbest": 2},
+        {"text": ["a dog runs", LONG], "attention": True},
+    ]
     app = create_app(translator, ServeSettings(batching="continuous"))
     with TestClient(app, base_url=LOCAL) as client:
         alone = [client.post("/v1/translate", json=body).json() for body in bodies]
         batcher = app.state.batcher
         total = sum(1 for body in bodies for line in body["text"] if line)
-        # after the first step, the worker waits until every other request has come: they join together
-        StepGate(batcher, after=len(batcher.history) + 1, until=lambda: batcher.waiting + batcher.busy >= total)
+        # after the first step, the worker waits until every other request has come: they join
+        # together
+        StepGate(
+            batcher,
+            after=len(batcher.history) + 1,
+            until=lambda: batcher.waiting + batcher.busy >= total,
+        )
         with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
-            together = list(pool.map(lambda body: client.post("/v1/translate", json=body).json(), bodies))
+            together = list(
+                pool.map(lambda body: client.post("/v1/translate", json=body).json(), bodies)
+            )
     for a, b in zip(alone, together):
         assert a["translations"] == b["translations"]
         assert a.get("hypotheses") == b.get("hypotheses")
@@ -135,7 +145,8 @@ def test_admission_is_first_come_whatever_the_budget_or_settings(translator):
         job.future.result(timeout=60)
     batcher.close()
     assert first.started < big.started <= min(job.started for job in behind)
-    assert big.started >= first.future.result().started + first.search_seconds - 1e-6  # after the first left
+    # after the first left
+    assert big.started >= first.future.result().started + first.search_seconds - 1e-6
     assert max(job.started for job in behind) <= other.started <= after.started
 
 
@@ -159,21 +170,28 @@ def test_a_vanished_client_leaves_the_running_search(translator):
 
 def test_close_finishes_what_is_queued_and_in_flight(translator):
     batcher = started_batcher(translator)
-    jobs = [batcher.submit([ids(translator, s)], DecodeConfig(beam=1 + n % 2)) for n, s in enumerate(SHORT)]
+    jobs = [
+        batcher.submit([ids(translator, s)], DecodeConfig(beam=1 + n % 2))
+        for n, s in enumerate(SHORT)
+    ]
     batcher.close()
     assert all(job.future.done() and job.remaining == 0 for job in jobs)
 
 
 def stream_lines(client, body) -> list[dict]:
     with client.stream("POST", "/v1/translate", json={**body, "stream": True}) as answer:
-        assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/x-ndjson")
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith(
+            "application/x-ndjson"
+        )
         return [json.loads(line) for line in answer.iter_lines() if line]
 
 
 @pytest.mark.parametrize("batching", ["continuous", "dynamic"])
 def test_a_streamed_request_gets_each_sentence_once_then_done(translator, batching):
     body = {"text": [LONG, "", "red", "a dog runs"], "nbest": 2, "attention": True}
-    with TestClient(create_app(translator, ServeSettings(batching=batching)), base_url=LOCAL) as client:
+    with TestClient(
+        create_app(translator, ServeSettings(batching=batching)), base_url=LOCAL
+    ) as client:
         whole = client.post("/v1/translate", json=body).json()
         lines = stream_lines(client, body)
     *sentences, last = lines
@@ -181,7 +199,10 @@ def test_a_streamed_request_gets_each_sentence_once_then_done(translator, batchi
     assert sorted(item["index"] for item in sentences) == [0, 1, 2, 3]
     for item in sentences:
         i = item["index"]
-        assert item["translation"] == whole["translations"][i] and item["hypotheses"] == whole["hypotheses"][i]
+        assert (
+            item["translation"] == whole["translations"][i]
+            and item["hypotheses"] == whole["hypotheses"][i]
+        )
         assert item.get("attention") == whole["attention"][i]
     if batching == "continuous":  # the short sentences were sent before the long one finished
         order = [item["index"] for item in sentences]

@@ -40,15 +40,21 @@ def test_a_served_model_answers_like_translate(served_run, start_server):
     port = free_port()
     server = start_server(served_run, "--beam", "3", port=port)
     assert server.url == f"http://127.0.0.1:{port}"
-    assert f"serving {served_run}" in server.text() and "device cpu, precision fp32" in server.text()
+    assert (
+        f"serving {served_run}" in server.text() and "device cpu, precision fp32" in server.text()
+    )
     assert call(server.url + "/health") == (200, {"status": "ready"})
-    expected = cli("translate", str(served_run), "--beam", "3", input="\n".join(SENTENCES) + "\n").stdout
+    expected = cli(
+        "translate", str(served_run), "--beam", "3", input="\n".join(SENTENCES) + "\n"
+    ).stdout
     status, body = call(server.url + "/v1/translate", {"text": SENTENCES})
     assert status == 200 and body["translations"] == expected.split("\n")[:-1]
     status, info = call(server.url + "/v1/model")
     assert status == 200 and info["search"]["beam"] == 3 and info["source_language"] == "en"
     status, metrics = call(server.url + "/metrics")
-    assert status == 200 and 'transduce_requests_total{path="/v1/translate",status="200"} 1' in metrics
+    assert (
+        status == 200 and 'transduce_requests_total{path="/v1/translate",status="200"} 1' in metrics
+    )
     status, page = call(server.url + "/")
     assert status == 200 and "<title>transduce" in page
     # a second server on the same port is a message, not a traceback
@@ -69,8 +75,11 @@ def test_slow_and_vanishing_clients_do_not_block_others(served_run, start_server
     gone = socket.create_connection((host, int(port)))
     gone.sendall(head + body)
     gone.close()  # a client that went away before its answer
-    for _ in range(3):  # each answered while the slow client holds its connection (a blocked server times out)
-        status, answer = call(server.url + "/v1/translate", {"text": ["a dog runs", "the cat sat"]}, timeout=30)
+    # each answered while the slow client holds its connection (a blocked server times out)
+    for _ in range(3):
+        status, answer = call(
+            server.url + "/v1/translate", {"text": ["a dog runs", "the cat sat"]}, timeout=30
+        )
         assert status == 200 and len(answer["translations"]) == 2
     slow.sendall(body[5:])  # the slow client finishes and gets its answer too
     reply = slow.recv(65536).decode()
@@ -88,9 +97,12 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, st
     server = start_server(served_run, "--batching", "dynamic", "--max-wait-ms", "10000")
     answers: dict[int, tuple] = {}
     bodies = [{"text": [s]} for s in ("the cat sat", "a dog runs", "red blue house")]
-    threads = [threading.Thread(target=lambda n=n: answers.__setitem__(n, call(server.url + "/v1/translate",
-                                                                                bodies[n])))
-               for n in range(3)]
+    threads = [
+        threading.Thread(
+            target=lambda n=n: answers.__setitem__(n, call(server.url + "/v1/translate", bodies[n]))
+        )
+        for n in range(3)
+    ]
     for thread in threads:
         thread.start()
 
@@ -108,7 +120,9 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, st
     for thread in threads:
         thread.join(300)
     assert late == (503, {"detail": "the server is stopping; it takes no new requests"})
-    expected = [cli("translate", str(served_run), input=b["text"][0] + "\n").stdout.strip() for b in bodies]
+    expected = [
+        cli("translate", str(served_run), input=b["text"][0] + "\n").stdout.strip() for b in bodies
+    ]
     assert [answers[n][0] for n in range(3)] == [200] * 3
     assert [answers[n][1]["translations"][0] for n in range(3)] == expected
     assert server.process.wait(300) == 0
@@ -124,7 +138,9 @@ def test_serve_without_the_extra_says_what_to_install(served_run, monkeypatch):
     assert result.returncode == 2 and "pip install 'transduce[serve]'" in result.stderr
 
 
-def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(served_run, start_server):
+def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(
+    served_run, start_server
+):
     server = start_server(served_run, "--body-timeout", "1")
     host, port = server.url.removeprefix("http://").split(":")
     body = json.dumps({"text": ["the cat sat"]}).encode()
@@ -149,7 +165,9 @@ def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(se
     trickling.settimeout(0.2)
     replies = {silent: b"", trickling: b""}
     for byte in range(len(head)):  # about 0.2 s a byte: well past the deadline before the head ends
-        try:  # (read first: a byte sent after the server closed would reset the connection, losing its answer)
+        # (read first: a byte sent after the server closed would reset the connection, losing its
+        # answer)
+        try:
             chunk = trickling.recv(65536)
             replies[trickling] += chunk
             if not chunk or b"408" in replies[trickling]:
@@ -174,7 +192,9 @@ def test_a_body_that_never_arrives_is_timed_out_and_foreign_hosts_are_refused(se
         connection.close()
         assert replies[connection].startswith(b"HTTP/1.1 408"), replies[connection]
         assert b"head did not arrive within 1 s" in replies[connection]
-    rebound = urllib.request.Request(server.url + "/v1/model", headers={"Host": f"rebinding.example:{port}"})
+    rebound = urllib.request.Request(
+        server.url + "/v1/model", headers={"Host": f"rebinding.example:{port}"}
+    )
     try:
         urllib.request.urlopen(rebound, timeout=30)
         raise AssertionError("a foreign Host was answered")

@@ -26,7 +26,8 @@ def test_more_processes_than_gpus_is_a_message_before_joining(two_processes, mon
     gpus(1)
     for rank in ("0", "1"):
         monkeypatch.setenv("LOCAL_RANK", rank)
-        with pytest.raises(TrainingError, match=r"2 processes on this machine, which has 1 GPU.*--nproc_per_node=1"):
+        with pytest.raises(TrainingError, match=r"2 processes on this machine, which has 1 "
+                                                r"GPU.*--nproc_per_node=1"):
             distributed.setup(torch.device("cuda"))
     assert not joined
 
@@ -38,4 +39,8 @@ def test_one_process_per_gpu_joins(two_processes, monkeypatch):
     monkeypatch.setattr(distributed.dist, "get_rank", lambda: 1)
     monkeypatch.setattr(distributed.dist, "get_world_size", lambda: 2)
     info = distributed.setup(torch.device("cuda"))
-    assert joined == [{"backend": "nccl"}] and info.device == torch.device("cuda", 1) and info.rank == 1
+    assert (
+        joined == [{"backend": "nccl"}]
+        and info.device == torch.device("cuda", 1)
+        and info.rank == 1
+    )

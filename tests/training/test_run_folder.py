@@ -33,9 +33,23 @@ def _trainer(data, out, resume=False) -> Trainer:
 
     vocab = json.loads((data / "meta.json").read_text())["vocab_size"]["src"]
     config = ModelConfig.preset("tiny", vocab_size=vocab)  # dropout 0.1: the RNG states matter
-    recipe = TrainConfig(max_tokens=400, warmup=5, max_steps=STEPS, valid_every=4, valid_share=0, save_minutes=0,
-                         save_every=5, log_every=100)
-    return Trainer(config, recipe, RunSettings(str(data), str(out), quiet=True), resume=resume, log=lambda *a: None)
+    recipe = TrainConfig(
+        max_tokens=400,
+        warmup=5,
+        max_steps=STEPS,
+        valid_every=4,
+        valid_share=0,
+        save_minutes=0,
+        save_every=5,
+        log_every=100,
+    )
+    return Trainer(
+        config,
+        recipe,
+        RunSettings(str(data), str(out), quiet=True),
+        resume=resume,
+        log=lambda *a: None,
+    )
 
 
 def _weights(run) -> dict:
@@ -43,7 +57,8 @@ def _weights(run) -> dict:
 
 
 def _signal_at(monkeypatch, moment: str, call: int, number=signal.SIGTERM, times: int = 1) -> None:
-    """Send ``number`` to this process (``times`` times) the ``call``-th time training reaches ``moment``."""
+    """Send ``number`` to this process (``times`` times) the ``call``-th time training reaches
+    ``moment``."""
     seen = {"n": 0}
 
     def fire():
@@ -80,7 +95,8 @@ def _signal_at(monkeypatch, moment: str, call: int, number=signal.SIGTERM, times
         raise ValueError(moment)
 
 
-MOMENTS = ["after the optimizer update, before the step counter", "in the forward pass", "while a batch is collated",
+MOMENTS = ["after the optimizer update, before the step "
+           "counter", "in the forward pass", "while a batch is collated",
            "during validation", "while a checkpoint is written"]
 
 
@@ -92,9 +108,11 @@ def uninterrupted(data, tmp_path_factory):
 
 
 def _draws(seed: int) -> list[tuple[str, int]]:
-    """The moments of the test, each at a call drawn with ``seed`` (every moment once, then more)."""
+    """The moments of the test, each at a call drawn with ``seed`` (every moment once, then
+    more)."""
     rng = random.Random(seed)
-    calls = {"during validation": 2, "while a checkpoint is written": 2}  # the times each moment comes before the end
+    # the times each moment comes before the end
+    calls = {"during validation": 2, "while a checkpoint is written": 2}
     draws = [(m, rng.randint(1, calls.get(m, 10))) for m in MOMENTS]
     for _ in range(2):
         moment = rng.choice(MOMENTS)
@@ -103,26 +121,35 @@ def _draws(seed: int) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("moment, call", _draws(seed=29), ids=lambda x: str(x))
-def test_a_graceful_stop_at_any_moment_resumes_exactly(data, uninterrupted, tmp_path, monkeypatch, moment, call):
+def test_a_graceful_stop_at_any_moment_resumes_exactly(
+    data, uninterrupted, tmp_path, monkeypatch, moment, call
+):
     run = tmp_path / "run"
     with monkeypatch.context() as patch:
         _signal_at(patch, moment, call)
         summary = _trainer(data, run).train()
     assert summary["stopped"] == "terminated (SIGTERM)" and summary["step"] <= STEPS
     stopped = list_checkpoints(run)[-1]
-    assert int(stopped.name[5:]) == summary["step"]  # the checkpoint is labelled with the step it holds
+    # the checkpoint is labelled with the step it holds
+    assert int(stopped.name[5:]) == summary["step"]
     _trainer(data, run, resume=True).train()
     resumed = _weights(run)
-    assert all(torch.equal(uninterrupted[k], resumed[k]) for k in uninterrupted), f"{moment}: the resumed run differs"
+    assert all(torch.equal(uninterrupted[k], resumed[k]) for k in uninterrupted), (
+        f"{moment}: the resumed run differs"
+    )
 
 
-def test_a_second_signal_stops_at_once_and_the_last_checkpoint_stands(data, uninterrupted, tmp_path, monkeypatch):
+def test_a_second_signal_stops_at_once_and_the_last_checkpoint_stands(
+    data, uninterrupted, tmp_path, monkeypatch
+):
     run = tmp_path / "run"
     trainer = _trainer(data, run)
-    trainer.tc = TrainConfig(**{**trainer.tc.to_dict(), "save_every": 3})  # (saves do not change the weights)
+    # (saves do not change the weights)
+    trainer.tc = TrainConfig(**{**trainer.tc.to_dict(), "save_every": 3})
     with monkeypatch.context() as patch:
         _signal_at(patch, "in the forward pass", 8, signal.SIGINT, times=2)
-        with pytest.raises(TrainingError, match=r"interrupted \(Ctrl-C\) again: stopped at once without saving"):
+        with pytest.raises(TrainingError, match=r"interrupted \(Ctrl-C\) again: stopped at once "
+                                                r"without saving"):
             trainer.train()
     assert [int(p.name[5:]) for p in list_checkpoints(run)] == [3, 6]  # nothing written at the stop
     _trainer(data, run, resume=True).train()
@@ -130,8 +157,10 @@ def test_a_second_signal_stops_at_once_and_the_last_checkpoint_stands(data, unin
     assert all(torch.equal(uninterrupted[k], resumed[k]) for k in uninterrupted)
 
 
-@pytest.mark.parametrize("damage", ["weights of another shape", "a progress field of the wrong type",
-                                    "weights linking out of the folder", "an rng state of the wrong kind"])
+@pytest.mark.parametrize("damage", ["weights of another "
+                                    "shape", "a progress field of the wrong type",
+                                    "weights linking out of the "
+                                    "folder", "an rng state of the wrong kind"])
 def test_resume_falls_back_from_a_damaged_newest_checkpoint(data, tmp_path, damage):
     import json
 
@@ -163,18 +192,27 @@ def test_resume_falls_back_from_a_damaged_newest_checkpoint(data, tmp_path, dama
     assert trainer.train()["step"] == STEPS
 
 
-def test_init_from_a_missing_or_different_model_is_refused_before_the_run_folder_exists(data, tmp_path):
+def test_init_from_a_missing_or_different_model_is_refused_before_the_run_folder_exists(
+    data, tmp_path
+):
     import json
 
     vocab = json.loads((data / "meta.json").read_text())["vocab_size"]["src"]
     recipe = TrainConfig(max_tokens=400, warmup=5, max_steps=2)
     small = tmp_path / "small"
-    Trainer(ModelConfig.preset("tiny", vocab_size=vocab, d_ff=128), recipe, RunSettings(str(data), str(small),
-            quiet=True), log=lambda *a: None).train()
-    for source, words in ((tmp_path / "nowhere", "does not exist"), (small, "its model differs in d_ff")):
+    Trainer(
+        ModelConfig.preset("tiny", vocab_size=vocab, d_ff=128),
+        recipe,
+        RunSettings(str(data), str(small), quiet=True),
+        log=lambda *a: None,
+    ).train()
+    for source, words in ((tmp_path / "nowhere", "does not exist"), (small, "its model differs in "
+                                                                            "d_ff")):
         settings = RunSettings(str(data), str(tmp_path / "run"), quiet=True, init_from=str(source))
         with pytest.raises(TrainingError, match=f"--init-from {source}: .*{words}"):
-            Trainer(ModelConfig.preset("tiny", vocab_size=vocab), recipe, settings, log=lambda *a: None)
+            Trainer(
+                ModelConfig.preset("tiny", vocab_size=vocab), recipe, settings, log=lambda *a: None
+            )
         assert not (tmp_path / "run").exists()
 
 

@@ -12,8 +12,12 @@ from .common import number
 def add_parser(sub) -> None:
     p = sub.add_parser("average", help="average the weights of a run's last checkpoints")
     p.add_argument("run_dir", help="a run directory (its checkpoints/ are averaged)")
-    p.add_argument("--last", type=number(int, 1, 1_000_000), default=5, help="how many of the latest checkpoints (paper: 5 base, 20 big)")
-    p.add_argument("--up-to-step", type=number(int, 0), help="only the checkpoints at or before this step (to average at a "
+    p.add_argument("--last", type=number(int, 1, 1_000_000), default=5, help="how many of the "
+                                                                             "latest checkpoints "
+                                                                             "(paper: 5 base, 20 "
+                                                                             "big)")
+    p.add_argument("--up-to-step", type=number(int, 0), help="only the checkpoints at or before "
+                                                             "this step (to average at a "
                                                   "budget's mark of a run that went on)")
     p.add_argument("--out", help="the averaged checkpoint folder (default: RUN_DIR/averaged)")
     p.set_defaults(run=run)
@@ -34,12 +38,13 @@ def run(args) -> int:
     if len(found) == 1 and args.last > 1:
         # the "average" would be a copy of the last step, which commands would then prefer to best/
         raise TransduceError(
-            f"{args.run_dir} has only one checkpoint ({found[0].name}); its average would be a copy of it, which "
-            f"commands would use instead of best/. Train on until there are more (checkpoints come every "
-            f"save_minutes=10 by default; --set save_every=N saves every N updates), or pass --last 1 to copy it "
-            f"to {out} anyway")
+            f"{args.run_dir} has only one checkpoint ({found[0].name}); its average would be a "
+            "copy of it, which commands would use instead of best/. Train on until there are more "
+            "(checkpoints come every save_minutes=10 by default; --set save_every=N saves every N "
+            f"updates), or pass --last 1 to copy it to {out} anyway")
     if len(found) < args.last:
-        print(f"note: only {len(found)} checkpoints exist; averaging all of them ({args.last} were asked for)")
+        print(f"note: only {len(found)} checkpoints exist; averaging all of them ({args.last} were "
+              "asked for)")
     chosen = found[-args.last :]
     check_output_dir(out, "checkpoint", chosen)  # before reading any weights
     average_checkpoints(chosen, out)

@@ -12,9 +12,10 @@ from ..errors import TransduceError
 
 
 def number(kind: type, low: Optional[float] = None, high: Optional[float] = None):
-    """The type of a numeric option: a finite ``kind`` (int or float) within ``[low, high]``; argparse
-    refuses anything else before any work, naming the option. Every numeric flag of every command
-    is parsed by one of these (a test checks), so NaN, infinity and absurd sizes never get in."""
+    """The type of a numeric option: a finite ``kind`` (int or float) within ``[low, high]``;
+    argparse refuses anything else before any work, naming the option. Every numeric flag of every
+    command is parsed by one of these (a test checks), so NaN, infinity and absurd sizes never get
+    in."""
     from ..config.fields import MAX_INT
 
     high = MAX_INT if high is None else high
@@ -23,12 +24,14 @@ def number(kind: type, low: Optional[float] = None, high: Optional[float] = None
         try:
             value = int(text) if kind is int else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") \
+            raise argparse.ArgumentTypeError(f"{text!r} is not "
+                                             f"{'an integer' if kind is int else 'a number'}") \
                 from None
         if kind is float and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if (low is not None and value < low) or value > high:
-            bounds = (f"at least {low}" if high == MAX_INT else f"from {low} to {high:,}") if low is not None \
+            bounds = (f"at least {low}" if high == MAX_INT else f"from {low} to "
+                                                                f"{high:,}") if low is not None \
                 else f"at most {high:,}"
             raise argparse.ArgumentTypeError(f"{text} is out of range: give a value {bounds}")
         return value
@@ -67,7 +70,9 @@ def set_threads(threads) -> int:
     return _set(threads)
 
 
-def add_decode_options(p, names: Optional[Sequence[str]] = None, defaults: Optional[dict] = None) -> None:
+def add_decode_options(
+    p, names: Optional[Sequence[str]] = None, defaults: Optional[dict] = None
+) -> None:
     """The search options, generated from ``DecodeConfig``'s declarations (one flag per field, its
     help, default and choices; ``names``: only these fields; ``defaults``: a command's own), then
     where the search runs (device, precision, threads, compilation)."""
@@ -82,21 +87,37 @@ def add_decode_options(p, names: Optional[Sequence[str]] = None, defaults: Optio
         if f.type in (bool, "bool"):
             g.add_argument(flag, action="store_true", help=f.metadata["help"])
         elif "choices" in f.metadata:
-            g.add_argument(flag, default=default, choices=f.metadata["choices"], help=f.metadata["help"])
+            g.add_argument(
+                flag, default=default, choices=f.metadata["choices"], help=f.metadata["help"]
+            )
         else:
-            g.add_argument(flag, type=config_number(DecodeConfig, f.name), default=default, help=f.metadata["help"])
+            g.add_argument(
+                flag,
+                type=config_number(DecodeConfig, f.name),
+                default=default,
+                help=f.metadata["help"],
+            )
     if names is not None:
         return
     g = p.add_argument_group("where it runs")
     g.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1, ...")
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16", "int8", "auto"], default="fp32",
-                   help="fp32 (exact), bf16 autocast, fp16 autocast (CUDA only), int8 weights (CPU; "
-                        "faster, BLEU within a few tenths), or auto (the device's float default)")
+                   help="fp32 (exact), bf16 autocast, fp16 autocast (CUDA only), int8 weights "
+                        "(CPU; faster, BLEU within a few tenths), or auto (the device's float "
+                        "default)")
     g.add_argument("--threads", type=THREADS, default=0,
-                   help="CPU threads (0: the cores other programs leave idle, measured at the start)")
-    g.add_argument("--compile", nargs="?", choices=["auto", "on", "off"], default="auto", const="on",
-                   help="capture the decode step with torch.compile, CUDA graphs on a GPU (same outputs): auto = "
-                        "eager, which measured faster on the CPUs and on a GPU (docs/inference.md)")
+                   help="CPU threads (0: the cores other programs leave idle, measured at the "
+                        "start)")
+    g.add_argument(
+        "--compile",
+        nargs="?",
+        choices=["auto", "on", "off"],
+        default="auto",
+        const="on",
+        help="capture the decode step with torch.compile, CUDA graphs on a GPU (same "
+        "outputs): auto = eager, which measured faster on the CPUs and on a GPU "
+        "(docs/inference.md)",
+    )
 
 
 SAMPLING_OPTIONS = ("sampling", "temperature", "top_k", "top_p", "seed")
@@ -137,7 +158,9 @@ def read_text_lines(path: str | Path, what: str = "") -> list[str]:
         path = text_files({what: str(path)})[what]
         return list(read_lines(path, advice="convert the file to UTF-8 first (e.g. with iconv)"))
     except DataError as error:
-        raise TransduceError(f"{what + ' ' if what and what not in str(error) else ''}{error}") from None
+        raise TransduceError(
+            f"{what + ' ' if what and what not in str(error) else ''}{error}"
+        ) from None
 
 
 def model_inputs(model) -> list[Path]:
@@ -173,7 +196,8 @@ def announce(model) -> None:
             print(warning, file=sys.stderr)
         print(f"using {choice.line()}", file=sys.stderr)
     if len(paths) > 1:
-        print(f"searching with an ensemble of these {len(paths)} models (their probabilities averaged at every step)",
+        print(f"searching with an ensemble of these {len(paths)} models (their probabilities "
+              "averaged at every step)",
               file=sys.stderr)
 
 

@@ -13,32 +13,48 @@ from ..config import ModelConfig, TrainConfig
 from ..errors import TransduceError
 from .common import THREADS, number, set_threads
 
-EXAMPLE = 321405  # "three hundred twenty-one thousand four hundred five": units before tens in German
+# "three hundred twenty-one thousand four hundred five": units before tens in German
+EXAMPLE = 321405
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="train and evaluate a tiny model on a built-in task (no download, no GPU)",
-                       description="Trains until the exact match on held-out validation numbers reaches --target "
-                                   "(checked every 200 steps) or a limit is reached, then scores 1,000 test "
-                                   "numbers and draws attention.")
+    p = sub.add_parser("demo", help="train and evaluate a tiny model on a built-in task (no "
+                                    "download, no GPU)",
+                       description="Trains until the exact match on held-out validation numbers "
+                                   "reaches --target (checked every 200 steps) or a limit is "
+                                   "reached, then scores 1,000 test numbers and draws attention.")
     p.add_argument("--lm", action="store_true",
-                   help="the decoder-only (GPT) demo instead: a tiny language model learns to count in English "
-                        "number words, then continues counts it has never seen")
-    p.add_argument("--out", default=None, help="folder for the data, the run and the pictures (default: "
-                                               "transduce-demo, or transduce-demo-lm with --lm)")
+                   help="the decoder-only (GPT) demo instead: a tiny language model learns to "
+                        "count in English number words, then continues counts it has never seen")
+    p.add_argument("--out", default=None, help="folder for the data, the run and the pictures "
+                                               "(default: transduce-demo, or transduce-demo-lm "
+                                               "with --lm)")
     p.add_argument("--target", type=number(float, 0, 1), default=0.98,
-                   help="stop training when this share of the validation numbers is translated exactly")
-    p.add_argument("--max-time", default="15m", help="the most training time (e.g. 90s, 10m); a busy or slow "
+                   help="stop training when this share of the validation numbers is translated "
+                        "exactly")
+    p.add_argument("--max-time", default="15m", help="the most training time (e.g. 90s, 10m); a "
+                                                     "busy or slow "
                                                       "machine needs longer, not fewer steps")
-    p.add_argument("--max-steps", type=number(int, 1), default=None, help="the most training steps (default: 8,000; with "
+    p.add_argument("--max-steps", type=number(int, 1), default=None, help="the most training "
+                                                                          "steps (default: 8,000; "
+                                                                          "with "
                                                                "--lm, 1,500)")
-    p.add_argument("--train-size", type=number(int, 1, 1_000_000), default=None, help="training numbers (default 30,000; with --lm, "
-                                                               "20,000 lines)")
-    p.add_argument("--test-size", type=number(int, 1, 1_000_000), default=1000, help="held-out test numbers (with --lm: counts)")
+    p.add_argument(
+        "--train-size",
+        type=number(int, 1, 1_000_000),
+        default=None,
+        help="training numbers (default 30,000; with --lm, 20,000 lines)",
+    )
+    p.add_argument(
+        "--test-size",
+        type=number(int, 1, 1_000_000),
+        default=1000,
+        help="held-out test numbers (with --lm: counts)",
+    )
     p.add_argument("--seed", type=number(int, 0), default=1, help="seed for the task and the model")
     p.add_argument("--threads", type=THREADS, default=1,
-                   help="CPU threads; 1 is as fast for this tiny model and does not fight other programs for "
-                        "cores (0: the idle cores)")
+                   help="CPU threads; 1 is as fast for this tiny model and does not fight other "
+                        "programs for cores (0: the idle cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=run)
 
@@ -49,17 +65,36 @@ def write_task(folder: Path, train: int, valid: int, test: int, seed: int) -> di
     numbers = splits(train, valid, test, seed)
     folder.mkdir(parents=True, exist_ok=True)
     for split, values in numbers.items():
-        (folder / f"{split}.en").write_text("".join(english(n) + "\n" for n in values), encoding="utf-8")
-        (folder / f"{split}.de").write_text("".join(german(n) + "\n" for n in values), encoding="utf-8")
+        (folder / f"{split}.en").write_text(
+            "".join(english(n) + "\n" for n in values), encoding="utf-8"
+        )
+        (folder / f"{split}.de").write_text(
+            "".join(german(n) + "\n" for n in values), encoding="utf-8"
+        )
     return numbers
 
 
-def demo_configs(vocab_size: int, max_time: float, max_steps: int, seed: int) -> tuple[ModelConfig, TrainConfig]:
+def demo_configs(
+    vocab_size: int, max_time: float, max_steps: int, seed: int
+) -> tuple[ModelConfig, TrainConfig]:
     model = ModelConfig.preset("tiny", vocab_size=vocab_size, dropout=0.0)
-    train = TrainConfig(max_tokens=3000, max_time=max_time, max_steps=max_steps, lr_schedule="inverse_sqrt_peak",
-                        peak_lr=3e-3, warmup=300, label_smoothing=0.1, valid_every=200, valid_max_sentences=300,
-                        valid_share=0.25, bleu_tokenize="char", log_every=100, save_minutes=0, keep_last=2,
-                        seed=seed)
+    train = TrainConfig(
+        max_tokens=3000,
+        max_time=max_time,
+        max_steps=max_steps,
+        lr_schedule="inverse_sqrt_peak",
+        peak_lr=3e-3,
+        warmup=300,
+        label_smoothing=0.1,
+        valid_every=200,
+        valid_max_sentences=300,
+        valid_share=0.25,
+        bleu_tokenize="char",
+        log_every=100,
+        save_minutes=0,
+        keep_last=2,
+        seed=seed,
+    )
     return model, train
 
 
@@ -95,26 +130,50 @@ def run(args) -> int:
           f"{len(numbers['test']):,} test numbers, disjoint")
     print("2/5 preparing: a joint SentencePiece BPE vocabulary and binarized data")
     raw = out / "raw"
-    meta = prepare(PrepareOptions(src="en", tgt="de", train_prefix=str(raw / "train"), valid_prefix=str(raw / "valid"),
-                                  test_prefix=str(raw / "test"), vocab_size=160), out / "data", log=None)
-    model_config, train_config = demo_configs(meta["vocab_size"]["src"], max_time, args.max_steps, args.seed)
+    meta = prepare(
+        PrepareOptions(
+            src="en",
+            tgt="de",
+            train_prefix=str(raw / "train"),
+            valid_prefix=str(raw / "valid"),
+            test_prefix=str(raw / "test"),
+            vocab_size=160,
+        ),
+        out / "data",
+        log=None,
+    )
+    model_config, train_config = demo_configs(
+        meta["vocab_size"]["src"], max_time, args.max_steps, args.seed
+    )
     run_dir = out / "run"
     remove_output(run_dir, "run")  # the demo always starts fresh: its own run, never anything else
-    print(f"3/5 training a tiny Transformer on the CPU until {100 * args.target:.0f}% of the validation numbers "
-          f"come out exactly (at most {max_time / 60:.0f} min or {args.max_steps:,} steps)")
+    print(f"3/5 training a tiny Transformer on the CPU until {100 * args.target:.0f}% of the "
+          f"validation numbers come out exactly (at most {max_time / 60:.0f} min or "
+          f"{args.max_steps:,} steps)")
 
     def at_target(result: dict) -> str | None:
-        print(f"    step {result['step']}: exact match {100 * result['exact']:.1f}% of {result['sentences']} "
-              f"validation numbers")
-        return f"the target of {100 * args.target:.0f}% exact" if result["exact"] >= args.target else None
+        print(f"    step {result['step']}: exact match {100 * result['exact']:.1f}% of "
+              f"{result['sentences']} validation numbers")
+        return (
+            f"the target of {100 * args.target:.0f}% exact"
+            if result["exact"] >= args.target
+            else None
+        )
 
-    trainer = Trainer(model_config, train_config, RunSettings(str(out / "data"), str(run_dir), device="cpu",
-                                                              precision="fp32", quiet=args.quiet),
-                      log=lambda *a: None, on_validate=at_target)
+    trainer = Trainer(
+        model_config,
+        train_config,
+        RunSettings(
+            str(out / "data"), str(run_dir), device="cpu", precision="fp32", quiet=args.quiet
+        ),
+        log=lambda *a: None,
+        on_validate=at_target,
+    )
     summary = trainer.train()
     reached = summary["stopped"].startswith("the target")
     print(f"    {summary['step']:,} steps in {summary['elapsed']:.0f} s: stopped at "
-          + (summary["stopped"] if reached else f"a limit ({summary['stopped']}) before the target"))
+          + (summary["stopped"] if reached else f"a limit ({summary['stopped']}) before the "
+                                                "target"))
 
     print("4/5 translating the held-out test numbers with beam search (beam 4)")
     translator = load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir, device="cpu")
@@ -127,7 +186,8 @@ def run(args) -> int:
     written.append(out / "test.hyp.de")
     for src, hyp, ref in list(zip(sources, hypotheses, references))[:5]:
         mark = "ok" if hyp == ref else "WRONG"
-        print(f"    {src}\n      -> {hyp}   [{mark}]" + ("" if hyp == ref else f" (reference: {ref})"))
+        print(f"    {src}\n      -> {hyp}   "
+              f"[{mark}]" + ("" if hyp == ref else f" (reference: {ref})"))
     print(f"    exact match: {100 * exact:.1f}%   sacreBLEU {bleu['bleu']:.1f} (character level)   "
           f"chrF {bleu['chrf']:.1f}")
 
@@ -140,28 +200,49 @@ def run(args) -> int:
     path, _ = draw(translator, example, None, str(out / "cross_attention.png"), kinds=("cross",))
     written.append(path)
     written.append(plot_training(run_dir, out / "curves.png"))
-    written.append(plot_positional_encoding(model_config.d_model, 40, out / "positional_encoding.png"))
+    written.append(
+        plot_positional_encoding(model_config.d_model, 40, out / "positional_encoding.png")
+    )
 
     print(f"\nexact match: {100 * exact:.1f}% on {len(references):,} held-out numbers "
-          f"(character-level sacreBLEU {bleu['bleu']:.1f}, chrF {bleu['chrf']:.1f}) in {time.time() - start:.0f} s")
+          f"(character-level sacreBLEU {bleu['bleu']:.1f}, chrF {bleu['chrf']:.1f}) in "
+          f"{time.time() - start:.0f} s")
     if not reached:
-        print(f"training stopped at a limit before the target: this machine was slower or busier than expected. "
-              f"Run it again with a longer --max-time (it took {summary['elapsed']:.0f} s for "
-              f"{summary['step']:,} steps), and close other programs that use the CPU")
+        print("training stopped at a limit before the target: this machine was slower or busier "
+              "than expected. Run it again with a longer --max-time (it took "
+              f"{summary['elapsed']:.0f} s for {summary['step']:,} steps), and close other "
+              "programs that use the CPU")
     print("files written:")
-    for label, path in [("task", raw), ("prepared data", out / "data"), ("run (checkpoints, metrics)", run_dir)] + \
+    for label, path in [("task", raw), ("prepared data", out / "data"), ("run (checkpoints, "
+                                                                         "metrics)", run_dir)] + \
             [(p.name, p) for p in written]:
         print(f"  {label:28s} {path}")
     print(f"try: transduce translate {run_dir} <<< 'forty-two thousand one hundred seven'")
     return 0
 
 
-def lm_configs(vocab_size: int, max_time: float, max_steps: int, seed: int) -> tuple[ModelConfig, TrainConfig]:
+def lm_configs(
+    vocab_size: int, max_time: float, max_steps: int, seed: int
+) -> tuple[ModelConfig, TrainConfig]:
     """The LM demo's model (``gpt-tiny`` with no dropout) and recipe."""
-    model = ModelConfig.preset("gpt-tiny", vocab_size=vocab_size, dropout=0.0, attention_dropout=0.0, mask_id=4)
-    train = TrainConfig(max_tokens=4096, block_size=128, max_time=max_time, max_steps=max_steps,
-                        lr_schedule="inverse_sqrt_peak", peak_lr=3e-3, warmup=200, label_smoothing=0.0,
-                        valid_every=250, log_every=100, save_minutes=0, keep_last=2, seed=seed)
+    model = ModelConfig.preset(
+        "gpt-tiny", vocab_size=vocab_size, dropout=0.0, attention_dropout=0.0, mask_id=4
+    )
+    train = TrainConfig(
+        max_tokens=4096,
+        block_size=128,
+        max_time=max_time,
+        max_steps=max_steps,
+        lr_schedule="inverse_sqrt_peak",
+        peak_lr=3e-3,
+        warmup=200,
+        label_smoothing=0.0,
+        valid_every=250,
+        log_every=100,
+        save_minutes=0,
+        keep_last=2,
+        seed=seed,
+    )
     return model, train
 
 
@@ -205,37 +286,55 @@ def run_lm(args) -> int:
     print(f"1/4 generating the language in {raw}: counting in English number words")
     splits = counting_splits(lines, 300, args.test_size, args.seed)
     for split in ("train", "valid"):
-        (raw / f"{split}.txt").write_text("".join(counting_line(s, n) + "\n" for s, n in splits[split]),
-                                          encoding="utf-8")
+        (raw / f"{split}.txt").write_text(
+            "".join(counting_line(s, n) + "\n" for s, n in splits[split]), encoding="utf-8"
+        )
     print(f"    e.g. {counting_line(*splits['train'][0])}")
     print("2/4 preparing: a SentencePiece vocabulary and the token stream")
-    meta = prepare_monolingual(raw / "train.txt", out / "data", raw / "valid.txt", vocab_size=200, log=None)
-    model_config, train_config = lm_configs(meta["vocab_size"]["src"], max_time, max_steps, args.seed)
+    meta = prepare_monolingual(
+        raw / "train.txt", out / "data", raw / "valid.txt", vocab_size=200, log=None
+    )
+    model_config, train_config = lm_configs(
+        meta["vocab_size"]["src"], max_time, max_steps, args.seed
+    )
     run_dir = out / "run"
     remove_output(run_dir, "run")  # the demo always starts fresh: its own run, never anything else
-    print(f"3/4 training a tiny decoder-only Transformer (gpt-tiny) on the CPU for {max_steps:,} steps "
-          f"(at most {max_time / 60:.0f} min)")
+    print(f"3/4 training a tiny decoder-only Transformer (gpt-tiny) on the CPU for {max_steps:,} "
+          f"steps (at most {max_time / 60:.0f} min)")
 
     def report(result: dict) -> None:
         print(f"    step {result['step']}: validation perplexity {result['ppl']:.2f}")
 
-    trainer = Trainer(model_config, train_config, RunSettings(str(out / "data"), str(run_dir), device="cpu",
-                                                              precision="fp32", quiet=args.quiet),
-                      log=lambda *a: None, on_validate=report)
+    trainer = Trainer(
+        model_config,
+        train_config,
+        RunSettings(
+            str(out / "data"), str(run_dir), device="cpu", precision="fp32", quiet=args.quiet
+        ),
+        log=lambda *a: None,
+        on_validate=report,
+    )
     summary = trainer.train()
-    print(f"    {summary['step']:,} steps in {summary['elapsed']:.0f} s ({summary['stopped']}); best validation "
-          f"perplexity {summary['best_ppl']:.2f}")
-    print(f"4/4 continuing {len(splits['test'])} counts that start at numbers no training line starts at")
-    lm = LanguageModel.load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir, "decoder-only", "cpu")
-    accuracy, examples = next_number_accuracy(lm, [s for s, _ in splits["test"]], DecodeConfig(beam=1))
+    print(f"    {summary['step']:,} steps in {summary['elapsed']:.0f} s ({summary['stopped']}); "
+          f"best validation perplexity {summary['best_ppl']:.2f}")
+    print(f"4/4 continuing {len(splits['test'])} counts that start at numbers no training line "
+          "starts at")
+    lm = LanguageModel.load(
+        run_dir / "best" if (run_dir / "best").is_dir() else run_dir, "decoder-only", "cpu"
+    )
+    accuracy, examples = next_number_accuracy(
+        lm, [s for s, _ in splits["test"]], DecodeConfig(beam=1)
+    )
     for prompt, text, expected in examples[:4]:
         mark = "ok" if text.split(",")[0].strip() == expected else f"WRONG, expected {expected}"
         print(f"    {prompt}{text}   [{mark}]")
     curves = plot_training(run_dir, out / "curves.png")
-    print(f"\nthe next number is right for {100 * accuracy:.1f}% of {len(examples)} held-out counts; validation "
-          f"perplexity {summary['best_ppl']:.2f} (per token) in {time.time() - start:.0f} s")
+    print(f"\nthe next number is right for {100 * accuracy:.1f}% of {len(examples)} held-out "
+          f"counts; validation perplexity {summary['best_ppl']:.2f} (per token) in "
+          f"{time.time() - start:.0f} s")
     print("files written:")
-    for label, path in [("language", raw), ("prepared data", out / "data"), ("run (checkpoints, metrics)", run_dir),
+    for label, path in [("language", raw), ("prepared data", out / "data"), ("run (checkpoints, "
+                                                                             "metrics)", run_dir),
                         (curves.name, curves)]:
         print(f"  {label:28s} {path}")
     print(f"try: transduce generate {run_dir} --prompt 'one hundred seven, one hundred eight,'")

@@ -21,9 +21,9 @@ from .common import (
 
 def add_parser(sub) -> None:
     p = sub.add_parser("evaluate", help="translate a test set and score it with sacreBLEU and chrF")
-    p.add_argument("model", nargs="*", help="a run directory or checkpoint (not needed with --hyp); a run "
-                                            "directory means its averaged/ while up to date, else best/, else the "
-                                            "newest checkpoint; "
+    p.add_argument("model", nargs="*", help="a run directory or checkpoint (not needed with "
+                                            "--hyp); a run directory means its averaged/ while up "
+                                            "to date, else best/, else the newest checkpoint; "
                                             "several: an ensemble")
     p.add_argument("--src", help="source sentences, one a line")
     p.add_argument("--ref", required=True, help="reference translations, one a line")
@@ -32,8 +32,9 @@ def add_parser(sub) -> None:
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     p.add_argument("--tokenize", help="sacreBLEU tokenizer (default: 13a)")
     p.add_argument("--paper-bleu", nargs="?", const="auto", metavar="LANG",
-                   help="also print the paper's tokenized BLEU (Moses tokenizer, German compound splitting; NOT "
-                        "comparable with sacreBLEU) for target language LANG (default: the model's)")
+                   help="also print the paper's tokenized BLEU (Moses tokenizer, German compound "
+                        "splitting; NOT comparable with sacreBLEU) for target language LANG "
+                        "(default: the model's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_decode_options(p)
     p.set_defaults(run=run)
@@ -43,55 +44,72 @@ def run(args) -> int:
     from ..config import BLEU_TOKENIZERS
 
     if args.tokenize is not None and args.tokenize not in BLEU_TOKENIZERS:
-        raise TransduceError(f"--tokenize {args.tokenize!r}: sacreBLEU's tokenizers are {', '.join(BLEU_TOKENIZERS)}")
+        raise TransduceError(f"--tokenize {args.tokenize!r}: sacreBLEU's tokenizers are "
+                             f"{', '.join(BLEU_TOKENIZERS)}")
     if args.nbest != 1:
-        raise TransduceError("--nbest: evaluate scores the best translation of each sentence; to see n-best "
-                             "lists, use `transduce translate --nbest N`")
+        raise TransduceError("--nbest: evaluate scores the best translation of each sentence; to "
+                             "see n-best lists, use `transduce translate --nbest N`")
     decode = decode_config(args)
     if args.paper_bleu == "auto" and args.hyp:
-        raise TransduceError("--paper-bleu with --hyp: name the target language, e.g. --paper-bleu de")
+        raise TransduceError("--paper-bleu with --hyp: name the target language, e.g. "
+                             "--paper-bleu de")
     if args.paper_bleu:
         from ..evaluate import moses_tokenizer
 
         moses_tokenizer()  # found missing before any translating
     if args.save_hyp:
-        check_output_file(args.save_hyp, [p for p in (args.src, args.ref, args.hyp, *model_inputs(args.model)) if p],
-                          "--save-hyp")
-    files = text_files({"--src": args.src, "--ref": args.ref, "--hyp": args.hyp})  # every missing one named
-    args.src, args.ref, args.hyp = (str(files[flag]) if flag in files else None for flag in ("--src", "--ref", "--hyp"))
+        check_output_file(
+            args.save_hyp,
+            [p for p in (args.src, args.ref, args.hyp, *model_inputs(args.model)) if p],
+            "--save-hyp",
+        )
+    # every missing one named
+    files = text_files({"--src": args.src, "--ref": args.ref, "--hyp": args.hyp})
+    args.src, args.ref, args.hyp = (
+        str(files[flag]) if flag in files else None for flag in ("--src", "--ref", "--hyp")
+    )
     refs = read_text_lines(args.ref, "--ref")
     if not refs:
         raise TransduceError(f"--ref {args.ref} is empty: there is nothing to score")
     if args.hyp:
         hyps = read_text_lines(args.hyp, "--hyp")
         if len(hyps) != len(refs):
-            raise TransduceError(f"--hyp {args.hyp} has {len(hyps)} lines but --ref {args.ref} has {len(refs)}; "
-                                 "they must be aligned line by line")
+            raise TransduceError(f"--hyp {args.hyp} has {len(hyps)} lines but --ref {args.ref} has "
+                                 f"{len(refs)}; they must be aligned line by line")
         model = None
     else:
         if not args.model or not args.src:
-            raise TransduceError("give a model and --src to translate, or --hyp to score existing output")
+            raise TransduceError("give a model and --src to translate, or --hyp to score existing "
+                                 "output")
         from .. import load
 
         srcs = read_text_lines(args.src, "--src")
         if len(srcs) != len(refs):
-            raise TransduceError(f"--src {args.src} has {len(srcs)} lines but --ref {args.ref} has {len(refs)}; "
-                                 "source and reference must be aligned line by line")
+            raise TransduceError(f"--src {args.src} has {len(srcs)} lines but --ref {args.ref} has "
+                                 f"{len(refs)}; source and reference must be aligned line by line")
         set_threads(args.threads)
-        translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
+        translator = load(
+            args.model, device=args.device, precision=args.precision, compile=args.compile
+        )
         announce(args.model)
         model = describe(translator)
         hyps = translator.translate(srcs, decode=decode, progress=True)
         if args.save_hyp:
-            write_text(args.save_hyp, "".join(h + "\n" for h in hyps), [args.src, args.ref, translator.folder],
-                       what="--save-hyp")
+            write_text(
+                args.save_hyp,
+                "".join(h + "\n" for h in hyps),
+                [args.src, args.ref, translator.folder],
+                what="--save-hyp",
+            )
     result = score(hyps, refs, lowercase=args.lowercase, tokenize=args.tokenize)
     if model is not None:
         result["checkpoint"] = model
     if args.paper_bleu:
         from ..evaluate import PAPER_BLEU_NOTE, paper_bleu
 
-        language = args.paper_bleu if args.paper_bleu != "auto" else translator.info.get("tgt") or "en"
+        language = (
+            args.paper_bleu if args.paper_bleu != "auto" else translator.info.get("tgt") or "en"
+        )
         result.update(paper_bleu=paper_bleu(hyps, refs, language), paper_bleu_language=language,
                       paper_bleu_note=PAPER_BLEU_NOTE)
     if args.json:
@@ -102,5 +120,6 @@ def run(args) -> int:
         print(f"BLEU {result['bleu']:.2f}  ({result['bleu_signature']})")
         print(f"chrF {result['chrf']:.2f}  ({result['chrf_signature']})")
         if args.paper_bleu:
-            print(f"paper BLEU {result['paper_bleu']:.2f}  ({result['paper_bleu_language']}: {PAPER_BLEU_NOTE})")
+            print(f"paper BLEU {result['paper_bleu']:.2f}  ({result['paper_bleu_language']}: "
+                  f"{PAPER_BLEU_NOTE})")
     return 0

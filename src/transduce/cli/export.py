@@ -7,10 +7,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser("export", help="export a model to Hugging Face (Marian) or CTranslate2")
     p.add_argument("model", help="a run directory or checkpoint folder")
     p.add_argument("--to", choices=["hf", "ctranslate2"], required=True,
-                   help="hf: a MarianMTModel folder for transformers; ctranslate2: a CTranslate2 model folder")
+                   help="hf: a MarianMTModel folder for transformers; ctranslate2: a CTranslate2 "
+                        "model folder")
     p.add_argument("out", help="the folder to write")
-    p.add_argument("--quantization", choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
-                   help="CTranslate2 weight quantization")
+    p.add_argument(
+        "--quantization",
+        choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
+        help="CTranslate2 weight quantization",
+    )
     p.set_defaults(run=run)
 
 

@@ -9,12 +9,19 @@ from .common import SAMPLING_OPTIONS, THREADS, add_decode_options, number
 
 def add_parser(sub) -> None:
     p = sub.add_parser("generate", help="continue a prompt with a decoder-only (GPT) model",
-                       description="Prints the prompt and its continuation, token by token as they are decided "
-                                   "(greedy and sampling; beam search prints at the end). A continuation ends at "
-                                   "the end of a line (the model's eos) or after --max-new-tokens.")
+                       description="Prints the prompt and its continuation, token by token as "
+                                   "they are decided (greedy and sampling; beam search prints at "
+                                   "the end). A continuation ends at the end of a line (the "
+                                   "model's eos) or after --max-new-tokens.")
     p.add_argument("model", help="a run directory or checkpoint folder of a decoder-only model")
-    p.add_argument("--prompt", default="", help="the text to continue (empty: from the start of a line)")
-    p.add_argument("--max-new-tokens", type=number(int, 1, 1_000_000), default=100, help="at most this many new tokens")
+    p.add_argument("--prompt", default="", help="the text to continue (empty: from the start of a "
+                                                "line)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=number(int, 1, 1_000_000),
+        default=100,
+        help="at most this many new tokens",
+    )
     add_decode_options(p, ("beam", "alpha", "min_len", *SAMPLING_OPTIONS), defaults={"beam": 1})
     p.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16", "auto"], default="fp32")
@@ -31,8 +38,8 @@ def run(args) -> int:
         raise TransduceError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
     decode = decode_config(args)
     if args.min_len >= args.max_new_tokens:
-        raise TransduceError(f"--min-len {args.min_len} leaves no room for the end within --max-new-tokens "
-                             f"{args.max_new_tokens}")
+        raise TransduceError(f"--min-len {args.min_len} leaves no room for the end within "
+                             f"--max-new-tokens {args.max_new_tokens}")
     announce(args.model)
     set_threads(args.threads)
     lm = LanguageModel.load(args.model, "decoder-only", args.device, args.precision)

@@ -1,13 +1,16 @@
-"""``transduce import-hf``: a Hugging Face MarianMTModel (or GPT2LMHeadModel) folder -> a run directory."""
+"""``transduce import-hf``: a Hugging Face MarianMTModel (or GPT2LMHeadModel) folder -> a run
+directory."""
 
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("import-hf", help="import a Hugging Face MarianMTModel folder (e.g. opus-mt), or a "
-                                         "GPT2LMHeadModel or BertForMaskedLM folder (weights only: their tokenizers "
-                                         "are not SentencePiece)")
-    p.add_argument("hf_dir", help="folder with config.json, model.safetensors (or pytorch_model.bin), and for "
+    p = sub.add_parser("import-hf", help="import a Hugging Face MarianMTModel folder (e.g. "
+                                         "opus-mt), or a GPT2LMHeadModel or BertForMaskedLM "
+                                         "folder (weights only: their tokenizers are not "
+                                         "SentencePiece)")
+    p.add_argument("hf_dir", help="folder with config.json, model.safetensors (or "
+                                  "pytorch_model.bin), and for "
                                   "Marian source.spm, target.spm, vocab.json")
     p.add_argument("--out", required=True, help="the run directory to write")
     p.set_defaults(run=run)
@@ -20,7 +23,8 @@ def run(args) -> int:
     folder = import_hf(args.hf_dir, args.out)
     architecture = read_info(folder)["model"].get("architecture", "encoder-decoder")
     if architecture != "encoder-decoder":
-        print(f"imported {args.hf_dir} into {folder} (a model of the {architecture} architecture, without a tokenizer: use it from "
+        print(f"imported {args.hf_dir} into {folder} (a model of the {architecture} architecture, "
+              "without a tokenizer: use it from "
               "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
     else:
         print(f"imported {args.hf_dir} into {folder}; try: transduce translate {args.out}")

@@ -81,10 +81,11 @@ def print_counts(config: ModelConfig) -> None:
 
 
 def describe_run(path: Path) -> int:
-    """What a run directory (or a checkpoint folder) holds, read from its files; loads no weights."""
+    """What a run directory (or a checkpoint folder) holds, read from its files; loads no
+    weights."""
     from ..checkpoint import list_checkpoints, read_info
     from ..choice import choose, describe_checkpoint
-    from ..files import read_json
+    from ..reading import read_json
 
     choice = choose(path)  # a missing or empty path is a message here
     info = read_info(choice.folder)

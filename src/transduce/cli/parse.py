@@ -7,30 +7,42 @@ import sys
 from contextlib import nullcontext
 
 from ..errors import TransduceError
-from .common import add_decode_options, announce, decode_config, model_inputs, number, set_threads, text_files
+from .common import (
+    add_decode_options,
+    announce,
+    decode_config,
+    model_inputs,
+    number,
+    set_threads,
+    text_files,
+)
 from .translate import UTF8_ADVICE, _stdin_lines, windows
 
 
 def add_parser(sub) -> None:
     from ..parser import PARSING
 
-    p = sub.add_parser("parse", help="parse tokenized sentences into constituency trees with a model trained on a "
-                                     "treebank (prepare --trees)",
-                       description="One sentence a line, its words split by spaces (tokenized as the treebank "
-                                   "is); one tree a line out, in Penn bracketing, each word under the placeholder "
-                                   "tag XX. The search is constrained: every output is a tree over exactly the "
-                                   "line's words. An empty line gives an empty line.")
+    p = sub.add_parser("parse", help="parse tokenized sentences into constituency trees with a "
+                                     "model trained on a treebank (prepare --trees)",
+                       description="One sentence a line, its words split by spaces (tokenized as "
+                                   "the treebank is); one tree a line out, in Penn bracketing, "
+                                   "each word under the placeholder tag XX. The search is "
+                                   "constrained: every output is a tree over exactly the line's "
+                                   "words. An empty line gives an empty line.")
     p.add_argument("model", help="a run directory or checkpoint folder of a parser")
-    p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
-    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
+    p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: "
+                                   "stdin)")
+    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, "
+                                    "renamed at the end")
     p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
-                   help="parse at most this many lines at a time (sorted by length within the window)")
+                   help="parse at most this many lines at a time (sorted by length within the "
+                        "window)")
     p.add_argument("--unconstrained", action="store_true",
-                   help="search without the constraint and repair each output into a tree (to measure what the "
-                        "constraint is worth)")
+                   help="search without the constraint and repair each output into a tree (to "
+                        "measure what the constraint is worth)")
     p.add_argument("--scores", action="store_true",
-                   help="write each tree after its score and a tab (the length-normalized log-probability: "
-                        "the parser's confidence)")
+                   help="write each tree after its score and a tab (the length-normalized "
+                        "log-probability: the parser's confidence)")
     add_decode_options(p, defaults=PARSING)
     p.set_defaults(run=run)
 
@@ -44,10 +56,14 @@ def run(args) -> int:
     if args.input is not None:
         args.input = str(text_files({"--input": args.input})["--input"])
     if args.output:
-        check_output_file(args.output, [p for p in (args.input, *model_inputs([args.model])) if p], "--output")
+        check_output_file(
+            args.output, [p for p in (args.input, *model_inputs([args.model])) if p], "--output"
+        )
     set_threads(args.threads)
     announce([args.model])
-    parser = Parser.load(args.model, device=args.device, precision=args.precision, compile=args.compile)
+    parser = Parser.load(
+        args.model, device=args.device, precision=args.precision, compile=args.compile
+    )
     interactive = args.input is None and sys.stdin.isatty()
     if interactive:
         print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)

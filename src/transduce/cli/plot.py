@@ -6,10 +6,12 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("plot", help="plot a run's loss, validation BLEU and learning rate (several runs: compared)")
+    p = sub.add_parser("plot", help="plot a run's loss, validation BLEU and learning rate "
+                                    "(several runs: compared)")
     p.add_argument("run_dirs", nargs="+", metavar="run_dir",
                    help="run directories (each's metrics.jsonl); several are drawn over each other")
-    p.add_argument("--out", help="the PNG to write (default for one run: RUN_DIR/curves.png; needed for several)")
+    p.add_argument("--out", help="the PNG to write (default for one run: RUN_DIR/curves.png; "
+                                 "needed for several)")
     p.set_defaults(run=run)
 
 

@@ -6,41 +6,63 @@ from .common import number
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("prepare", help="train a SentencePiece vocabulary and binarize parallel (or monolingual) text",
-                       description="Parallel text: reads PREFIX.LANG or PREFIX.LANG.gz for each split. Monolingual "
-                                   "text (for the language models, --preset gpt-* or bert-*): --monolingual --train "
-                                   "FILE [--valid FILE].")
+    p = sub.add_parser("prepare", help="train a SentencePiece vocabulary and binarize parallel "
+                                       "(or monolingual) text",
+                       description="Parallel text: reads PREFIX.LANG or PREFIX.LANG.gz for each "
+                                   "split. Monolingual text (for the language models, --preset "
+                                   "gpt-* or bert-*): --monolingual --train FILE [--valid FILE].")
     p.add_argument("--train-prefix", help="e.g. DIR/train for DIR/train.en(.gz), DIR/train.de(.gz)")
-    p.add_argument("--valid-prefix", help="validation files (for validation loss and BLEU during training)")
+    p.add_argument("--valid-prefix", help="validation files (for validation loss and BLEU during "
+                                          "training)")
     p.add_argument("--test-prefix", help="test files (kept as text for `evaluate`)")
     p.add_argument("--src", help="source language suffix, e.g. en")
     p.add_argument("--tgt", help="target language suffix, e.g. de")
     p.add_argument("--trees", action="store_true",
-                   help="the splits are treebanks, PREFIX.trees(.gz) in Penn bracketing: prepare a parser's data "
-                        "(the words as source, the linearized trees as target, a closed target vocabulary)")
+                   help="the splits are treebanks, PREFIX.trees(.gz) in Penn bracketing: prepare "
+                        "a parser's data (the words as source, the linearized trees as target, a "
+                        "closed target vocabulary)")
     p.add_argument("--monolingual", action="store_true",
-                   help="one text for a language model: --train FILE (and --valid FILE), no languages")
-    p.add_argument("--train", help="with --monolingual: the training text (plain or .gz, one line a sentence or "
-                                   "paragraph)")
-    p.add_argument("--valid", help="with --monolingual: the validation text (for validation perplexity)")
+                   help="one text for a language model: --train FILE (and --valid FILE), no "
+                        "languages")
+    p.add_argument("--train", help="with --monolingual: the training text (plain or .gz, one line "
+                                   "a sentence or paragraph)")
+    p.add_argument("--valid", help="with --monolingual: the validation text (for validation "
+                                   "perplexity)")
     p.add_argument("--out", required=True, help="the prepared dataset's folder")
     p.add_argument("--tokenizer", metavar="MODEL",
-                   help="encode with the tokenizer of this run or checkpoint (one trained here or imported from "
-                        "Hugging Face) instead of training a vocabulary: the data for fine-tuning that model")
+                   help="encode with the tokenizer of this run or checkpoint (one trained here or "
+                        "imported from Hugging Face) instead of training a vocabulary: the data "
+                        "for fine-tuning that model")
     p.add_argument("--vocab-size", type=number(int, 8, 10**7), default=None,
                    help="SentencePiece vocabulary size (default 8000; paper: ~37,000 on WMT)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--joint", dest="joint", action="store_true", default=None,
                        help="one vocabulary for both languages (default; the paper's shared BPE)")
-    group.add_argument("--separate", dest="joint", action="store_false", help="one vocabulary per language")
-    p.add_argument("--model-type", choices=["bpe", "unigram"], default=None, help="SentencePiece model type (default bpe)")
-    p.add_argument("--max-len", type=number(int, 1, 1_000_000), default=256, help="drop training pairs longer than this (tokens)")
-    p.add_argument("--max-ratio", type=number(float, 1, 10**6), default=3.0, help="drop training pairs with a longer length ratio")
+    group.add_argument("--separate", dest="joint", action="store_false", help="one vocabulary per "
+                                                                              "language")
+    p.add_argument(
+        "--model-type",
+        choices=["bpe", "unigram", "word"],
+        default=None,
+        help="SentencePiece model type (default bpe); word: whole words, the rarest as <unk> (a "
+        "parser's source: one token a word)",
+    )
+    p.add_argument(
+        "--max-len",
+        type=number(int, 1, 1_000_000),
+        default=256,
+        help="drop training pairs longer than this (tokens)",
+    )
+    p.add_argument("--max-ratio", type=number(float, 1, 10**6), default=3.0, help="drop training "
+                                                                                  "pairs with a "
+                                                                                  "longer length "
+                                                                                  "ratio")
     p.add_argument("--vocab-sample", type=number(int, 1, 10**10), default=None,
                    help="train the vocabulary on at most this many lines (default 1,000,000)")
     p.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict",
                    help="strict: stop at invalid UTF-8; replace: replace bad bytes")
-    p.add_argument("--threads", type=number(int, 1, 1024), default=2, help="threads for SentencePiece")
+    p.add_argument("--threads", type=number(int, 1, 1024), default=2, help="threads for "
+                                                                           "SentencePiece")
     p.add_argument("--force", action="store_true", help="prepare again even if nothing changed")
     p.set_defaults(run=run)
 
@@ -49,9 +71,16 @@ def run(args) -> int:
     from ..data.prepare import PrepareOptions, prepare
     from ..errors import TransduceError
 
-    vocabulary = [flag for flag, value in (("--vocab-size", args.vocab_size), ("--joint/--separate", args.joint),
-                                           ("--model-type", args.model_type), ("--vocab-sample", args.vocab_sample))
-                  if value is not None]
+    vocabulary = [
+        flag
+        for flag, value in (
+            ("--vocab-size", args.vocab_size),
+            ("--joint/--separate", args.joint),
+            ("--model-type", args.model_type),
+            ("--vocab-sample", args.vocab_sample),
+        )
+        if value is not None
+    ]
     if args.trees:
         _tree_defaults(args, vocabulary)
     if args.tokenizer and (vocabulary or args.monolingual):
@@ -63,32 +92,61 @@ def run(args) -> int:
     args.model_type = args.model_type or "bpe"
     args.vocab_sample = 1_000_000 if args.vocab_sample is None else args.vocab_sample
     if args.monolingual:
-        given = [flag for flag, value in (("--train-prefix", args.train_prefix), ("--valid-prefix", args.valid_prefix),
-                                          ("--test-prefix", args.test_prefix), ("--src", args.src), ("--tgt", args.tgt))
-                 if value]
+        given = [
+            flag
+            for flag, value in (
+                ("--train-prefix", args.train_prefix),
+                ("--valid-prefix", args.valid_prefix),
+                ("--test-prefix", args.test_prefix),
+                ("--src", args.src),
+                ("--tgt", args.tgt),
+            )
+            if value
+        ]
         if given:
-            raise TransduceError(f"--monolingual reads one text per split (--train FILE, --valid FILE): "
-                                 f"{', '.join(given)} belong to parallel text")
+            raise TransduceError("--monolingual reads one text per split (--train FILE, --valid "
+                                 f"FILE): {', '.join(given)} belong to parallel text")
         if not args.train:
-            raise TransduceError("--monolingual needs --train FILE (and, for validation perplexity, --valid FILE)")
+            raise TransduceError("--monolingual needs --train FILE (and, for validation "
+                                 "perplexity, --valid FILE)")
         return _monolingual(args)
     if args.train or args.valid:
-        raise TransduceError("--train/--valid name the files of monolingual text: add --monolingual, or give "
-                             "parallel text with --train-prefix/--valid-prefix")
-    missing = [flag for flag, value in (("--train-prefix", args.train_prefix), ("--src", args.src), ("--tgt", args.tgt))
-               if not value]
+        raise TransduceError("--train/--valid name the files of monolingual text: add "
+                             "--monolingual, or give parallel text with "
+                             "--train-prefix/--valid-prefix")
+    missing = [
+        flag
+        for flag, value in (
+            ("--train-prefix", args.train_prefix),
+            ("--src", args.src),
+            ("--tgt", args.tgt),
+        )
+        if not value
+    ]
     if missing:
-        raise TransduceError(f"parallel text needs {', '.join(missing)} (or --monolingual --train FILE for a "
-                             "language model)")
+        raise TransduceError(f"parallel text needs {', '.join(missing)} (or --monolingual --train "
+                             "FILE for a language model)")
 
-    options = PrepareOptions(src=args.src, tgt=args.tgt, train_prefix=args.train_prefix,
-                             valid_prefix=args.valid_prefix, test_prefix=args.test_prefix,
-                             vocab_size=args.vocab_size, joint=args.joint, model_type=args.model_type,
-                             max_len=args.max_len, max_ratio=args.max_ratio, vocab_sample=args.vocab_sample,
-                             encoding_errors=args.encoding_errors, threads=args.threads, tokenizer=args.tokenizer,
-                             trees=args.trees)
+    options = PrepareOptions(
+        src=args.src,
+        tgt=args.tgt,
+        train_prefix=args.train_prefix,
+        valid_prefix=args.valid_prefix,
+        test_prefix=args.test_prefix,
+        vocab_size=args.vocab_size,
+        joint=args.joint,
+        model_type=args.model_type,
+        max_len=args.max_len,
+        max_ratio=args.max_ratio,
+        vocab_sample=args.vocab_sample,
+        encoding_errors=args.encoding_errors,
+        threads=args.threads,
+        tokenizer=args.tokenizer,
+        trees=args.trees,
+    )
     meta = prepare(options, args.out, force=args.force)
-    print(f"prepared {args.out}: " + (f"the tokenizer of {meta['tokenizer_from']}, " if args.tokenizer else "")
+    print(f"prepared {args.out}: "
+          "" + (f"the tokenizer of {meta['tokenizer_from']}, " if args.tokenizer else "")
           + f"vocabulary {meta['vocab_size']['src']}"
           + ("" if meta["joint"] else f"/{meta['vocab_size']['tgt']}") + ", splits "
           + ", ".join(f"{k} {v['pairs']:,}" for k, v in meta["splits"].items()))
@@ -99,21 +157,39 @@ def _tree_defaults(args, vocabulary: list[str]) -> None:
     """A treebank's sides are named by what they hold; its target vocabulary is closed."""
     from ..errors import TransduceError
 
-    clashing = [flag for flag, value in (("--src", args.src), ("--tgt", args.tgt), ("--monolingual", args.monolingual),
-                                         ("--tokenizer", args.tokenizer), ("--joint", args.joint is True))
-                if value]
+    clashing = [
+        flag
+        for flag, value in (
+            ("--src", args.src),
+            ("--tgt", args.tgt),
+            ("--monolingual", args.monolingual),
+            ("--tokenizer", args.tokenizer),
+            ("--joint", args.joint is True),
+        )
+        if value
+    ]
     if clashing:
-        raise TransduceError(f"--trees reads the words and the trees from PREFIX.trees: {', '.join(clashing)} cannot "
-                             "apply; leave them out (--vocab-size and --model-type shape the words' vocabulary)")
+        raise TransduceError("--trees reads the words and the trees from PREFIX.trees: "
+                             f"{', '.join(clashing)} cannot apply; leave them out (--vocab-size "
+                             "and --model-type shape the words' vocabulary)")
     args.src, args.tgt, args.joint = "words", "tree", False
 
 
 def _monolingual(args) -> int:
     from ..data.monolingual import prepare_monolingual
 
-    meta = prepare_monolingual(args.train, args.out, args.valid, vocab_size=args.vocab_size,
-                               model_type=args.model_type, vocab_sample=args.vocab_sample,
-                               encoding_errors=args.encoding_errors, threads=args.threads, force=args.force)
-    print(f"prepared {args.out}: monolingual, vocabulary {meta['vocab_size']['src']} (with <mask>), splits "
+    meta = prepare_monolingual(
+        args.train,
+        args.out,
+        args.valid,
+        vocab_size=args.vocab_size,
+        model_type=args.model_type,
+        vocab_sample=args.vocab_sample,
+        encoding_errors=args.encoding_errors,
+        threads=args.threads,
+        force=args.force,
+    )
+    print(f"prepared {args.out}: monolingual, vocabulary {meta['vocab_size']['src']} (with "
+          "<mask>), splits "
           + ", ".join(f"{k} {v['tokens']:,} tokens" for k, v in meta["splits"].items()))
     return 0

@@ -27,7 +27,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="serve a model over HTTP, with continuous batching and a page that shows attention",
+    p = sub.add_parser("serve", help="serve a model over HTTP, with continuous batching and a "
+                                     "page that shows attention",
                        description="Serve a model over HTTP: POST /v1/translate, GET /v1/model, "
                                    "/health, /metrics, the page at / and the API's documentation "
                                    "at /docs. Needs the serve extra: pip install "
@@ -36,7 +37,9 @@ def add_parser(sub) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
                         "network, without authentication)")
-    p.add_argument("--port", type=number(int, 0, 65_535), default=8000, help="the port (0: a free one, printed at the start)")
+    p.add_argument("--port", type=number(int, 0, 65_535), default=8000, help="the port (0: a free "
+                                                                             "one, printed at the "
+                                                                             "start)")
     g = p.add_argument_group("batching and limits")
     g.add_argument("--batching", choices=["auto", "continuous", "dynamic", "off", "on"],
                    default="auto",
@@ -50,12 +53,29 @@ def add_parser(sub) -> None:
                         "within this of the last (at most 5x this in all); continuous: a few "
                         "arrivals wait at most this long for company before they join the running "
                         "search")
-    g.add_argument("--max-request-sentences", type=number(int, 1, 1_000_000), default=64, help="sentences per request")
-    g.add_argument("--max-chars", type=number(int, 1, 10**8), default=2000, help="characters per sentence")
-    g.add_argument("--max-body-bytes", type=number(int, 1, 2**40), default=1_000_000, help="bytes per request body")
+    g.add_argument(
+        "--max-request-sentences",
+        type=number(int, 1, 1_000_000),
+        default=64,
+        help="sentences per request",
+    )
+    g.add_argument("--max-chars", type=number(int, 1, 10**8), default=2000, help="characters per "
+                                                                                 "sentence")
+    g.add_argument(
+        "--max-body-bytes",
+        type=number(int, 1, 2**40),
+        default=1_000_000,
+        help="bytes per request body",
+    )
     g.add_argument("--queue-limit", type=number(int, 1, 10**8), default=1024,
-                   help="sentences waiting at most; beyond it requests get 503 (memory stays bounded)")
-    g.add_argument("--max-beam", type=config_number(DecodeConfig, "beam"), default=16, help="the largest beam a request may ask for")
+                   help="sentences waiting at most; beyond it requests get 503 (memory stays "
+                        "bounded)")
+    g.add_argument(
+        "--max-beam",
+        type=config_number(DecodeConfig, "beam"),
+        default=16,
+        help="the largest beam a request may ask for",
+    )
     g.add_argument("--drain-timeout", type=number(float, 0, 86_400), default=30.0,
                    help="seconds a stopping server gives requests in flight to finish")
     g.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -80,11 +100,20 @@ def _settings(args):
         raise TransduceError(f"--beam {decode.beam} is more than --max-beam {args.max_beam}: raise "
                              "--max-beam or lower --beam")
     try:
-        return ServeSettings(decode=decode, max_wait_ms=args.max_wait_ms, batching="dynamic" if args.batching == "on" else args.batching,
-                             max_request_sentences=args.max_request_sentences, max_chars=args.max_chars,
-                             max_body_bytes=args.max_body_bytes, queue_limit=args.queue_limit,
-                             max_beam=args.max_beam, drain_timeout=args.drain_timeout, host=args.host,
-                             allowed_hosts=tuple(args.allow_host), body_timeout=args.body_timeout)
+        return ServeSettings(
+            decode=decode,
+            max_wait_ms=args.max_wait_ms,
+            batching="dynamic" if args.batching == "on" else args.batching,
+            max_request_sentences=args.max_request_sentences,
+            max_chars=args.max_chars,
+            max_body_bytes=args.max_body_bytes,
+            queue_limit=args.queue_limit,
+            max_beam=args.max_beam,
+            drain_timeout=args.drain_timeout,
+            host=args.host,
+            allowed_hosts=tuple(args.allow_host),
+            body_timeout=args.body_timeout,
+        )
     except ValueError as error:
         text, name = str(error), str(error).split(" ")[0]
         if name in {f.name for f in fields(ServeSettings)}:
@@ -99,7 +128,8 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
-        raise TransduceError(f"--host {host}: not an address of this machine ({error.strerror})") from None
+        raise TransduceError(f"--host {host}: not an address of this machine "
+                             f"({error.strerror})") from None
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -107,8 +137,12 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as error:
         sock.close()
-        hint = "; another program (or another transduce serve) uses it: choose another --port, or 0 for a free one" \
-            if error.errno in (98, 48, 10048) else ""
+        hint = (
+            "; another program (or another transduce serve) uses it: choose another --port, or 0 "
+            "for a free one"
+            if error.errno in (98, 48, 10048)
+            else ""
+        )
         raise TransduceError(f"cannot listen on {host}:{port}: {error.strerror}{hint}") from None
     sock.listen(2048)
     sock.setblocking(False)
@@ -140,7 +174,9 @@ def run(args) -> int:
     try:
         threads = set_threads(args.threads)
         started = time.monotonic()
-        translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
+        translator = load(
+            args.model, device=args.device, precision=args.precision, compile=args.compile
+        )
         compiled = compile_choice(args.compile, translator.device, translator.precision)
         translator.prepare_compile(compiled)
         app = create_app(translator, settings, compiled=compiled)
@@ -155,7 +191,8 @@ def run(args) -> int:
     mode, why = batching_mode(settings, compiled, translator.device)
     budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} sentences"
     described = {"continuous": f"continuous ({budget} in flight)",
-                 "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} ms)", "off": "off"}
+                 "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} "
+                            "ms)", "off": "off"}
     print(f"device {translator.device}, precision {translator.precision}, {threads} "
           f"thread(s){', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; "
           f"batching {described[mode]}",
@@ -165,7 +202,8 @@ def run(args) -> int:
     if args.host not in LOOPBACK:
         print(f"warning: listening on {args.host}: anyone who can reach this machine can use the "
               "model (there is no authentication)", file=sys.stderr)
-    print(f"open {url} (the API's documentation: {url}docs); Ctrl+C stops", file=sys.stderr, flush=True)
+    print(f"open {url} (the API's documentation: {url}docs); Ctrl+C "
+          "stops", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, lifespan="on",
                             http=head_deadline(settings.body_timeout),
                             timeout_graceful_shutdown=max(1, int(settings.drain_timeout)))

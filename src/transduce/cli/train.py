@@ -8,58 +8,88 @@ from pathlib import Path
 
 from ..config import PRECISIONS, ModelConfig, TrainConfig, split_overrides
 from ..errors import TransduceError
-from ..files import read_json
+from ..reading import read_json
 from ..training.recipe import RECIPES, apply_recipe, describe_schedule
 from .common import THREADS, config_number, parse_sets, set_threads
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train a model on a prepared dataset",
-                       description="Options are resolved in this order: preset, --config FILE.toml "
-                                   "([model] and [train] tables, optional top-level preset), --set KEY=VALUE, "
-                                   "then the explicit flags below. With --resume, the run's saved configuration "
-                                   "is the base and every option given overrides it (each change is printed); "
-                                   "the model itself cannot change.")
+                       description="Options are resolved in this order: preset, --config "
+                                   "FILE.toml ([model] and [train] tables, optional top-level "
+                                   "preset), --set KEY=VALUE, then the explicit flags below. With "
+                                   "--resume, the run's saved configuration is the base and every "
+                                   "option given overrides it (each change is printed); the model "
+                                   "itself cannot change.")
     p.add_argument("data_dir", help="a folder written by `transduce prepare`")
     p.add_argument("--out", required=True, help="the run directory (checkpoints, metrics, config)")
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
                    help="model preset (a new run without one uses base, the paper's)")
     p.add_argument("--recipe", choices=list(RECIPES), default=None,
-                   help="the learning-rate schedule of a new run when you give none of its options (a peak_lr "
-                        "alone implies lr_schedule=inverse_sqrt_peak; finetune keeps the options you give): auto scales "
-                        "warmup to the data (4 epochs, 100 to 4000 steps) with a peak of 1e-3 (7e-4 above "
-                        "d_model 256), which learns on a few thousand pairs in minutes; paper: warmup 4000, "
-                        "lr = d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (§5.3); finetune (with --init-from): "
-                        "warmup of one epoch (50 to 1000 updates) to a tenth of auto's peak, then the same decay, "
-                        "validation before the first update and early stopping (patience 5)")
+                   help="the learning-rate schedule of a new run when you give none of its "
+                        "options (a peak_lr alone implies lr_schedule=inverse_sqrt_peak; finetune "
+                        "keeps the options you give): auto scales warmup to the data (4 epochs, "
+                        "100 to 4000 steps) with a peak of 1e-3 (7e-4 above d_model 256), which "
+                        "learns on a few thousand pairs in minutes; paper: warmup 4000, lr = "
+                        "d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (§5.3); finetune (with "
+                        "--init-from): warmup of one epoch (50 to 1000 updates) to a tenth of "
+                        "auto's peak, then the same decay, validation before the first update and "
+                        "early stopping (patience 5)")
     p.add_argument("--config", help="a TOML file with [model] and [train] tables")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any model or training option (model.KEY / train.KEY to be explicit)")
-    p.add_argument("--max-tokens", type=config_number(TrainConfig, "max_tokens"), help="tokens per batch and side, per device (paper: ~25k)")
-    p.add_argument("--update-freq", type=config_number(TrainConfig, "update_freq"), help="batches accumulated per update")
-    p.add_argument("--max-steps", type=config_number(TrainConfig, "max_steps"), help="stop after this many updates in all")
-    p.add_argument("--max-epochs", type=config_number(TrainConfig, "max_epochs"), help="stop after this many epochs in all")
-    p.add_argument("--max-time", help="training time limit for the whole run, resumes included: 3600, 90m, 1.5h")
-    p.add_argument("--more-time", help="with --resume: train this much longer than the run has so far (e.g. 10m)")
-    p.add_argument("--seed", type=config_number(TrainConfig, "seed"), help="seed for weights, dropout and batch order (new runs)")
+                   help="override any model or training option (model.KEY / train.KEY to be "
+                        "explicit)")
+    p.add_argument(
+        "--max-tokens",
+        type=config_number(TrainConfig, "max_tokens"),
+        help="tokens per batch and side, per device (paper: ~25k)",
+    )
+    p.add_argument(
+        "--update-freq",
+        type=config_number(TrainConfig, "update_freq"),
+        help="batches accumulated per update",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=config_number(TrainConfig, "max_steps"),
+        help="stop after this many updates in all",
+    )
+    p.add_argument(
+        "--max-epochs",
+        type=config_number(TrainConfig, "max_epochs"),
+        help="stop after this many epochs in all",
+    )
+    p.add_argument("--max-time", help="training time limit for the whole run, resumes included: "
+                                      "3600, 90m, 1.5h")
+    p.add_argument("--more-time", help="with --resume: train this much longer than the run has so "
+                                       "far (e.g. 10m)")
+    p.add_argument("--seed", type=config_number(TrainConfig, "seed"), help="seed for weights, "
+                                                                           "dropout and batch "
+                                                                           "order (new runs)")
     p.add_argument("--ema", type=config_number(TrainConfig, "ema"), metavar="DECAY",
-                   help="keep an exponential moving average of the weights (e.g. 0.999), written as RUN/ema/")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N, mps")
+                   help="keep an exponential moving average of the weights (e.g. 0.999), written "
+                        "as RUN/ema/")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, "
+                                                    "cuda:N, mps")
     p.add_argument("--precision", choices=list(PRECISIONS), default="auto",
-                   help="autocast precision; auto: bf16 on a CUDA GPU with bf16 or a CPU that multiplies bf16 "
-                        "natively (AVX512-BF16 or AMX), else fp32; fp16 (CUDA only) uses a gradient scaler")
+                   help="autocast precision; auto: bf16 on a CUDA GPU with bf16 or a CPU that "
+                        "multiplies bf16 natively (AVX512-BF16 or AMX), else fp32; fp16 (CUDA "
+                        "only) uses a gradient scaler")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--threads", type=THREADS, default=0,
-                   help="CPU threads (0: the cores other programs leave idle, measured at the start)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+                   help="CPU threads (0: the cores other programs leave idle, measured at the "
+                        "start)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its "
+                                                         "latest checkpoint")
     p.add_argument("--init-from", metavar="MODEL",
-                   help="start from the weights of a run or checkpoint (one of yours or one imported with "
-                        "import-hf); its model is the new run's (dropout may change), and the data must be prepared "
-                        "with its tokenizer (prepare --tokenizer MODEL)")
+                   help="start from the weights of a run or checkpoint (one of yours or one "
+                        "imported with import-hf); its model is the new run's (dropout may "
+                        "change), and the data must be prepared with its tokenizer (prepare "
+                        "--tokenizer MODEL)")
     p.add_argument("--valid-extra", metavar="PREFIX",
-                   help="a second validation set, PREFIX.SRC and PREFIX.TGT (or .gz) raw text, scored beside the "
-                        "main one (while fine-tuning on a new domain: the general domain's BLEU, to see what is "
-                        "forgotten)")
+                   help="a second validation set, PREFIX.SRC and PREFIX.TGT (or .gz) raw text, "
+                        "scored beside the main one (while fine-tuning on a new domain: the "
+                        "general domain's BLEU, to see what is forgotten)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -70,7 +100,8 @@ def parse_duration(text: str | None, flag: str = "--max-time") -> float | None:
         return None
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([smh]?)\s*", str(text))
     if not match:
-        raise TransduceError(f"{flag} {text!r}: expected seconds or a number with s, m or h (e.g. 90m)")
+        raise TransduceError(f"{flag} {text!r}: expected seconds or a number with s, m or h (e.g. "
+                             "90m)")
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
@@ -80,13 +111,15 @@ def _read_toml(path: str) -> dict:
     else:  # pragma: no cover
         import tomli as tomllib
     if Path(path).is_dir():
-        raise TransduceError(f"--config {path} is a folder; give a TOML file (such as recipes/multi30k/small.toml)")
+        raise TransduceError(f"--config {path} is a folder; give a TOML file (such as "
+                             "recipes/multi30k/small.toml)")
     try:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TransduceError(f"--config {path}: no such file") from None
     except UnicodeDecodeError as error:
-        raise TransduceError(f"--config {path}: not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+        raise TransduceError(f"--config {path}: not UTF-8 text (byte {error.start}); save it as "
+                             "UTF-8") from None
     except OSError as error:
         raise TransduceError(f"--config {path}: cannot be read ({error.strerror})") from None
     except tomllib.TOMLDecodeError as error:
@@ -112,8 +145,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
     saved_path = Path(args.out) / "config.json"
     start = StartingPoint.read(args.init_from) if args.init_from and not args.resume else None
     if args.recipe == "finetune" and start is None and not args.resume:
-        raise TransduceError("--recipe finetune continues a trained model: give --init-from MODEL (a run or checkpoint "
-                             "of yours, or one imported with `transduce import-hf`)")
+        raise TransduceError("--recipe finetune continues a trained model: give --init-from MODEL "
+                             "(a run or checkpoint of yours, or one imported with `transduce "
+                             "import-hf`)")
     toml = _read_toml(args.config) if args.config else {}
     unknown = set(toml) - {"preset", "model", "train"}
     if unknown:
@@ -128,9 +162,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
         raise TransduceError(f"--config {args.config}: preset = {preset!r} is not one of "
                              f"{', '.join(ModelConfig.preset_names())}")
     if args.resume and saved_path.is_file() and args.recipe is not None:
-        print(f"warning: --recipe {args.recipe} is not used on --resume: {args.out} keeps the schedule it was trained "
-              "with (its config.json); to change it, give its fields with --set (lr_schedule, warmup, peak_lr, "
-              "lr_factor)", file=sys.stderr)
+        print(f"warning: --recipe {args.recipe} is not used on --resume: {args.out} keeps the "
+              "schedule it was trained with (its config.json); to change it, give its fields with "
+              "--set (lr_schedule, warmup, peak_lr, lr_factor)", file=sys.stderr)
     if args.resume and saved_path.is_file():
         # The saved run is the base: a resumed run continues its own recipe, whatever the defaults.
         saved = read_json(saved_path, "--resume: the run's configuration")
@@ -141,8 +175,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
             raise TransduceError(f"{saved_path} is damaged ({error}); start a new run") from None
         saved_preset = saved.get("settings", {}).get("extra", {}).get("preset")
         if preset is not None and saved_preset is not None and preset != saved_preset:
-            raise TransduceError(f"--resume: {args.out} was trained with the preset {saved_preset!r}, not "
-                                 f"{preset!r}; resume with the same preset (or none) or start a new run")
+            raise TransduceError(f"--resume: {args.out} was trained with the preset "
+                                 f"{saved_preset!r}, not {preset!r}; resume with the same preset "
+                                 "(or none) or start a new run")
         preset = saved_preset or preset
     elif start is not None and preset is None:  # the model of the checkpoint it starts from
         model = ModelConfig.from_dict(start.info["model"])
@@ -155,11 +190,23 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
     train = train.with_overrides(toml.get("train", {}))
     model_sets, train_sets = split_overrides(parse_sets(args.set))
     model = model.with_overrides(model_sets)
-    flags = {"max_tokens": args.max_tokens, "update_freq": args.update_freq, "max_steps": args.max_steps,
-             "max_epochs": args.max_epochs, "max_time": parse_duration(args.max_time), "seed": args.seed,
-             "ema": args.ema}
-    train = train.with_overrides({**train_sets, **{k: v for k, v in flags.items() if v is not None}})
-    given = set(toml.get("train", {})) | set(train_sets) | {k for k, v in flags.items() if v is not None}
+    flags = {
+        "max_tokens": args.max_tokens,
+        "update_freq": args.update_freq,
+        "max_steps": args.max_steps,
+        "max_epochs": args.max_epochs,
+        "max_time": parse_duration(args.max_time),
+        "seed": args.seed,
+        "ema": args.ema,
+    }
+    train = train.with_overrides(
+        {**train_sets, **{k: v for k, v in flags.items() if v is not None}}
+    )
+    given = (
+        set(toml.get("train", {}))
+        | set(train_sets)
+        | {k for k, v in flags.items() if v is not None}
+    )
     new_run = not (args.resume and saved_path.is_file())
     train, from_recipe = apply_recipe(train, model, args.data_dir, args.recipe, given, new_run)
     if start is not None:
@@ -172,7 +219,12 @@ class StartingPoint:
     label smoothing it was trained with (its run's config.json; the default where it has none)."""
 
     def __init__(self, folder: Path, info: dict, label_smoothing: float, source: str) -> None:
-        self.folder, self.info, self.label_smoothing, self.source = folder, info, label_smoothing, source
+        self.folder, self.info, self.label_smoothing, self.source = (
+            folder,
+            info,
+            label_smoothing,
+            source,
+        )
 
     @classmethod
     def read(cls, path: str) -> "StartingPoint":
@@ -196,21 +248,32 @@ class StartingPoint:
 
     def describe(self, model: ModelConfig, train: TrainConfig, recipe: str | None) -> str:
         """What the new run keeps of the model it starts from and what it changes."""
-        theirs = ModelConfig.from_dict(self.info["model"]).to_dict()  # (fields added since: their defaults)
-        changed = [f"{k} {theirs.get(k)} -> {v}" for k, v in model.to_dict().items() if theirs.get(k) != v]
+        # (fields added since: their defaults)
+        theirs = ModelConfig.from_dict(self.info["model"]).to_dict()
+        changed = [f"{k} {theirs.get(k)} -> "
+                   f"{v}" for k, v in model.to_dict().items() if theirs.get(k) != v]
         kept = f"{model.encoder_layers}+{model.decoder_layers} layers, d_model {model.d_model}" + \
             ("" if theirs.get("dropout") != model.dropout else f", dropout {model.dropout}")
-        lines = [f"starting from {self.folder} (step {self.info.get('step', '?')}): keeping its model ({kept})"
-                 + (f", changing {', '.join(changed)}" if changed else "")
-                 + f"; label smoothing {train.label_smoothing}"
-                 + (f" (from {self.source})" if train.label_smoothing == self.label_smoothing else "")]
+        lines = [
+            f"starting from {self.folder} (step {self.info.get('step', '?')}): keeping its model "
+            f"({kept})"
+            + (f", changing {', '.join(changed)}" if changed else "")
+            + f"; label smoothing {train.label_smoothing}"
+            + (f" (from {self.source})" if train.label_smoothing == self.label_smoothing else "")
+        ]
         if recipe == "finetune":
-            lines.append("fine-tuning: " + ("validating before the first update; " if train.valid_at_start else "")
-                         + (f"stopping after {train.patience} validations without a better BLEU" if train.patience
-                            else "no early stopping"))
+            lines.append(
+                "fine-tuning: "
+                + ("validating before the first update; " if train.valid_at_start else "")
+                + (
+                    f"stopping after {train.patience} validations without a better BLEU"
+                    if train.patience
+                    else "no early stopping"
+                )
+            )
         elif recipe in (None, "auto"):
-            lines.append("note: the auto schedule is the one of training from scratch; --recipe finetune continues "
-                         "a trained model with a tenth of its learning rate")
+            lines.append("note: the auto schedule is the one of training from scratch; --recipe "
+                         "finetune continues a trained model with a tenth of its learning rate")
         return "\n".join(lines)
 
 
@@ -218,16 +281,19 @@ def run(args) -> int:
     from ..runtime import bound_kernel_cache, pick_device, resolve_precision
     from ..training import RunSettings, Trainer
 
-    bound_kernel_cache()  # before the first kernel: the varying batch shapes would fill the default ones
+    # before the first kernel: the varying batch shapes would fill the default ones
+    bound_kernel_cache()
 
     threads = set_threads(args.threads)
     device = pick_device(args.device)
     precision = resolve_precision(args.precision, device)
     more_time = parse_duration(args.more_time, "--more-time")
     if more_time is not None and not args.resume:
-        raise TransduceError("--more-time continues a run: use it with --resume (a new run takes --max-time)")
+        raise TransduceError("--more-time continues a run: use it with --resume (a new run takes "
+                             "--max-time)")
     if more_time is not None and args.max_time is not None:
-        raise TransduceError("give --max-time (for the whole run) or --more-time (from now on), not both")
+        raise TransduceError("give --max-time (for the whole run) or --more-time (from now on), "
+                             "not both")
     from ..data import load_meta
 
     meta = load_meta(args.data_dir)
@@ -235,22 +301,51 @@ def run(args) -> int:
     valid_extra = args.valid_extra
     if valid_extra is None and args.resume and (Path(args.out) / "config.json").is_file():
         saved = read_json(Path(args.out) / "config.json", "--resume: the run's configuration")
-        valid_extra = saved.get("settings", {}).get("valid_extra")  # the run keeps its second validation set
-    settings = RunSettings(data_dir=str(args.data_dir), run_dir=str(args.out), device=str(device),
-                           precision=precision, compile=args.compile, quiet=args.quiet, init_from=args.init_from,
-                           more_time=more_time, valid_extra=valid_extra, extra={"preset": preset})
+        # the run keeps its second validation set
+        valid_extra = saved.get("settings", {}).get("valid_extra")
+    settings = RunSettings(
+        data_dir=str(args.data_dir),
+        run_dir=str(args.out),
+        device=str(device),
+        precision=precision,
+        compile=args.compile,
+        quiet=args.quiet,
+        init_from=args.init_from,
+        more_time=more_time,
+        valid_extra=valid_extra,
+        extra={"preset": preset},
+    )
     trainer = Trainer(model_config, train_config, settings, resume=args.resume)
     params = trainer.model.num_parameters()["total"]
-    trainer.log(f"training a {params:,}-parameter model on {device} ({precision}"
-                + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if device.type == "cpu" else "") + "), "
-                + (f"{len(trainer.train_set):,} tokens in blocks of {trainer.tc.block_size}" if trainer.lm else
-                   f"{len(trainer.train_indices if trainer.train_indices is not None else trainer.train_set):,} pairs")
-                + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}")
-    trainer.log(describe_schedule(trainer.tc, model_config) +
-                ("" if args.resume else f" (--recipe {args.recipe or 'auto'})" if from_recipe else " (as given)"))
+    trainer.log(
+        f"training a {params:,}-parameter model on {device} ({precision}"
+        + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if device.type == "cpu" else "")
+        + "), "
+        + (
+            f"{len(trainer.train_set):,} tokens in blocks of {trainer.tc.block_size}"
+            if trainer.lm
+            else f"{len(_train_pairs(trainer)):,} pairs"
+        )
+        + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}"
+    )
+    trainer.log(
+        describe_schedule(trainer.tc, model_config)
+        + (
+            ""
+            if args.resume
+            else f" (--recipe {args.recipe or 'auto'})"
+            if from_recipe
+            else " (as given)"
+        )
+    )
     trainer.train()
     trainer.log(next_commands(args.out, args.data_dir, meta, model_config.architecture))
     return 0
+
+
+def _train_pairs(trainer):
+    """The training pairs a run draws from (the indices it kept, or the whole set)."""
+    return trainer.train_indices if trainer.train_indices is not None else trainer.train_set
 
 
 def next_commands(run, data_dir, meta: dict, architecture: str = "encoder-decoder") -> str:
@@ -259,7 +354,13 @@ def next_commands(run, data_dir, meta: dict, architecture: str = "encoder-decode
         return f"next: transduce generate {run} --prompt \"...\""
     if architecture == "encoder-only":
         return f"next: transduce fill-mask {run} \"... <mask> ...\""
-    split = "test" if "test" in meta.get("splits", {}) else "valid" if "valid" in meta.get("splits", {}) else None
+    split = (
+        "test"
+        if "test" in meta.get("splits", {})
+        else "valid"
+        if "valid" in meta.get("splits", {})
+        else None
+    )
     lines = ["next:"]
     if meta.get("trees"):
         if split:
@@ -271,5 +372,6 @@ def next_commands(run, data_dir, meta: dict, architecture: str = "encoder-decode
     if split:
         src, ref = (Path(data_dir) / f"{split}.{meta[side]}.txt" for side in ("src", "tgt"))
         lines.append(f"  transduce evaluate {run} --src {src} --ref {ref}")
-    lines.append(f"  transduce translate {run} < input.{meta.get('src', 'src')} > output.{meta.get('tgt', 'tgt')}")
+    lines.append(f"  transduce translate {run} < input.{meta.get('src', 'src')} > "
+                 f"output.{meta.get('tgt', 'tgt')}")
     return "\n".join(lines)

@@ -16,21 +16,33 @@ from contextlib import nullcontext
 from typing import Iterator
 
 from ..errors import TransduceError
-from .common import add_decode_options, announce, decode_config, model_inputs, number, set_threads, text_files
+from .common import (
+    add_decode_options,
+    announce,
+    decode_config,
+    model_inputs,
+    number,
+    set_threads,
+    text_files,
+)
 
 UTF8_ADVICE = "translate reads UTF-8: convert the text first (e.g. with iconv)"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("translate", help="translate text with a trained model")
-    p.add_argument("model", nargs="+", help="a run directory or checkpoint folder (a run: averaged/ while up to "
-                                            "date, else best/, else the newest checkpoint); several: an ensemble, their "
+    p.add_argument("model", nargs="+", help="a run directory or checkpoint folder (a run: "
+                                            "averaged/ while up to date, else best/, else the "
+                                            "newest checkpoint); several: an ensemble, their "
                                             "probabilities averaged at every step")
-    p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: stdin)")
-    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, renamed at the end")
+    p.add_argument("--input", help="a text file, one sentence a line, plain or .gz (default: "
+                                   "stdin)")
+    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, "
+                                    "renamed at the end")
     p.add_argument("--prefix", help="force every translation to start with this text")
     p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
-                   help="translate at most this many lines at a time (sorted by length within the window)")
+                   help="translate at most this many lines at a time (sorted by length within the "
+                        "window)")
     add_decode_options(p)
     p.set_defaults(run=run)
 
@@ -93,11 +105,16 @@ def run(args) -> int:
     if args.window < 1:
         raise TransduceError(f"--window {args.window}: must be at least 1")
     if args.input is not None:
-        args.input = str(text_files({"--input": args.input})["--input"])  # (input.gz when only that exists)
+        # (input.gz when only that exists)
+        args.input = str(text_files({"--input": args.input})["--input"])
     if args.output:
-        check_output_file(args.output, [p for p in (args.input, *model_inputs(args.model)) if p], "--output")
+        check_output_file(
+            args.output, [p for p in (args.input, *model_inputs(args.model)) if p], "--output"
+        )
     set_threads(args.threads)
-    translator = load(args.model, device=args.device, precision=args.precision, compile=args.compile)
+    translator = load(
+        args.model, device=args.device, precision=args.precision, compile=args.compile
+    )
     announce(args.model)
     interactive = args.input is None and sys.stdin.isatty()
     if interactive:
@@ -110,11 +127,15 @@ def run(args) -> int:
         for window in windows(lines, 1 if interactive else args.window):
             prefixes = [args.prefix] * len(window) if args.prefix else None
             if decode.nbest > 1:
-                results = translator.translate_nbest(window, decode, first_line=done + 1, prefixes=prefixes)
+                results = translator.translate_nbest(
+                    window, decode, first_line=done + 1, prefixes=prefixes
+                )
                 text = "".join(f"{done + i}\t{score:.4f}\t{hyp}\n" for i, hyps in enumerate(results)
                                for hyp, score in hyps)
             else:
-                results = translator.translate(window, decode, first_line=done + 1, prefixes=prefixes)
+                results = translator.translate(
+                    window, decode, first_line=done + 1, prefixes=prefixes
+                )
                 text = "".join(r + "\n" for r in results)
             out.write(text)
             out.flush()

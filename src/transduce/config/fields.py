@@ -16,7 +16,8 @@ def choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         hint = difflib.get_close_matches(str(value), allowed, n=1)
         extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-        raise ValueError(f"{name}={value!r} is not supported{extra}; choose one of {', '.join(allowed)}")
+        raise ValueError(f"{name}={value!r} is not supported{extra}; choose one of "
+                         f"{', '.join(allowed)}")
 
 
 def unknown_key_error(key: str, known: list[str], what: str) -> ValueError:
@@ -27,8 +28,9 @@ def unknown_key_error(key: str, known: list[str], what: str) -> ValueError:
     elif len(known) <= 12:
         extra = f" (known: {', '.join(sorted(known))})"
     else:
-        extra = (f"; none of the {len(known)} known names is close (the config classes' docstrings list them: "
-                 "python -c 'import transduce; help(transduce.ModelConfig)', or TrainConfig)")
+        extra = (f"; none of the {len(known)} known names is close (the config classes' docstrings "
+                 "list them: python -c 'import transduce; help(transduce.ModelConfig)', or "
+                 "TrainConfig)")
     return ValueError(f"unknown {what} option {key!r}{extra}")
 
 
@@ -43,30 +45,38 @@ class ConfigMixin:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
-        """A config from JSON-like ``data``, every value checked against its field's type first (a file
-        written by hand or by another program gets ``d_model = '512': expected ... int``, not a
+        """A config from JSON-like ``data``, every value checked against its field's type first (a
+        file written by hand or by another program gets ``d_model = '512': expected ... int``, not a
         comparison error from deep inside)."""
         if not isinstance(data, dict):
-            raise ValueError(f"a {cls.__name__} is a JSON object of fields, not {type(data).__name__}")
+            raise ValueError(f"a {cls.__name__} is a JSON object of fields, not "
+                             f"{type(data).__name__}")
         known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
         for key in data:
             if key not in known:
                 raise unknown_key_error(key, known, cls.__name__)
-        return cls(**{key: check_type(key, value, field_type(cls, key)) for key, value in data.items()})
+        return cls(
+            **{key: check_type(key, value, field_type(cls, key)) for key, value in data.items()}
+        )
 
     @classmethod
     def from_json(cls, text: str):
         return cls.from_dict(json.loads(text))
 
     def with_overrides(self, overrides: dict[str, Any]):
-        """Return a copy with ``overrides`` applied; string values are parsed to the field's type."""
+        """Return a copy with ``overrides`` applied; string values are parsed to the field's
+        type."""
         known = {f.name: f for f in fields(self)}  # type: ignore[arg-type]
         changes = {}
         for key, value in overrides.items():
             if key not in known:
                 raise unknown_key_error(key, list(known), type(self).__name__)
             kind = field_type(type(self), key)
-            changes[key] = parse_value(key, value, kind) if isinstance(value, str) else check_type(key, value, kind)
+            changes[key] = (
+                parse_value(key, value, kind)
+                if isinstance(value, str)
+                else check_type(key, value, kind)
+            )
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
@@ -87,7 +97,8 @@ def check_type(key: str, value: Any, kind: Any) -> Any:
           isinstance(value, str) if kind is str else True)
     if not ok:
         name = getattr(kind, "__name__", str(kind))
-        raise ValueError(f"{key} = {value!r}: expected a value of type {name}, got {type(value).__name__}")
+        raise ValueError(f"{key} = {value!r}: expected a value of type {name}, got "
+                         f"{type(value).__name__}")
     if kind is float and not math.isfinite(value):
         raise ValueError(f"{key} = {value!r}: expected a finite number")
     return float(value) if kind is float else value
@@ -116,8 +127,13 @@ def parse_value(key: str, text: str, kind: Any) -> Any:
     return text
 
 
-def option(default: Any, help: str = "", choices: Optional[tuple] = None, low: Optional[float] = None,
-           high: Optional[float] = None) -> Any:
+def option(
+    default: Any,
+    help: str = "",
+    choices: Optional[tuple] = None,
+    low: Optional[float] = None,
+    high: Optional[float] = None,
+) -> Any:
     """A field declared once for the Python API, the command line and the server: its default,
     its help (the command-line flags are generated from it), its choices and its range ``[low,
     high]`` (``check_numbers`` enforces it, and a flag made from the field parses within it)."""
@@ -129,8 +145,8 @@ MAX_INT = 2**63 - 1  # what torch and numpy take as a seed or a count
 
 
 def check_numbers(config: Any) -> None:
-    """Every number of ``config`` finite (a NaN passes every comparison) and within its field's declared
-    range; the error names the field."""
+    """Every number of ``config`` finite (a NaN passes every comparison) and within its field's
+    declared range; the error names the field."""
     for f in fields(config):
         value = getattr(config, f.name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):

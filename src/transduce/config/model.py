@@ -1,8 +1,8 @@
 """``ModelConfig``: every architectural choice of the Transformer (§3), with named presets.
 
 ``ModelConfig.preset("base", vocab_size=37000)`` is the paper's base model (PAPER.md, Table 3);
-every modern alternative (pre-LN, RoPE, SwiGLU, ...) is a plain field whose default is the
-paper's choice.
+every modern alternative (pre-LN, RoPE, SwiGLU, ...) is a plain field whose default is the paper's
+choice.
 """
 
 from __future__ import annotations
@@ -35,22 +35,88 @@ _PRESETS: dict[str, dict[str, Any]] = {
 
 # The descendants: GPT keeps the decoder without cross-attention; GPT-2's choices are
 # pre-LN, learned positions, tanh-GELU, unscaled embeddings, the output tied to the embedding.
-_GPT = {"architecture": "decoder-only", "encoder_layers": 0, "norm_position": "pre", "positional": "learned",
-        "activation": "gelu_tanh", "scale_embedding": False, "tying": "decoder"}
-# BERT keeps the encoder and fills in masked tokens: post-LN (as the paper), learned positions, GELU.
-_BERT = {"architecture": "encoder-only", "decoder_layers": 0, "positional": "learned", "activation": "gelu",
-         "scale_embedding": False, "tying": "all", "output_bias": True, "embed_norm": True,
-         "output_transform": True, "mask_id": 4}
-_PRESETS.update({
-    "gpt-tiny": {**_GPT, "decoder_layers": 2, "d_model": 64, "n_heads": 4, "d_ff": 256, "max_positions": 256},
-    "gpt-small": {**_GPT, "decoder_layers": 6, "d_model": 384, "n_heads": 6, "d_ff": 1536, "max_positions": 512},
-    "gpt2": {**_GPT, "decoder_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 3072, "max_positions": 1024,
-             "vocab_size": 50257, "pad_id": 50256, "bos_id": 50256, "eos_id": 50256, "unk_id": 50256},
-    "bert-tiny": {**_BERT, "encoder_layers": 2, "d_model": 128, "n_heads": 2, "d_ff": 512, "max_positions": 512},
-    "bert-small": {**_BERT, "encoder_layers": 4, "d_model": 512, "n_heads": 8, "d_ff": 2048, "max_positions": 512},
-    "bert-base": {**_BERT, "encoder_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 3072, "max_positions": 512,
-                  "vocab_size": 30522, "norm_eps": 1e-12},
-})
+_GPT = {
+    "architecture": "decoder-only",
+    "encoder_layers": 0,
+    "norm_position": "pre",
+    "positional": "learned",
+    "activation": "gelu_tanh",
+    "scale_embedding": False,
+    "tying": "decoder",
+}
+# BERT keeps the encoder and fills in masked tokens: post-LN (as the paper), learned positions,
+# GELU.
+_BERT = {
+    "architecture": "encoder-only",
+    "decoder_layers": 0,
+    "positional": "learned",
+    "activation": "gelu",
+    "scale_embedding": False,
+    "tying": "all",
+    "output_bias": True,
+    "embed_norm": True,
+    "output_transform": True,
+    "mask_id": 4,
+}
+_PRESETS.update(
+    {
+        "gpt-tiny": {
+            **_GPT,
+            "decoder_layers": 2,
+            "d_model": 64,
+            "n_heads": 4,
+            "d_ff": 256,
+            "max_positions": 256,
+        },
+        "gpt-small": {
+            **_GPT,
+            "decoder_layers": 6,
+            "d_model": 384,
+            "n_heads": 6,
+            "d_ff": 1536,
+            "max_positions": 512,
+        },
+        "gpt2": {
+            **_GPT,
+            "decoder_layers": 12,
+            "d_model": 768,
+            "n_heads": 12,
+            "d_ff": 3072,
+            "max_positions": 1024,
+            "vocab_size": 50257,
+            "pad_id": 50256,
+            "bos_id": 50256,
+            "eos_id": 50256,
+            "unk_id": 50256,
+        },
+        "bert-tiny": {
+            **_BERT,
+            "encoder_layers": 2,
+            "d_model": 128,
+            "n_heads": 2,
+            "d_ff": 512,
+            "max_positions": 512,
+        },
+        "bert-small": {
+            **_BERT,
+            "encoder_layers": 4,
+            "d_model": 512,
+            "n_heads": 8,
+            "d_ff": 2048,
+            "max_positions": 512,
+        },
+        "bert-base": {
+            **_BERT,
+            "encoder_layers": 12,
+            "d_model": 768,
+            "n_heads": 12,
+            "d_ff": 3072,
+            "max_positions": 512,
+            "vocab_size": 30522,
+            "norm_eps": 1e-12,
+        },
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -59,14 +125,17 @@ class ModelConfig(ConfigMixin):
 
     Defaults are the paper's base model. Fields:
         architecture: "encoder-decoder" (the paper), "decoder-only" (GPT: the decoder stack without
-            cross-attention, a causal language model) or "encoder-only" (BERT: the encoder stack and a
+            cross-attention, a causal language model) or "encoder-only" (BERT: the encoder stack and
+    a
             masked-token output). The stack a family drops has 0 layers.
         encoder_layers, decoder_layers: N, layers per stack (6).
         d_model: model width (512). n_heads: h (8).
         head_dim: d_k = d_v, the width of each head; None: d_model / h (the paper). Table 3 rows
             (A) and (B) vary it; the projections are then d_model x h*d_k (``d_k`` property).
-        n_kv_heads: heads of the keys and values; None: n_heads (the paper). Fewer share each key/value
-            head among n_heads / n_kv_heads query heads: grouped-query attention (Ainslie et al. 2023),
+        n_kv_heads: heads of the keys and values; None: n_heads (the paper). Fewer share each
+    key/value
+            head among n_heads / n_kv_heads query heads: grouped-query attention (Ainslie et al.
+    2023),
             multi-query at 1 (Shazeer 2019); the decoding cache holds only these heads.
         attention_window: 0 (the paper: every position) or W: a query sees only the W most recent
             positions (itself included) in causal self-attention, and positions within W - 1 of it
@@ -78,14 +147,15 @@ class ModelConfig(ConfigMixin):
         dropout: on sub-layer outputs and on embeddings + positions (0.1).
         attention_dropout: on attention weights (0.0; a tensor2tensor addition).
         activation_dropout: inside the FFN, after the activation (0.0; a fairseq addition).
-        activation: "relu" (paper), "gelu", "gelu_tanh" (GPT-2's tanh approximation), "silu" (Marian's "swish") or "swiglu" (Shazeer 2020).
+        activation: "relu" (paper), "gelu", "gelu_tanh" (GPT-2's tanh approximation), "silu"
+    (Marian's "swish") or "swiglu" (Shazeer 2020).
         norm_position: "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (x + Sublayer(LN(x)),
             with a final norm after each stack; Wang et al. 2019).
         norm_type: "layernorm" (paper) or "rmsnorm" (Zhang & Sennrich 2019).
         norm_eps: epsilon of the norms (1e-5, PyTorch's; tensor2tensor used 1e-6).
         positional: "sinusoidal" (paper, interleaved sin/cos), "sinusoidal_concat" ([sin | cos],
-            fairseq and Marian), "learned", "rope" (Su et al. 2021), "alibi" (Press et al. 2022)
-            or "none".
+            fairseq and Marian), "learned", "rope" (Su et al. 2021), "alibi" (Press et al. 2022) or
+            "none".
         scale_embedding: multiply embeddings by sqrt(d_model) (paper: yes).
         tying: "all" (source embedding = target embedding = output projection; needs a shared
             vocabulary, paper), "decoder" (target embedding = output projection), "none".
@@ -107,7 +177,8 @@ class ModelConfig(ConfigMixin):
             Dropless: every token is computed by its k experts, with no capacity limit.
         moe_experts: E, experts per layer (8). moe_top_k: k, experts per token (2).
         moe_aux_weight: the weight of the router's load-balancing loss in training (Switch's:
-            E * sum_e f_e * P_e, f_e the share of routing choices and P_e the mean router probability
+            E * sum_e f_e * P_e, f_e the share of routing choices and P_e the mean router
+    probability
             of expert e; 0.01).
     """
 
@@ -154,32 +225,42 @@ class ModelConfig(ConfigMixin):
             if "choices" in f.metadata:
                 choice(f.name, getattr(self, f.name), f.metadata["choices"])
         if self.head_dim is not None and self.head_dim < 1:
-            raise ValueError(f"head_dim must be at least 1 (or None: d_model / n_heads), got {self.head_dim}")
+            raise ValueError("head_dim must be at least 1 (or None: d_model / n_heads), got "
+                             f"{self.head_dim}")
         for name in ("d_model", "n_heads", "d_ff", "vocab_size", "max_positions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("encoder_layers", "decoder_layers"):  # (the deepest published Transformers have hundreds)
+        # (the deepest published Transformers have hundreds)
+        for name in ("encoder_layers", "decoder_layers"):
             if getattr(self, name) > MAX_LAYERS:
                 raise ValueError(f"{name} must be at most {MAX_LAYERS}, got {getattr(self, name)}")
         if self.n_heads > self.d_model:
             raise ValueError(f"n_heads={self.n_heads} is more than d_model={self.d_model}")
-        for name, used in (("encoder_layers", self.has_encoder), ("decoder_layers", self.has_decoder)):
+        for name, used in (
+            ("encoder_layers", self.has_encoder),
+            ("decoder_layers", self.has_decoder),
+        ):
             if used and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1 for architecture={self.architecture!r}, "
+                raise ValueError(f"{name} must be at least 1 for "
+                                 f"architecture={self.architecture!r}, "
                                  f"got {getattr(self, name)}")
             if not used and getattr(self, name) != 0:
-                raise ValueError(f"architecture={self.architecture!r} has no {name.split('_')[0]}: set {name}=0 "
-                                 f"(got {getattr(self, name)})")
+                raise ValueError(f"architecture={self.architecture!r} has no {name.split('_')[0]}: "
+                                 f"set {name}=0 (got {getattr(self, name)})")
         if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
             raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} "
                              "(n_heads: plain multi-head attention; 1: multi-query attention)")
         if self.attention_window < 0:
-            raise ValueError(f"attention_window must be 0 (off) or a number of positions, got {self.attention_window}")
+            raise ValueError("attention_window must be 0 (off) or a number of positions, got "
+                             f"{self.attention_window}")
         if self.architecture == "encoder-only" and self.mask_id is None:
-            raise ValueError("an encoder-only (masked language) model needs mask_id, the id of its <mask> token")
+            raise ValueError("an encoder-only (masked language) model needs mask_id, the id of "
+                             "its <mask> token")
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
-                             f"change one of them (e.g. n_heads={_divisor_near(self.d_model, self.n_heads)}), or set head_dim")
+                             "change one of them (e.g. "
+                             f"n_heads={_divisor_near(self.d_model, self.n_heads)}), or set "
+                             "head_dim")
         if self.positional == "rope" and self.d_k % 2:
             raise ValueError(f"positional='rope' needs an even head dimension, got {self.d_k}; "
                              "change d_model, n_heads or head_dim")
@@ -187,21 +268,28 @@ class ModelConfig(ConfigMixin):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.tying == "all" and self.tgt_vocab_size is not None:
-            raise ValueError("tying='all' shares one matrix across source, target and output, so it needs "
-                             "a shared vocabulary: set tgt_vocab_size=None, or use tying='decoder'")
+            raise ValueError("tying='all' shares one matrix across source, target and output, so "
+                             "it needs a shared vocabulary: set tgt_vocab_size=None, or use "
+                             "tying='decoder'")
         if self.ffn == "moe" and not 1 <= self.moe_top_k <= self.moe_experts:
-            raise ValueError(f"ffn='moe' needs 1 <= moe_top_k <= moe_experts (at least one expert, and each token "
-                             f"sent to at most all of them), got moe_top_k={self.moe_top_k}, "
-                             f"moe_experts={self.moe_experts}")
+            raise ValueError("ffn='moe' needs 1 <= moe_top_k <= moe_experts (at least one expert, "
+                             "and each token sent to at most all of them), got "
+                             f"moe_top_k={self.moe_top_k}, moe_experts={self.moe_experts}")
         if self.moe_experts > MAX_EXPERTS or self.moe_aux_weight < 0:
-            raise ValueError(f"moe_experts must be at most {MAX_EXPERTS} and moe_aux_weight at least 0, got "
-                             f"{self.moe_experts} and {self.moe_aux_weight}")
-        specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
+            raise ValueError(f"moe_experts must be at most {MAX_EXPERTS} and moe_aux_weight at "
+                             f"least 0, got {self.moe_experts} and {self.moe_aux_weight}")
+        specials = {
+            "pad_id": self.pad_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "unk_id": self.unk_id,
+        }
         if self.mask_id is not None:
             specials["mask_id"] = self.mask_id
         for name, value in specials.items():
             if not 0 <= value < min(self.vocab_size, self.target_vocab_size):
-                raise ValueError(f"{name}={value} is outside the vocabulary (size {self.vocab_size})")
+                raise ValueError(f"{name}={value} is outside the vocabulary (size "
+                                 f"{self.vocab_size})")
 
     @property
     def has_encoder(self) -> bool:
@@ -226,11 +314,19 @@ class ModelConfig(ConfigMixin):
         cannot express, or None. Marian and CTranslate2 express only the paper's shape: both
         stacks, h heads of d_model / h scaled by 1/sqrt(d_k), every key and value head, no window,
         one dense feed-forward network per layer."""
-        checks = [("architecture", "encoder-decoder"), ("n_kv_heads", None), ("attention_window", 0),
-                  ("attention_scale", "sqrt_dk"), ("embed_norm", False), ("output_transform", False),
-                  ("ffn", "dense")]
+        checks = [
+            ("architecture", "encoder-decoder"),
+            ("n_kv_heads", None),
+            ("attention_window", 0),
+            ("attention_scale", "sqrt_dk"),
+            ("embed_norm", False),
+            ("output_transform", False),
+            ("ffn", "dense"),
+        ]
         for name, paper in checks:
-            if getattr(self, name) != paper and not (name == "n_kv_heads" and self.kv_heads == self.n_heads):
+            if getattr(self, name) != paper and not (
+                name == "n_kv_heads" and self.kv_heads == self.n_heads
+            ):
                 return f"{name}={getattr(self, name)!r}"
         if self.d_k * self.n_heads != self.d_model:
             return f"head_dim={self.head_dim!r}"
@@ -250,9 +346,16 @@ class ModelConfig(ConfigMixin):
         shared = self.tying == "all" or self.architecture != "encoder-decoder"  # one token table
         embeddings = self.vocab_size * D + (0 if shared else self.target_vocab_size * D)
         output = 0 if self.tying != "none" else self.target_vocab_size * D
-        positions = self.max_positions * D * (2 if self.positional == "learned" else 1)  # (+ the encoder's table)
-        return (self.encoder_layers * layer + self.decoder_layers * (layer + cross) + embeddings + output
-                + positions + self.target_vocab_size)
+        # (+ the encoder's table)
+        positions = self.max_positions * D * (2 if self.positional == "learned" else 1)
+        return (
+            self.encoder_layers * layer
+            + self.decoder_layers * (layer + cross)
+            + embeddings
+            + output
+            + positions
+            + self.target_vocab_size
+        )
 
     @property
     def target_vocab_size(self) -> int:
@@ -268,7 +371,8 @@ class ModelConfig(ConfigMixin):
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "ModelConfig":
-        """A named preset (``base``, ``big``, ``small``, ``tiny``; ``gpt-*``, ``bert-*``) with field overrides."""
+        """A named preset (``base``, ``big``, ``small``, ``tiny``; ``gpt-*``, ``bert-*``) with field
+        overrides."""
         if name not in _PRESETS:
             raise unknown_key_error(name, list(_PRESETS), "preset")
         known = [f.name for f in fields(cls)]

@@ -1,4 +1,5 @@
-"""``TrainConfig``: the training recipe of §5 and a run's bookkeeping; routing of ``--set`` overrides."""
+"""``TrainConfig``: the training recipe of §5 and a run's bookkeeping; routing of ``--set``
+overrides."""
 
 from __future__ import annotations
 
@@ -9,8 +10,19 @@ from .fields import ConfigMixin, at_least, check_numbers, choice, option, unknow
 from .model import ModelConfig
 
 # sacreBLEU's tokenizers (sacrebleu.metrics.bleu._TOKENIZERS; a test keeps the two in step).
-BLEU_TOKENIZERS = ("none", "zh", "13a", "intl", "char", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200",
-                   "spBLEU-1K")
+BLEU_TOKENIZERS = (
+    "none",
+    "zh",
+    "13a",
+    "intl",
+    "char",
+    "ja-mecab",
+    "ko-mecab",
+    "spm",
+    "flores101",
+    "flores200",
+    "spBLEU-1K",
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +40,8 @@ class TrainConfig(ConfigMixin):
         label_smoothing: 0.1. clip_norm: 0 (off, as the paper).
         seed: for weights, dropout and batch order.
         log_every: steps between metric lines. valid_every: steps between validations
-            (0: at each epoch end; -1: never). valid_beam: 1 (greedy) or a beam size for validation BLEU.
+            (0: at each epoch end; -1: never). valid_beam: 1 (greedy) or a beam size for validation
+    BLEU.
         valid_at_start: validate once before the first update too (fine-tuning: the starting
             model's scores come first, and ``best/`` holds it until training beats it).
         valid_max_sentences: translate at most this many validation sentences for BLEU (0: all).
@@ -36,7 +49,8 @@ class TrainConfig(ConfigMixin):
             of the training time (0: never skip), so that it costs a bounded part of any budget.
         bleu_tokenize: sacreBLEU's tokenizer for validation BLEU ("13a", its default; "char" for
             outputs without spaces, such as the demo's German number words).
-        save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper: 10).
+        save_every: steps between checkpoints; save_minutes: minutes between checkpoints (paper:
+    10).
         keep_last: checkpoints kept. patience: validations without a better BLEU before stopping
             (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
         ema: decay of an exponential moving average of the weights, written as ``RUN/ema/`` at
@@ -46,7 +60,8 @@ class TrainConfig(ConfigMixin):
         mask_prob: encoder-only (BERT's objective): the share of tokens to predict (0.15); of those
             80% are replaced by <mask>, 10% by a random token and 10% left unchanged.
         train_max_len: train only on the pairs whose source and target have at most this many
-            tokens (0: all); validation keeps every sentence (to study extrapolation to longer ones).
+            tokens (0: all); validation keeps every sentence (to study extrapolation to longer
+    ones).
     """
 
     max_tokens: int = option(4096, low=1, high=10**9)
@@ -86,18 +101,41 @@ class TrainConfig(ConfigMixin):
         check_numbers(self)
         choice("lr_schedule", self.lr_schedule, ("inverse_sqrt", "inverse_sqrt_peak"))
         choice("bleu_tokenize", self.bleu_tokenize, BLEU_TOKENIZERS)
-        at_least(self, 1, "max_tokens", "update_freq", "warmup", "keep_last", "log_every", "valid_beam",
-                  "max_bad_steps", "block_size")
+        at_least(
+            self,
+            1,
+            "max_tokens",
+            "update_freq",
+            "warmup",
+            "keep_last",
+            "log_every",
+            "valid_beam",
+            "max_bad_steps",
+            "block_size",
+        )
         if not 0.0 < self.mask_prob < 1.0:
             raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
-        at_least(self, 0, "max_steps", "max_epochs", "max_time", "valid_max_sentences", "valid_share", "save_every",
-                  "train_max_len",
-                  "save_minutes", "patience", "weight_decay", "clip_norm")
+        at_least(
+            self,
+            0,
+            "max_steps",
+            "max_epochs",
+            "max_time",
+            "valid_max_sentences",
+            "valid_share",
+            "save_every",
+            "train_max_len",
+            "save_minutes",
+            "patience",
+            "weight_decay",
+            "clip_norm",
+        )
         if self.valid_every < -1:
-            raise ValueError(f"valid_every must be -1 (never), 0 (each epoch) or a number of steps, "
-                             f"got {self.valid_every}")
+            raise ValueError("valid_every must be -1 (never), 0 (each epoch) or a number of "
+                             f"steps, got {self.valid_every}")
         if not 0.0 <= self.ema < 1.0:
-            raise ValueError(f"ema must be in [0, 1) (0: off; a decay such as 0.999), got {self.ema}")
+            raise ValueError("ema must be in [0, 1) (0: off; a decay such as 0.999), got "
+                             f"{self.ema}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         for name in ("adam_beta1", "adam_beta2"):
@@ -109,7 +147,8 @@ class TrainConfig(ConfigMixin):
 
 
 def split_overrides(pairs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Route ``key=value`` overrides to ModelConfig or TrainConfig (``model.x`` / ``train.x`` also work)."""
+    """Route ``key=value`` overrides to ModelConfig or TrainConfig (``model.x`` / ``train.x`` also
+    work)."""
     model_keys = {f.name for f in fields(ModelConfig)}
     train_keys = {f.name for f in fields(TrainConfig)}
     model, train = {}, {}

@@ -11,10 +11,31 @@ A user training in their own loop needs only::
 
 from .batching import TokenBatchSampler
 from .dataset import Batch, ParallelDataset, collate, load_meta, load_tokenizer, pad_sequences
-from .monolingual import BlockSampler, TokenStream, collate_masked, collate_next_token, prepare_monolingual
+from .monolingual import (
+    BlockSampler,
+    TokenStream,
+    collate_masked,
+    collate_next_token,
+    prepare_monolingual,
+)
 from .prepare import PrepareOptions, prepare
 from .tokenizer import SPECIAL_IDS, Tokenizer
 
-__all__ = ["TokenBatchSampler", "Batch", "ParallelDataset", "collate", "load_meta", "load_tokenizer",
-           "pad_sequences", "PrepareOptions", "prepare", "SPECIAL_IDS", "Tokenizer", "BlockSampler", "TokenStream",
-           "collate_masked", "collate_next_token", "prepare_monolingual"]
+__all__ = [
+    "TokenBatchSampler",
+    "Batch",
+    "ParallelDataset",
+    "collate",
+    "load_meta",
+    "load_tokenizer",
+    "pad_sequences",
+    "PrepareOptions",
+    "prepare",
+    "SPECIAL_IDS",
+    "Tokenizer",
+    "BlockSampler",
+    "TokenStream",
+    "collate_masked",
+    "collate_next_token",
+    "prepare_monolingual",
+]

@@ -22,21 +22,30 @@ class TokenBatchSampler:
     cover the data, and hold equally many batches, so no rank waits forever for another.
 
     Args:
-        src_lengths, tgt_lengths: per-example lengths (without eos/bos).
-        max_tokens: the budget per batch and side.
-        seed: with the epoch, fixes the order. shuffle: False keeps length order (for inference).
-        world_size, rank: sharding.
-        extra: tokens the collator adds to each side (1: eos on the source, bos/eos on the target).
+        src_lengths, tgt_lengths: per-example lengths (without eos/bos). max_tokens: the budget per
+        batch and side. seed: with the epoch, fixes the order. shuffle: False keeps length order
+        (for inference). world_size, rank: sharding. extra: tokens the collator adds to each side
+        (1: eos on the source, bos/eos on the target).
     """
 
-    def __init__(self, src_lengths, tgt_lengths, max_tokens: int, seed: int = 1, shuffle: bool = True,
-                 world_size: int = 1, rank: int = 0, extra: int = 1) -> None:
+    def __init__(
+        self,
+        src_lengths,
+        tgt_lengths,
+        max_tokens: int,
+        seed: int = 1,
+        shuffle: bool = True,
+        world_size: int = 1,
+        rank: int = 0,
+        extra: int = 1,
+    ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside world_size {world_size}")
         self.src_lengths = np.asarray(src_lengths, dtype=np.int64) + extra
         self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64) + extra
         if len(self.src_lengths) < world_size:
-            raise ValueError(f"{len(self.src_lengths)} examples cannot be shared by {world_size} ranks")
+            raise ValueError(f"{len(self.src_lengths)} examples cannot be shared by {world_size} "
+                             "ranks")
         self.max_tokens = max_tokens
         self.seed = seed
         self.shuffle = shuffle
@@ -91,7 +100,8 @@ def _make_divisible(batches: list[np.ndarray], world_size: int) -> list[np.ndarr
     while len(batches) % world_size:
         splittable = [i for i, b in enumerate(batches) if len(b) > 1]
         if not splittable:
-            raise ValueError(f"cannot make {len(batches)} single-example batches a multiple of {world_size} ranks")
+            raise ValueError(f"cannot make {len(batches)} single-example batches a multiple of "
+                             f"{world_size} ranks")
         i = max(splittable, key=lambda j: len(batches[j]))
         half = len(batches[i]) // 2
         batches[i : i + 1] = [batches[i][:half], batches[i][half:]]

@@ -21,7 +21,8 @@ def text_file(path: str | Path) -> Optional[Path]:
 
 
 def find_files(named: Iterable[tuple[str, str | Path]], advice: str = "") -> list[Path]:
-    """Each text file of ``(what, path)`` (``what``: the flag that named it, or ""), plain or ``.gz``,
+    """Each text file of ``(what, path)`` (``what``: the flag that named it, or ""), plain or
+    ``.gz``,
     in order; a message that names every missing one (not only the first)."""
     found, missing = [], []
     for what, path in named:
@@ -48,7 +49,8 @@ BOM = "\ufeff"
 ENCODING_ADVICE = "fix the file, or pass --encoding-errors replace to replace bad bytes"
 
 
-MAX_LINE_BYTES = 1 << 20  # a sentence, a paragraph: far less; a line of more is not text for transduce
+# a sentence, a paragraph: far less; a line of more is not text for transduce
+MAX_LINE_BYTES = 1 << 20
 
 
 def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "strict",
@@ -61,7 +63,8 @@ def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "st
     Python's universal newlines would split it and misalign parallel text. A UTF-8 byte-order
     mark at the start is dropped.
 
-    A line is read in pieces of at most ``MAX_LINE_BYTES``: a stream without a line end (``/dev/zero``,
+    A line is read in pieces of at most ``MAX_LINE_BYTES``: a stream without a line end
+    (``/dev/zero``,
     a binary file) is a message, not memory growing without bound.
 
     Raises:
@@ -75,20 +78,23 @@ def decode_lines(handle: BinaryIO, label: str | Path, encoding_errors: str = "st
             return
         number += 1
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-            raise DataError(f"{label}, line {number}: longer than {MAX_LINE_BYTES:,} bytes without a line end; "
-                            "is this text, one sentence a line?")
+            raise DataError(f"{label}, line {number}: longer than {MAX_LINE_BYTES:,} bytes without "
+                            "a line end; is this text, one sentence a line?")
         try:
             line = raw.decode("utf-8", errors=encoding_errors)
         except UnicodeDecodeError as error:
-            raise DataError(f"{label}, line {number}: invalid UTF-8 ({error.reason} at byte {error.start}); "
-                            f"{advice}") from None
-        line = line.rstrip("\n").rstrip("\r")  # "\r\n" endings; a "\r" at the end is invisible anyway
+            raise DataError(f"{label}, line {number}: invalid UTF-8 ({error.reason} at byte "
+                            f"{error.start}); {advice}") from None
+        # "\r\n" endings; a "\r" at the end is invisible anyway
+        line = line.rstrip("\n").rstrip("\r")
         if number == 1 and line.startswith(BOM):
             line = line[1:]
         yield line
 
 
-def read_lines(path: str | Path, encoding_errors: str = "strict", advice: str = ENCODING_ADVICE) -> Iterator[str]:
+def read_lines(
+    path: str | Path, encoding_errors: str = "strict", advice: str = ENCODING_ADVICE
+) -> Iterator[str]:
     """The lines of a text file (gzip or plain), split as ``decode_lines`` says.
 
     Raises:
@@ -100,9 +106,13 @@ def read_lines(path: str | Path, encoding_errors: str = "strict", advice: str = 
         raise DataError(f"{path}: no such file" if not path.exists() else f"{path} is not a file")
     try:
         with _open_binary(path) as handle:
-            yield from decode_lines(io.BufferedReader(handle, 1 << 20), path, encoding_errors, advice)
+            yield from decode_lines(
+                io.BufferedReader(handle, 1 << 20), path, encoding_errors, advice
+            )
     except (OSError, EOFError, gzip.BadGzipFile) as error:
-        raise DataError(f"{path}: cannot read it ({error}); is the file complete and, if .gz, a valid gzip?") from None
+        raise DataError(
+            f"{path}: cannot read it ({error}); is the file complete and, if .gz, a valid gzip?"
+        ) from None
 
 
 def write_lines(handle, lines: Iterable[str]) -> None:

@@ -24,28 +24,34 @@ def load_meta(data_dir: str | Path) -> dict:
     if not path.is_file():
         recover(data_dir)  # a prepare killed while replacing the folder had moved it aside
     if not Path(data_dir).exists():
-        raise DataError(f"{data_dir} does not exist: give the folder `transduce prepare ... --out DIR` wrote, "
-                        f"or prepare one with `transduce prepare ... --out {data_dir}`")
+        raise DataError(f"{data_dir} does not exist: give the folder `transduce prepare ... --out "
+                        f"DIR` wrote, or prepare one with `transduce prepare ... --out {data_dir}`")
     if not Path(data_dir).is_dir():
-        raise DataError(f"{data_dir} is a file, not a prepared dataset folder; give the folder `transduce prepare "
-                        "... --out DIR` wrote")
+        raise DataError(f"{data_dir} is a file, not a prepared dataset folder; give the folder "
+                        "`transduce prepare ... --out DIR` wrote")
     if not path.is_file():
-        raise DataError(f"{data_dir} is not a prepared dataset (no meta.json); run `transduce prepare ... "
-                        f"--out {data_dir}` first")
+        raise DataError(f"{data_dir} is not a prepared dataset (no meta.json); run `transduce "
+                        f"prepare ... --out {data_dir}` first")
     try:
         meta = json.loads(path.read_text())
         meta["splits"], meta["src"], meta["tgt"]
     except (ValueError, KeyError) as error:
-        raise DataError(f"{path} is damaged or from an incompatible version ({error}); prepare the data again") from None
+        raise DataError(f"{path} is damaged or from an incompatible version ({error}); prepare the "
+                        "data again") from None
     return meta
 
 
 def tokenizer_files(data_dir: str | Path, meta: dict) -> dict[str, Path]:
-    """A prepared dataset's tokenizer files by role (``checkpoint.TOKENIZER_KEYS``), each confined to
-    the folder: the SentencePiece models, and the ``vocab.json`` files of a model's own tokenizer."""
+    """A prepared dataset's tokenizer files by role (``checkpoint.TOKENIZER_KEYS``), each confined
+    to the folder: the SentencePiece models, and the ``vocab.json`` files of a model's own
+    tokenizer."""
     spm = meta["spm"]
     try:
-        return {key: member(data_dir, spm[key], f"tokenizer file ({key})") for key in TOKENIZER_KEYS if spm.get(key)}
+        return {
+            key: member(data_dir, spm[key], f"tokenizer file ({key})")
+            for key in TOKENIZER_KEYS
+            if spm.get(key)
+        }
     except TransduceError as error:
         raise DataError(str(error).replace("model.json", "meta.json")) from None
 
@@ -61,21 +67,24 @@ def dataset_fingerprint(data_dir: str | Path, meta: dict) -> tuple[str, bool]:
     files = tokenizer_files(data_dir, meta)
     missing = [str(path) for path in files.values() if not path.is_file()]
     if missing:
-        raise DataError(f"{missing[0]} is missing: {data_dir} is incomplete; prepare the data again")
+        raise DataError(f"{missing[0]} is missing: {data_dir} is incomplete; prepare the data "
+                        "again")
     computed = tokenizer_fingerprint(files)
     recorded = meta.get("tokenizer_fingerprint")
     if recorded is None:
         return computed, False
     if recorded != computed:
-        raise DataError(f"{data_dir}: its tokenizer files were changed after `transduce prepare` wrote the token ids "
-                        "(they no longer match); prepare the data again")
+        raise DataError(f"{data_dir}: its tokenizer files were changed after `transduce prepare` "
+                        "wrote the token ids (they no longer match); prepare the data again")
     return recorded, True
 
 
 def load_tokenizer(data_dir: str | Path, meta: dict | None = None) -> Tokenizer:
     meta = meta or load_meta(data_dir)
-    return Tokenizer.from_roles(tokenizer_files(data_dir, meta),
-                                unk_id=meta.get("special_ids", {}).get("unk_id", SPECIAL_IDS["unk_id"]))
+    return Tokenizer.from_roles(
+        tokenizer_files(data_dir, meta),
+        unk_id=meta.get("special_ids", {}).get("unk_id", SPECIAL_IDS["unk_id"]),
+    )
 
 
 class ParallelDataset:
@@ -89,7 +98,8 @@ class ParallelDataset:
         self.dir = Path(data_dir)
         self.meta = load_meta(data_dir)
         if split not in self.meta["splits"]:
-            raise DataError(f"{data_dir} has no {split!r} split (it has: {', '.join(self.meta['splits'])})")
+            raise DataError(f"{data_dir} has no {split!r} split (it has: "
+                            f"{', '.join(self.meta['splits'])})")
         self.split = split
         self._src_tokens, self._src_offsets = self._open(self.meta["src"])
         self._tgt_tokens, self._tgt_offsets = self._open(self.meta["tgt"])
@@ -97,11 +107,15 @@ class ParallelDataset:
         self.tgt_lengths = np.diff(self._tgt_offsets).astype(np.int64)
 
     def _open(self, lang: str) -> tuple[np.ndarray, np.ndarray]:
-        bin_path, idx_path = self.dir / f"{self.split}.{lang}.bin", self.dir / f"{self.split}.{lang}.idx"
+        bin_path, idx_path = (
+            self.dir / f"{self.split}.{lang}.bin",
+            self.dir / f"{self.split}.{lang}.idx",
+        )
         offsets = np.fromfile(idx_path, dtype=np.int64)
         size = bin_path.stat().st_size // 4
         if offsets[-1] != size:
-            raise DataError(f"{bin_path} holds {size} tokens but its index says {offsets[-1]}; prepare the data again")
+            raise DataError(f"{bin_path} holds {size} tokens but its index says {offsets[-1]}; "
+                            "prepare the data again")
         tokens = np.memmap(bin_path, dtype=np.int32, mode="r") if size else np.zeros(0, np.int32)
         return tokens, offsets
 
@@ -120,8 +134,8 @@ class ParallelDataset:
             raise DataError(f"{path} is missing: only valid/test splits keep their raw text")
         lines = list(read_lines(path))
         if len(lines) != len(self):
-            raise DataError(f"{path} has {len(lines)} lines but the split has {len(self)} sentences; "
-                            "prepare the data again")
+            raise DataError(f"{path} has {len(lines)} lines but the split has {len(self)} "
+                            "sentences; prepare the data again")
         return lines
 
 
@@ -131,7 +145,9 @@ class EncodedPairs:
     ``ParallelDataset``'s interface that validation reads."""
 
     def __init__(self, prefix: str | Path, src: str, tgt: str, tokenizer: Tokenizer) -> None:
-        src_file, tgt_file = find_files([("", f"{prefix}.{src}"), ("", f"{prefix}.{tgt}")], "check the prefix")
+        src_file, tgt_file = find_files(
+            [("", f"{prefix}.{src}"), ("", f"{prefix}.{tgt}")], "check the prefix"
+        )
         pairs = list(read_pairs(src_file, tgt_file))
         if not pairs:
             raise DataError(f"{prefix}.{src} and {prefix}.{tgt} hold no sentence pairs")
@@ -177,14 +193,17 @@ class Batch:
         return (self.tgt_in,) if self.src is None else (self.src, self.tgt_in)
 
     def to(self, device, non_blocking: bool = False) -> "Batch":
-        """The batch on ``device``; with ``non_blocking`` (from pinned memory) the copy overlaps compute."""
+        """The batch on ``device``; with ``non_blocking`` (from pinned memory) the copy overlaps
+        compute."""
         src = None if self.src is None else self.src.to(device, non_blocking=non_blocking)
         return Batch(src, self.tgt_in.to(device, non_blocking=non_blocking),
                      self.tgt_out.to(device, non_blocking=non_blocking), self.indices, self.pad_id)
 
     def pin_memory(self) -> "Batch":
         src = None if self.src is None else self.src.pin_memory()
-        return Batch(src, self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.indices, self.pad_id)
+        return Batch(
+            src, self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.indices, self.pad_id
+        )
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int, prefix: int | None = None,

@@ -26,7 +26,8 @@ import torch
 from ..version import __version__
 from ..checkpoint import tokenizer_fingerprint
 from ..errors import DataError, TransduceError
-from ..files import check_output_dir, output_dir, read_json
+from ..files import check_output_dir, output_dir
+from ..reading import read_json
 from .corpus import fingerprint, read_lines
 from .dataset import Batch
 from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
@@ -36,10 +37,20 @@ MASK = "<mask>"
 MASK_ID = 4  # the first id after the special ones: SentencePiece puts user symbols there
 
 
-def prepare_monolingual(train: str | Path, out: str | Path, valid: Optional[str | Path] = None,
-                        vocab_size: int = 8000, model_type: str = "bpe", vocab_sample: int = 1_000_000,
-                        encoding_errors: str = "strict", threads: int = 2, force: bool = False, log=print) -> dict:
-    """Prepare ``out`` from one text file per split (plain or .gz, one line a sentence or paragraph).
+def prepare_monolingual(
+    train: str | Path,
+    out: str | Path,
+    valid: Optional[str | Path] = None,
+    vocab_size: int = 8000,
+    model_type: str = "bpe",
+    vocab_sample: int = 1_000_000,
+    encoding_errors: str = "strict",
+    threads: int = 2,
+    force: bool = False,
+    log=print,
+) -> dict:
+    """Prepare ``out`` from one text file per split (plain or .gz, one line a sentence or
+    paragraph).
 
     Reuses ``out`` when the inputs and options are unchanged; returns the metadata.
     """
@@ -55,8 +66,15 @@ def prepare_monolingual(train: str | Path, out: str | Path, valid: Optional[str 
                              ("--threads", threads, 1)):
         if value < low:
             raise DataError(f"{name} {value}: must be at least {low}")
-    options = {"kind": "monolingual", "vocab_size": vocab_size, "model_type": model_type, "vocab_sample": vocab_sample,
-               "encoding_errors": encoding_errors, "format": FORMAT_VERSION, "splits": sorted(files)}
+    options = {
+        "kind": "monolingual",
+        "vocab_size": vocab_size,
+        "model_type": model_type,
+        "vocab_sample": vocab_sample,
+        "encoding_errors": encoding_errors,
+        "format": FORMAT_VERSION,
+        "splits": sorted(files),
+    }
     check_output_dir(out, "prepared dataset", list(files.values()))
     fp = fingerprint(list(files.values()), options)
     if (out / "meta.json").is_file() and not force:
@@ -72,29 +90,49 @@ def prepare_monolingual(train: str | Path, out: str | Path, valid: Optional[str 
         sample = _sample(read_lines(files["train"], encoding_errors), vocab_sample)
         if not sample:
             raise DataError(f"{files['train']}: the training text has no non-empty lines")
-        train_sentencepiece(sample, tmp / "spm.model", vocab_size, model_type, threads, user_symbols=[MASK])
+        train_sentencepiece(
+            sample, tmp / "spm.model", vocab_size, model_type, threads, user_symbols=[MASK]
+        )
         del sample
         tokenizer = Tokenizer(tmp / "spm.model")
         if tokenizer.src.piece_to_id(MASK) != MASK_ID:  # a guard on SentencePiece's id assignment
-            raise DataError(f"SentencePiece gave {MASK} the id {tokenizer.src.piece_to_id(MASK)}, not {MASK_ID}")
-        meta = {"format": FORMAT_VERSION, "kind": "monolingual", "transduce_version": __version__,
-                "src": "text", "tgt": "text", "joint": True, "model_type": model_type,
-                "spm": {"src": "spm.model", "tgt": "spm.model"},
-                "vocab_size": {"src": tokenizer.src.get_piece_size(), "tgt": tokenizer.src.get_piece_size()},
-                "special_ids": {**SPECIAL_IDS, "mask_id": MASK_ID}, "fingerprint": fp, "splits": {},
-                "inputs": {k: str(v) for k, v in files.items()}}
+            raise DataError(f"SentencePiece gave {MASK} the id {tokenizer.src.piece_to_id(MASK)}, "
+                            f"not {MASK_ID}")
+        meta = {
+            "format": FORMAT_VERSION,
+            "kind": "monolingual",
+            "transduce_version": __version__,
+            "src": "text",
+            "tgt": "text",
+            "joint": True,
+            "model_type": model_type,
+            "spm": {"src": "spm.model", "tgt": "spm.model"},
+            "vocab_size": {
+                "src": tokenizer.src.get_piece_size(),
+                "tgt": tokenizer.src.get_piece_size(),
+            },
+            "special_ids": {**SPECIAL_IDS, "mask_id": MASK_ID},
+            "fingerprint": fp,
+            "splits": {},
+            "inputs": {k: str(v) for k, v in files.items()},
+        }
         for split, path in files.items():
             meta["splits"][split] = _encode(tmp, split, path, tokenizer, encoding_errors, threads)
             stats = meta["splits"][split]
-            print_(f"{split}: {stats['lines']:,} lines ({stats['empty']:,} empty, skipped), {stats['tokens']:,} tokens")
+            print_(f"{split}: {stats['lines']:,} lines ({stats['empty']:,} empty, skipped), "
+                   f"{stats['tokens']:,} tokens")
         meta["seconds"] = round(time.time() - start, 2)
-        meta["tokenizer_fingerprint"] = tokenizer_fingerprint({"src": tmp / "spm.model", "tgt": tmp / "spm.model"})
+        meta["tokenizer_fingerprint"] = tokenizer_fingerprint(
+            {"src": tmp / "spm.model", "tgt": tmp / "spm.model"}
+        )
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
 
 def _files(meta: dict) -> list[str]:
-    return ["spm.model"] + [f"{split}.text.{ext}" for split in meta.get("splits", {}) for ext in ("bin", "idx")]
+    return ["spm.model"] + [
+        f"{split}.text.{ext}" for split in meta.get("splits", {}) for ext in ("bin", "idx")
+    ]
 
 
 def _sample(lines, size: int) -> list[str]:
@@ -108,14 +146,25 @@ def _sample(lines, size: int) -> list[str]:
     return sample
 
 
-def _encode(tmp: Path, split: str, path: Path, tokenizer: Tokenizer, encoding_errors: str, threads: int,
-            chunk: int = 100_000) -> dict:
+def _encode(
+    tmp: Path,
+    split: str,
+    path: Path,
+    tokenizer: Tokenizer,
+    encoding_errors: str,
+    threads: int,
+    chunk: int = 100_000,
+) -> dict:
     from tqdm.auto import tqdm
 
     eos = SPECIAL_IDS["eos_id"]
     lengths, lines, empty = [], 0, 0
-    with open(tmp / f"{split}.text.bin", "wb") as stream, \
-            tqdm(desc=f"encoding {split}", unit=" lines", unit_scale=True, leave=False, disable=None) as bar:
+    with (
+        open(tmp / f"{split}.text.bin", "wb") as stream,
+        tqdm(
+            desc=f"encoding {split}", unit=" lines", unit_scale=True, leave=False, disable=None
+        ) as bar,
+    ):
         buffer: list[str] = []
 
         def flush() -> None:
@@ -150,15 +199,17 @@ class TokenStream:
         self.dir = Path(data_dir)
         self.meta = load_meta(data_dir)
         if self.meta.get("kind") != "monolingual":
-            raise DataError(f"{data_dir} holds parallel text; a language model trains on a monolingual dataset "
-                            "(transduce prepare --monolingual --train FILE --out DIR)")
+            raise DataError(f"{data_dir} holds parallel text; a language model trains on a "
+                            "monolingual dataset (transduce prepare --monolingual --train FILE "
+                            "--out DIR)")
         if split not in self.meta["splits"]:
-            raise DataError(f"{data_dir} has no {split!r} split (it has: {', '.join(self.meta['splits'])})")
+            raise DataError(f"{data_dir} has no {split!r} split (it has: "
+                            f"{', '.join(self.meta['splits'])})")
         path = self.dir / f"{split}.text.bin"
         size = path.stat().st_size // 4
         if size != self.meta["splits"][split]["tokens"]:
-            raise DataError(f"{path} holds {size} tokens but meta.json says {self.meta['splits'][split]['tokens']}; "
-                            "prepare the data again")
+            raise DataError(f"{path} holds {size} tokens but meta.json says "
+                            f"{self.meta['splits'][split]['tokens']}; prepare the data again")
         self.split = split
         self.tokens = np.memmap(path, dtype=np.int32, mode="r") if size else np.zeros(0, np.int32)
 
@@ -166,7 +217,8 @@ class TokenStream:
         return len(self.tokens)
 
     def num_blocks(self, block_size: int, shifted: bool) -> int:
-        """Whole blocks in the stream (a next-token block needs one more token for its last target)."""
+        """Whole blocks in the stream (a next-token block needs one more token for its last
+        target)."""
         return max(0, (len(self.tokens) - int(shifted)) // block_size)
 
     def block(self, i: int, length: int, block_size: int) -> np.ndarray:
@@ -179,18 +231,37 @@ class BlockSampler:
     ``world_size`` takes every world_size-th batch (the shards hold equally many: the rest is
     dropped), so runs resume exactly and data-parallel ranks never wait for one another."""
 
-    def __init__(self, blocks: int, per_batch: int, seed: int = 1, shuffle: bool = True, world_size: int = 1,
-                 rank: int = 0) -> None:
+    def __init__(
+        self,
+        blocks: int,
+        per_batch: int,
+        seed: int = 1,
+        shuffle: bool = True,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
         if blocks < world_size:
             raise ValueError(f"{blocks} blocks cannot be shared by {world_size} ranks")
-        self.blocks, self.per_batch, self.seed, self.shuffle = blocks, max(1, per_batch), seed, shuffle
+        self.blocks, self.per_batch, self.seed, self.shuffle = (
+            blocks,
+            max(1, per_batch),
+            seed,
+            shuffle,
+        )
         self.world_size, self.rank = world_size, rank
 
     def batches(self, epoch: int, start: int = 0) -> list[np.ndarray]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.blocks) if self.shuffle else \
-            np.arange(self.blocks)
+        order = (
+            np.random.default_rng([self.seed, epoch]).permutation(self.blocks)
+            if self.shuffle
+            else np.arange(self.blocks)
+        )
         batches = [order[i : i + self.per_batch] for i in range(0, self.blocks, self.per_batch)]
-        usable = len(batches) - len(batches) % self.world_size if len(batches) >= self.world_size else len(batches)
+        usable = (
+            len(batches) - len(batches) % self.world_size
+            if len(batches) >= self.world_size
+            else len(batches)
+        )
         return batches[:usable][self.rank :: self.world_size][start:]
 
     def __len__(self) -> int:
@@ -199,9 +270,12 @@ class BlockSampler:
 
 def collate_next_token(stream: TokenStream, blocks, block_size: int, pad_id: int = 0) -> Batch:
     """GPT's batch: inputs ``(B, block_size)`` and the next tokens as targets."""
-    rows = np.stack([stream.block(int(i), block_size + 1, block_size) for i in blocks])  # (B, bs + 1)
+    # (B, bs + 1)
+    rows = np.stack([stream.block(int(i), block_size + 1, block_size) for i in blocks])
     rows = torch.from_numpy(rows)
-    return Batch(None, rows[:, :-1], rows[:, 1:], torch.as_tensor(np.asarray(blocks, dtype=np.int64)), pad_id)
+    return Batch(
+        None, rows[:, :-1], rows[:, 1:], torch.as_tensor(np.asarray(blocks, dtype=np.int64)), pad_id
+    )
 
 
 def collate_masked(stream: TokenStream, blocks, block_size: int, config, mask_prob: float,
@@ -220,7 +294,8 @@ def mask_tokens(rows: np.ndarray, config, mask_prob: float, generator: np.random
     """``rows (B, T)`` -> (inputs, targets) of the masked-LM objective; see ``collate_masked``."""
     real = rows != config.pad_id
     chosen = (generator.random(rows.shape) < mask_prob) & real
-    for b in np.flatnonzero(~chosen.any(axis=1) & real.any(axis=1)):  # every block predicts something
+    # every block predicts something
+    for b in np.flatnonzero(~chosen.any(axis=1) & real.any(axis=1)):
         chosen[b, generator.choice(np.flatnonzero(real[b]))] = True
     action = generator.random(rows.shape)
     inputs = rows.copy()

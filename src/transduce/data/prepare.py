@@ -20,15 +20,17 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 
 from ..version import __version__
 from ..checkpoint import tokenizer_fingerprint
 from ..errors import DataError, TransduceError
-from ..files import check_output_dir, output_dir, read_json
-from .corpus import find_files, fingerprint, read_pairs, write_lines
+from ..files import check_output_dir, output_dir
+from ..reading import read_json
+from .binarize import closed_vocabulary, encode_split, reservoir, split_pairs
+from .corpus import find_files, fingerprint
 from .tokenizer import SPECIAL_IDS, ModelTokenizer, Tokenizer, model_tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 1
@@ -79,11 +81,18 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
                                 "check the prefixes (PREFIX.trees or PREFIX.trees.gz)"))
         files = {split: (path, path) for split, path in zip(given, found)}
     else:
-        found = iter(find_files([("", f"{splits[split]}.{lang}") for split in given for lang in (o.src, o.tgt)],
-                                "check the prefixes and --src/--tgt"))
+        found = iter(
+            find_files(
+                [("", f"{splits[split]}.{lang}") for split in given for lang in (o.src, o.tgt)],
+                "check the prefixes and --src/--tgt",
+            )
+        )
         files = {split: (next(found), next(found)) for split in given}
-    shaping = {k: v for k, v in vars(o).items() if k not in ("chunk_lines", "threads", "train_prefix",
-                                                              "valid_prefix", "test_prefix")}
+    shaping = {
+        k: v
+        for k, v in vars(o).items()
+        if k not in ("chunk_lines", "threads", "train_prefix", "valid_prefix", "test_prefix")
+    }
     shaping["format"] = FORMAT_VERSION
     shaping["splits"] = sorted(files)
     print_ = log or (lambda *a, **k: None)
@@ -91,9 +100,16 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
     borrowed = model_tokenizer(o.tokenizer) if o.tokenizer else None
     if borrowed is not None:
         _check_languages(borrowed, o)
-        shaping.update(tokenizer=borrowed.fingerprint, vocab_size=None, joint=None, model_type=None, vocab_sample=None)
+        shaping.update(
+            tokenizer=borrowed.fingerprint,
+            vocab_size=None,
+            joint=None,
+            model_type=None,
+            vocab_sample=None,
+        )
     inputs = list(dict.fromkeys(p for pair in files.values() for p in pair))
-    check_output_dir(out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else []))  # before reading
+    # before reading
+    check_output_dir(out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else []))
     fp = fingerprint(inputs, shaping)
     if (out / "meta.json").is_file() and not force:
         try:
@@ -103,20 +119,24 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
         if old.get("fingerprint") == fp:
             missing = _missing_files(out, old)
             if not missing:
-                print_(f"{out}: already prepared from these inputs; reusing it (pass --force to redo)")
+                print_(f"{out}: already prepared from these inputs; reusing it (pass --force to "
+                       "redo)")
                 return old
             print_(f"{out}: {missing[0]} is missing; preparing again")
         else:
             print_(f"{out}: inputs or options changed; preparing again")
-    with output_dir(out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else [])) as tmp:
+    with output_dir(
+        out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else [])
+    ) as tmp:
         meta = _prepare_into(tmp, files, o, fp, print_, borrowed)
     return meta
 
 
 def _check_languages(borrowed: ModelTokenizer, o: PrepareOptions) -> None:
     if borrowed.languages is not None and borrowed.languages != (o.src, o.tgt):
-        raise DataError(f"--tokenizer {o.tokenizer}: the model translates {borrowed.languages[0]} -> "
-                        f"{borrowed.languages[1]}, not --src {o.src} --tgt {o.tgt}; give its languages' files")
+        raise DataError(f"--tokenizer {o.tokenizer}: the model translates {borrowed.languages[0]} "
+                        f"-> {borrowed.languages[1]}, not --src {o.src} --tgt {o.tgt}; give its "
+                        "languages' files")
 
 
 def _check_options(o: PrepareOptions) -> None:
@@ -127,17 +147,22 @@ def _check_options(o: PrepareOptions) -> None:
         if value < low:
             raise DataError(f"{name} {value}: must be at least {low}")
     if o.max_ratio < 1:
-        raise DataError(f"--max-ratio {o.max_ratio}: must be at least 1 (a ratio of longer to shorter side)")
+        raise DataError(f"--max-ratio {o.max_ratio}: must be at least 1 (a ratio of longer to "
+                        "shorter side)")
     if o.src == o.tgt:
-        raise DataError(f"--src and --tgt are both {o.src!r}; give the two languages' file suffixes")
+        raise DataError(f"--src and --tgt are both {o.src!r}; give the two languages' file "
+                        "suffixes")
 
 
 def _missing_files(out: Path, meta: dict) -> list[str]:
-    """The files a prepared folder should hold but does not (or whose index does not fit its tokens)."""
+    """The files a prepared folder should hold but does not (or whose index does not fit its
+    tokens)."""
     missing = [name for name in set(meta.get("spm", {}).values()) if not (out / name).is_file()]
     for split in meta.get("splits", {}):
         for lang in (meta["src"], meta["tgt"]):
-            names = [f"{split}.{lang}.bin", f"{split}.{lang}.idx"] + ([f"{split}.{lang}.txt"] if split != "train" else [])
+            names = [f"{split}.{lang}.bin", f"{split}.{lang}.idx"] + (
+                [f"{split}.{lang}.txt"] if split != "train" else []
+            )
             missing += [n for n in names if not (out / n).is_file()]
             bin_path, idx_path = out / f"{split}.{lang}.bin", out / f"{split}.{lang}.idx"
             if bin_path.is_file() and idx_path.is_file():
@@ -152,8 +177,12 @@ def _copy_tokenizer(tmp: Path, borrowed: ModelTokenizer, o: PrepareOptions) -> d
     import shutil
 
     shared = borrowed.files["src"] == borrowed.files["tgt"]
-    names = {"src": "spm.model" if shared else f"spm.{o.src}.model", "tgt": "spm.model" if shared else
-             f"spm.{o.tgt}.model", "vocab": "vocab.json", "tgt_vocab": f"vocab.{o.tgt}.json"}
+    names = {
+        "src": "spm.model" if shared else f"spm.{o.src}.model",
+        "tgt": "spm.model" if shared else f"spm.{o.tgt}.model",
+        "vocab": "vocab.json",
+        "tgt_vocab": f"vocab.{o.tgt}.json",
+    }
     names = {role: names[role] for role in borrowed.files}
     for role, name in names.items():
         shutil.copyfile(borrowed.files[role], tmp / name)
@@ -166,64 +195,118 @@ def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log,
     if borrowed is not None:
         return _encode_with_model(tmp, files, o, fp, log, borrowed, start)
     src_train, tgt_train = files["train"]
-    log(f"reading {src_train}{'' if o.trees else f' and {tgt_train}'} to train the vocabulary (sample of at most "
-        f"{o.vocab_sample:,} lines)")
-    src_sample, tgt_sample, n_lines = _reservoir(_pairs(o, src_train, tgt_train),
+    log(f"reading {src_train}{'' if o.trees else f' and {tgt_train}'} to train the vocabulary "
+        f"(sample of at most {o.vocab_sample:,} lines)")
+    src_sample, tgt_sample, n_lines = reservoir(split_pairs(o, src_train, tgt_train),
                                                  o.vocab_sample // (2 if o.joint else 1), o.seed)
     if not src_sample:
         raise DataError(f"{src_train}: the training text has no non-empty line pairs")
     if o.trees:
-        train_sentencepiece(src_sample, tmp / f"spm.{o.src}.model", o.vocab_size, o.model_type, o.threads)
-        _closed_vocabulary((t for _, t in _pairs(o, src_train, tgt_train)), tmp / f"spm.{o.tgt}.model")
+        train_sentencepiece(
+            src_sample, tmp / f"spm.{o.src}.model", o.vocab_size, o.model_type, o.threads
+        )
+        closed_vocabulary(
+            (t for _, t in split_pairs(o, src_train, tgt_train)), tmp / f"spm.{o.tgt}.model"
+        )
         models = {"src": f"spm.{o.src}.model", "tgt": f"spm.{o.tgt}.model"}
     elif o.joint:
-        train_sentencepiece(src_sample + tgt_sample, tmp / "spm.model", o.vocab_size, o.model_type, o.threads)
+        train_sentencepiece(
+            src_sample + tgt_sample, tmp / "spm.model", o.vocab_size, o.model_type, o.threads
+        )
         models = {"src": "spm.model", "tgt": "spm.model"}
     else:
         for lang, sample in ((o.src, src_sample), (o.tgt, tgt_sample)):
-            train_sentencepiece(sample, tmp / f"spm.{lang}.model", o.vocab_size, o.model_type, o.threads)
+            train_sentencepiece(
+                sample, tmp / f"spm.{lang}.model", o.vocab_size, o.model_type, o.threads
+            )
         models = {"src": f"spm.{o.src}.model", "tgt": f"spm.{o.tgt}.model"}
     del src_sample, tgt_sample
     tokenizer = Tokenizer(tmp / models["src"], tmp / models["tgt"])
     meta = {
-        "format": FORMAT_VERSION, "transduce_version": __version__, "src": o.src, "tgt": o.tgt,
-        "joint": o.joint, "model_type": o.model_type, "spm": models, "trees": o.trees,
-        "vocab_size": {"src": tokenizer.src.get_piece_size(), "tgt": tokenizer.tgt.get_piece_size()},
-        "special_ids": dict(SPECIAL_IDS), "max_len": o.max_len, "max_ratio": o.max_ratio,
-        "fingerprint": fp, "splits": {}, "inputs": {},
+        "format": FORMAT_VERSION,
+        "transduce_version": __version__,
+        "src": o.src,
+        "tgt": o.tgt,
+        "joint": o.joint,
+        "model_type": o.model_type,
+        "spm": models,
+        "trees": o.trees,
+        "vocab_size": {
+            "src": tokenizer.src.get_piece_size(),
+            "tgt": tokenizer.tgt.get_piece_size(),
+        },
+        "special_ids": dict(SPECIAL_IDS),
+        "max_len": o.max_len,
+        "max_ratio": o.max_ratio,
+        "fingerprint": fp,
+        "splits": {},
+        "inputs": {},
     }
     return _encode_splits(tmp, files, o, tokenizer, meta, log, start, n_lines)
 
 
-def _encode_with_model(tmp: Path, files: dict, o: PrepareOptions, fp: str, log, borrowed: ModelTokenizer,
-                       start: float) -> dict:
+def _encode_with_model(
+    tmp: Path, files: dict, o: PrepareOptions, fp: str, log, borrowed: ModelTokenizer, start: float
+) -> dict:
     """Encode with a model's own tokenizer: no vocabulary is trained; the ids are the model's."""
     config = borrowed.config
     names = _copy_tokenizer(tmp, borrowed, o)
-    tokenizer = Tokenizer.from_roles({role: tmp / name for role, name in names.items()}, unk_id=config.unk_id)
+    tokenizer = Tokenizer.from_roles(
+        {role: tmp / name for role, name in names.items()}, unk_id=config.unk_id
+    )
     max_len = min(o.max_len, config.max_positions - 1)
     if max_len < o.max_len:
-        log(f"the model holds {config.max_positions} positions: dropping training pairs over {max_len} tokens")
+        log(f"the model holds {config.max_positions} positions: dropping training pairs over "
+            f"{max_len} tokens")
     log(f"encoding with the tokenizer of {borrowed.folder} (no vocabulary is trained)")
     meta = {
-        "format": FORMAT_VERSION, "transduce_version": __version__, "src": o.src, "tgt": o.tgt,
-        "joint": config.tgt_vocab_size is None, "model_type": None, "spm": names,
+        "format": FORMAT_VERSION,
+        "transduce_version": __version__,
+        "src": o.src,
+        "tgt": o.tgt,
+        "joint": config.tgt_vocab_size is None,
+        "model_type": None,
+        "spm": names,
         "vocab_size": {"src": config.vocab_size, "tgt": config.target_vocab_size},
-        "special_ids": {name: getattr(config, name) for name in SPECIAL_IDS}, "max_len": max_len,
-        "max_ratio": o.max_ratio, "fingerprint": fp, "tokenizer_from": str(borrowed.folder), "splits": {},
+        "special_ids": {name: getattr(config, name) for name in SPECIAL_IDS},
+        "max_len": max_len,
+        "max_ratio": o.max_ratio,
+        "fingerprint": fp,
+        "tokenizer_from": str(borrowed.folder),
+        "splits": {},
         "inputs": {},
     }
     from dataclasses import replace
 
-    return _encode_splits(tmp, files, replace(o, max_len=max_len), tokenizer, meta, log, start, None)
+    return _encode_splits(
+        tmp, files, replace(o, max_len=max_len), tokenizer, meta, log, start, None
+    )
 
 
-def _encode_splits(tmp: Path, files: dict, o: PrepareOptions, tokenizer: Tokenizer, meta: dict, log, start: float,
-                   n_lines: Optional[int]) -> dict:
-    meta["tokenizer_fingerprint"] = tokenizer_fingerprint({role: tmp / name for role, name in meta["spm"].items()})
+def _encode_splits(
+    tmp: Path,
+    files: dict,
+    o: PrepareOptions,
+    tokenizer: Tokenizer,
+    meta: dict,
+    log,
+    start: float,
+    n_lines: Optional[int],
+) -> dict:
+    meta["tokenizer_fingerprint"] = tokenizer_fingerprint(
+        {role: tmp / name for role, name in meta["spm"].items()}
+    )
     for split, (src_path, tgt_path) in files.items():
-        stats = _encode_split(tmp, split, src_path, tgt_path, tokenizer, o, filtered=split == "train",
-                              total=n_lines if split == "train" else None)
+        stats = encode_split(
+            tmp,
+            split,
+            src_path,
+            tgt_path,
+            tokenizer,
+            o,
+            filtered=split == "train",
+            total=n_lines if split == "train" else None,
+        )
         meta["splits"][split] = stats
         meta["inputs"][split] = [str(src_path), str(tgt_path)]
         dropped = stats["dropped"]
@@ -234,7 +317,8 @@ def _encode_splits(tmp: Path, files: dict, o: PrepareOptions, tokenizer: Tokeniz
         if "tokenizer_from" in meta:
             _report_unknown(split, stats, log)
     if meta["splits"]["train"]["pairs"] == 0:
-        raise DataError(f"every training pair was filtered out ({meta['splits']['train']['dropped']}); "
+        raise DataError("every training pair was filtered out "
+                        f"({meta['splits']['train']['dropped']}); "
                         "raise --max-len or --max-ratio, or check the files")
     meta["seconds"] = round(time.time() - start, 2)
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -243,128 +327,16 @@ def _encode_splits(tmp: Path, files: dict, o: PrepareOptions, tokenizer: Tokeniz
 
 def _report_unknown(split: str, stats: dict, log) -> None:
     """How much of the text the model's vocabulary does not cover (its unknown token)."""
-    shares = {side: stats["unknown"][side] / max(1, stats["tokens"][side]) for side in ("src", "tgt")}
-    log(f"{split}: {shares['src']:.2%} of source pieces and {shares['tgt']:.2%} of target pieces are unknown to "
-        "the model")
+    shares = {
+        side: stats["unknown"][side] / max(1, stats["tokens"][side]) for side in ("src", "tgt")
+    }
+    log(f"{split}: {shares['src']:.2%} of source pieces and {shares['tgt']:.2%} of target pieces "
+        "are unknown to the model")
     for side, share in shares.items():
         if share > UNKNOWN_WARNING:
             import sys
 
-            print(f"warning: {share:.1%} of the {split} split's {'source' if side == 'src' else 'target'} pieces are "
-                  "unknown to the model's tokenizer (more than "
-                  f"{UNKNOWN_WARNING:.0%}): is the text in the model's languages and script?", file=sys.stderr)
-
-
-def _reservoir(pairs: Iterator[tuple[str, str]], size: int, seed: int) -> tuple[list[str], list[str], int]:
-    """Uniform sample of at most ``size`` non-empty pairs (Algorithm R), and the number of lines read."""
-    rng = np.random.default_rng(seed)
-    src, tgt = [], []
-    n = seen = 0
-    draws = iter(())
-    for n, (s, t) in enumerate(pairs, start=1):
-        if not s.strip() or not t.strip():
-            continue
-        seen += 1
-        if len(src) < size:
-            src.append(s)
-            tgt.append(t)
-            continue
-        j = next(draws, None)
-        if j is None:  # draw random numbers in blocks; Python-level rng calls are slow
-            block = np.arange(seen, seen + 65536)
-            draws = iter((rng.random(65536) * block).astype(np.int64).tolist())
-            j = next(draws)
-        if j < size:
-            src[j], tgt[j] = s, t
-    return src, tgt, n
-
-
-def _encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokenizer: Tokenizer,
-                  o: PrepareOptions, filtered: bool, total: Optional[int]) -> dict:
-    from tqdm.auto import tqdm
-
-    dropped = {"empty": 0, "too_long": 0, "ratio": 0}
-    lengths = {"src": [], "tgt": []}
-    unknown = {"src": 0, "tgt": 0}
-    lines = 0
-    with open(tmp / f"{split}.{o.src}.bin", "wb") as src_bin, open(tmp / f"{split}.{o.tgt}.bin", "wb") as tgt_bin, \
-            tqdm(total=total, desc=f"encoding {split}", unit=" lines", unit_scale=True, leave=False,
-                 disable=None) as bar:
-        text = None if filtered else {"src": open(tmp / f"{split}.{o.src}.txt", "w", encoding="utf-8", newline=""),
-                                      "tgt": open(tmp / f"{split}.{o.tgt}.txt", "w", encoding="utf-8", newline="")}
-        try:
-            for chunk in _chunks(_pairs(o, src_path, tgt_path), o.chunk_lines):
-                lines += len(chunk)
-                bar.update(len(chunk))
-                srcs, tgts = [s for s, _ in chunk], [t for _, t in chunk]
-                src_ids = tokenizer.encode_src(srcs, o.threads)
-                tgt_ids = tokenizer.encode_tgt(tgts, o.threads)
-                if filtered:
-                    keep = [_keep(s, t, si, ti, o, dropped) for s, t, si, ti in zip(srcs, tgts, src_ids, tgt_ids)]
-                    src_ids = [ids for ids, k in zip(src_ids, keep) if k]
-                    tgt_ids = [ids for ids, k in zip(tgt_ids, keep) if k]
-                else:
-                    write_lines(text["src"], srcs)
-                    write_lines(text["tgt"], tgts)
-                for ids, handle, side in ((src_ids, src_bin, "src"), (tgt_ids, tgt_bin, "tgt")):
-                    lengths[side].append(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids)))
-                    flat = np.fromiter((t for x in ids for t in x), dtype=np.int32)
-                    unknown[side] += int((flat == tokenizer.unk_id).sum())
-                    handle.write(flat.tobytes())
-        finally:
-            if text:
-                for handle in text.values():
-                    handle.close()
-    for side, lang in (("src", o.src), ("tgt", o.tgt)):
-        lens = np.concatenate(lengths[side]) if lengths[side] else np.zeros(0, np.int64)
-        offsets = np.zeros(len(lens) + 1, dtype=np.int64)
-        np.cumsum(lens, out=offsets[1:])
-        offsets.tofile(tmp / f"{split}.{lang}.idx")
-    pairs = int(sum(len(x) for x in lengths["src"]))
-    tokens = {side: int(sum(int(x.sum()) for x in lengths[side])) for side in ("src", "tgt")}
-    return {"lines": lines, "pairs": pairs, "dropped": dropped, "tokens": tokens, "unknown": unknown}
-
-
-def _keep(s: str, t: str, si: list[int], ti: list[int], o: PrepareOptions, dropped: dict) -> bool:
-    if not s.strip() or not t.strip():
-        dropped["empty"] += 1
-        return False
-    if len(si) > o.max_len or len(ti) > o.max_len:
-        dropped["too_long"] += 1
-        return False
-    if not o.trees and max(len(si), len(ti)) > o.max_ratio * max(1, min(len(si), len(ti))):
-        dropped["ratio"] += 1
-        return False
-    return True
-
-
-def _pairs(o: PrepareOptions, src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
-    """A split's (source, target) lines: the two files of parallel text, or a treebank's words and
-    linearized trees."""
-    if o.trees:
-        from .trees import tree_pairs
-
-        return tree_pairs(src, o.encoding_errors)
-    return read_pairs(src, tgt, o.encoding_errors)
-
-
-def _closed_vocabulary(targets: Iterator[str], out_file: Path) -> None:
-    """A SentencePiece word model holding every token of ``targets`` whole: the linearized trees'
-    brackets and placeholder, a closed vocabulary."""
-    tokens: set[str] = set()
-    lines = []
-    for line in targets:
-        tokens.update(line.split())
-        lines.append(line)
-    train_sentencepiece(lines, out_file, len(tokens) + len(SPECIAL_IDS), "word")
-
-
-def _chunks(pairs: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
-    chunk = []
-    for pair in pairs:
-        chunk.append(pair)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+            print(f"warning: {share:.1%} of the {split} split's "
+                  f"{'source' if side == 'src' else 'target'} pieces are unknown to the model's "
+                  f"tokenizer (more than {UNKNOWN_WARNING:.0%}): is the text in the model's "
+                  "languages and script?", file=sys.stderr)

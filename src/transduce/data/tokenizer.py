@@ -1,4 +1,5 @@
-"""SentencePiece subword models (the paper's BPE / word pieces), trained so ids agree with ModelConfig."""
+"""SentencePiece subword models (the paper's BPE / word pieces), trained so ids agree with
+ModelConfig."""
 
 from __future__ import annotations
 
@@ -17,8 +18,15 @@ from ..errors import DataError
 SPECIAL_IDS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}
 
 
-def train_sentencepiece(sentences: Iterable[str], out_file: Path, vocab_size: int, model_type: str = "bpe",
-                        threads: int = 2, seed_sentences: int = 0, user_symbols: Sequence[str] = ()) -> None:
+def train_sentencepiece(
+    sentences: Iterable[str],
+    out_file: Path,
+    vocab_size: int,
+    model_type: str = "bpe",
+    threads: int = 2,
+    seed_sentences: int = 0,
+    user_symbols: Sequence[str] = (),
+) -> None:
     """Train a model on ``sentences`` and write it to ``out_file`` (a ``.model`` file).
 
     ``user_symbols`` get the ids right after the special ones (``<mask>`` is 4), never split.
@@ -30,21 +38,34 @@ def train_sentencepiece(sentences: Iterable[str], out_file: Path, vocab_size: in
     with tempfile.TemporaryDirectory() as tmp:
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(sentences), model_prefix=str(Path(tmp) / "spm"), vocab_size=vocab_size,
-                model_type=model_type, num_threads=threads, character_coverage=1.0 if vocab_size < 2000 else 0.9995,
-                input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2,
-                bos_piece="<s>", eos_piece="</s>", pad_piece="<pad>", unk_piece="<unk>",
-                hard_vocab_limit=True, user_defined_symbols=list(user_symbols), **SPECIAL_IDS,
+                sentence_iterator=iter(sentences),
+                model_prefix=str(Path(tmp) / "spm"),
+                vocab_size=vocab_size,
+                model_type=model_type,
+                num_threads=threads,
+                character_coverage=1.0 if vocab_size < 2000 else 0.9995,
+                input_sentence_size=0,
+                shuffle_input_sentence=False,
+                minloglevel=2,
+                bos_piece="<s>",
+                eos_piece="</s>",
+                pad_piece="<pad>",
+                unk_piece="<unk>",
+                hard_vocab_limit=True,
+                user_defined_symbols=list(user_symbols),
+                **SPECIAL_IDS,
             )
         except RuntimeError as error:
             match = re.search(r"<= (\d+)", str(error))
             if match:
-                raise DataError(f"--vocab-size {vocab_size} is too large for this training text: the largest "
-                                f"that works is {match.group(1)}; pass --vocab-size {match.group(1)} or less") from None
+                raise DataError(f"--vocab-size {vocab_size} is too large for this training text: "
+                                f"the largest that works is {match.group(1)}; pass --vocab-size "
+                                f"{match.group(1)} or less") from None
             match = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(error))
             if match:
-                raise DataError(f"--vocab-size {vocab_size} is too small for this training text: its characters "
-                                f"and the special tokens need at least {match.group(2)}") from None
+                raise DataError(f"--vocab-size {vocab_size} is too small for this training text: "
+                                "its characters and the special tokens need at least "
+                                f"{match.group(2)}") from None
             raise DataError(f"SentencePiece training failed: {error}") from None
         shutil.copyfile(Path(tmp) / "spm.model", out_file)
 
@@ -57,12 +78,22 @@ class Tokenizer:
     ``tgt_vocab`` when the target has its own).
     """
 
-    def __init__(self, src_model: str | Path, tgt_model: str | Path | None = None, vocab: str | Path | None = None,
-                 tgt_vocab: str | Path | None = None, unk_id: int = SPECIAL_IDS["unk_id"]) -> None:
+    def __init__(
+        self,
+        src_model: str | Path,
+        tgt_model: str | Path | None = None,
+        vocab: str | Path | None = None,
+        tgt_vocab: str | Path | None = None,
+        unk_id: int = SPECIAL_IDS["unk_id"],
+    ) -> None:
         self.src_path = Path(src_model)
         self.tgt_path = Path(tgt_model) if tgt_model is not None else self.src_path
         self.src = spm.SentencePieceProcessor(model_file=str(self.src_path))
-        self.tgt = self.src if self.tgt_path == self.src_path else spm.SentencePieceProcessor(model_file=str(self.tgt_path))
+        self.tgt = (
+            self.src
+            if self.tgt_path == self.src_path
+            else spm.SentencePieceProcessor(model_file=str(self.tgt_path))
+        )
         self.unk_id = unk_id
         self.src_vocab = _read_vocab(vocab) if vocab else None
         self.tgt_vocab = _read_vocab(tgt_vocab) if tgt_vocab else self.src_vocab
@@ -73,7 +104,9 @@ class Tokenizer:
     def from_roles(cls, files: dict, unk_id: int = SPECIAL_IDS["unk_id"]) -> "Tokenizer":
         """From tokenizer files by role (``checkpoint.TOKENIZER_KEYS``: src, tgt, and the optional
         vocab, tgt_vocab), as checkpoints and prepared datasets name them."""
-        return cls(files["src"], files["tgt"], files.get("vocab"), files.get("tgt_vocab"), unk_id=unk_id)
+        return cls(
+            files["src"], files["tgt"], files.get("vocab"), files.get("tgt_vocab"), unk_id=unk_id
+        )
 
     @property
     def joint(self) -> bool:
@@ -110,7 +143,9 @@ class Tokenizer:
 def _read_vocab(path: str | Path) -> dict[str, int]:
     import json
 
-    return {piece: int(i) for piece, i in json.loads(Path(path).read_text(encoding="utf-8")).items()}
+    return {
+        piece: int(i) for piece, i in json.loads(Path(path).read_text(encoding="utf-8")).items()
+    }
 
 
 def tokenizer_from_info(folder: str | Path, info: dict) -> Tokenizer:
@@ -132,7 +167,11 @@ def named_languages(info: dict) -> tuple[str, str] | None:
     """The (source, target) languages a model.json or meta.json names, or None when it does not
     know them: what may be compared with another's."""
     pair = (info.get("src"), info.get("tgt"))
-    return None if any(lang in UNNAMED_LANGUAGES or not isinstance(lang, str) for lang in pair) else pair
+    return (
+        None
+        if any(lang in UNNAMED_LANGUAGES or not isinstance(lang, str) for lang in pair)
+        else pair
+    )
 
 
 @dataclass
@@ -174,18 +213,20 @@ def model_tokenizer(path: str | Path) -> ModelTokenizer:
         folder = resolve(path)
         info = read_info(folder)
         if not info["tokenizer"].get("src"):
-            raise DataError(f"{folder} has no tokenizer of its own (an imported language model carries none); give "
-                            "a translation model's run or checkpoint")
+            raise DataError(f"{folder} has no tokenizer of its own (an imported language model "
+                            "carries none); give a translation model's run or checkpoint")
         found = ModelTokenizer(folder, info, tokenizer_paths(folder, info), "")
         config = found.config
     except (TransduceError, TypeError, ValueError) as error:
         raise DataError(f"--tokenizer {path}: {error}") from None
     if config.architecture != "encoder-decoder":
-        raise DataError(f"--tokenizer {path}: {folder} is a language model ({config.architecture}); prepare its "
+        raise DataError(f"--tokenizer {path}: {folder} is a language model "
+                        f"({config.architecture}); prepare its "
                         "data with `transduce prepare --monolingual`")
     try:
         found.load()
     except (OSError, RuntimeError, ValueError) as error:
-        raise DataError(f"--tokenizer {path}: a tokenizer file of {folder} is damaged ({error})") from None
+        raise DataError(f"--tokenizer {path}: a tokenizer file of {folder} is damaged "
+                        f"({error})") from None
     found.fingerprint = tokenizer_fingerprint(found.files)
     return found

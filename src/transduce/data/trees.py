@@ -10,10 +10,9 @@ and each preterminal (the part-of-speech tag and its word) replaced by one place
     source: The dog barks .
     target: (S (NP XX XX )NP (VP XX )VP XX )S
 
-Closing labels make the target longer but let a reader (and a constrained search) check each
-bracket against the one it closes. The treebank's outer bracket without a label (or labeled
-``TOP`` or ``ROOT``) is the root; its children are linearized one after the other (almost always
-one).
+Closing labels make the target longer but let a reader (and a constrained search) check each bracket
+against the one it closes. The treebank's outer bracket without a label (or labeled ``TOP`` or
+``ROOT``) is the root; its children are linearized one after the other (almost always one).
 
 Cleaning (``clean``), as parsing evaluation does: empty elements (``-NONE-``) and the
 constituents left without words by their removal go; function tags and coindexation go
@@ -156,8 +155,8 @@ def read_trees(path) -> list[Tree]:
     for line, tree in parse_trees("\n".join(read_lines(path)), str(path)):
         cleaned = clean(tree)
         if cleaned is None:
-            raise TreeError(f"{path}, line {line}: the tree has no words once its empty "
-                            "elements go")
+            raise TreeError(f"{path}, line {line}: the tree has no words once its empty elements "
+                            "go")
         trees.append(cleaned)
     return trees
 
@@ -242,8 +241,8 @@ def tree_pairs(path, encoding_errors: str = "strict") -> Iterator[tuple[str, str
     for line, tree in parse_trees(text, str(path)):
         cleaned = clean(tree)
         if cleaned is None:
-            raise TreeError(f"{path}, line {line}: the tree has no words once its empty "
-                            "elements go")
+            raise TreeError(f"{path}, line {line}: the tree has no words once its empty elements "
+                            "go")
         words, target = linearize(cleaned)
         yield " ".join(words), " ".join(target)
 

@@ -14,7 +14,22 @@ from .running import RunningSearch
 from .sampling import filter_logits
 from .scoring import forced_attention, score_targets
 
-__all__ = ["Ensemble", "RunningSearch", "beam_search", "greedy_search", "sample", "search",
-           "score_targets", "forced_attention",
-           "translate_ids", "Hypothesis", "SearchOptions", "length_penalty", "merge_finished", "top_candidates",
-           "filter_logits", "BracketRules", "BracketVocabulary"]
+__all__ = [
+    "Ensemble",
+    "RunningSearch",
+    "beam_search",
+    "greedy_search",
+    "sample",
+    "search",
+    "score_targets",
+    "forced_attention",
+    "translate_ids",
+    "Hypothesis",
+    "SearchOptions",
+    "length_penalty",
+    "merge_finished",
+    "top_candidates",
+    "filter_logits",
+    "BracketRules",
+    "BracketVocabulary",
+]

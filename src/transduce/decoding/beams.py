@@ -150,8 +150,8 @@ class Beams:
             self.width = width
 
     def tokens(self, step: int) -> Tensor:
-        """``(N, 1 + step)``: the start token and every row's tokens so far, when every sentence is at
-        ``step`` (a batch); for decoding states that read the whole prefix."""
+        """``(N, 1 + step)``: the start token and every row's tokens so far, when every sentence is
+        at ``step`` (a batch); for decoding states that read the whole prefix."""
         start = self.history.new_full((self.history.size(0), 1), self.config.start_id)
         return torch.cat([start, self.history[:, :step]], dim=1)
 
@@ -165,7 +165,8 @@ class Beams:
         return chosen == self.config.eos_id
 
     def advance(self, logprobs: Tensor) -> tuple[Tensor, Tensor]:
-        """One step of beam search over ``logprobs (N, V)`` (the rules already applied: ``constrain``).
+        """One step of beam search over ``logprobs (N, V)`` (the rules already applied:
+        ``constrain``).
 
         Returns ``(done (B,), pick (N,))``: the sentences no live row can improve any more (their
         hypotheses are ``finished(i)``), and the rows each new row continues (the decoding state

@@ -54,8 +54,8 @@ class BracketVocabulary:
         self.open_ids = [i for i, t in enumerate(tokens) if self.kind[i] == OPEN
                          and self.close_id[self.label[i]] >= 0]
         if not self.open_ids or not (self.kind == WORD).any():
-            raise ValueError(f"the target vocabulary has no brackets or no {PLACEHOLDER}: it is not a "
-                             "parser's (prepare --trees)")
+            raise ValueError(f"the target vocabulary has no brackets or no {PLACEHOLDER}: it is "
+                             "not a parser's (prepare --trees)")
         self.word_id = int((self.kind == WORD).nonzero()[0])
 
 
@@ -78,12 +78,15 @@ class BracketRules:
         return words + 3
 
     def start(self, per_sentence: int, device: torch.device) -> None:
-        """Rows for the sentences, ``per_sentence`` each (the beam), at the start of their output."""
+        """Rows for the sentences, ``per_sentence`` each (the beam), at the start of their
+        output."""
         v = self.vocab
         self.kind, self.label = v.kind.to(device), v.label.to(device)
         self.close_id = v.close_id.to(device)
         self.open_ids = torch.tensor(v.open_ids, dtype=torch.long, device=device)
-        n = torch.tensor(self.words, dtype=torch.long, device=device).repeat_interleave(per_sentence)
+        n = torch.tensor(self.words, dtype=torch.long, device=device).repeat_interleave(
+            per_sentence
+        )
         N, depth = n.numel(), max(self.words, default=0) + 8
         self.n = n
         self.placed = torch.zeros(N, dtype=torch.long, device=device)
@@ -126,8 +129,11 @@ class BracketRules:
         if opening.any():
             self.labels.scatter_(1, at, torch.where(opening, self.label[tokens],
                                                      self.labels.gather(1, at).squeeze(1))[:, None])
-            self.opened_at.scatter_(1, at, torch.where(opening, self.placed,
-                                                        self.opened_at.gather(1, at).squeeze(1))[:, None])
+            self.opened_at.scatter_(
+                1,
+                at,
+                torch.where(opening, self.placed, self.opened_at.gather(1, at).squeeze(1))[:, None],
+            )
         self.depth += opening.long() - closing.long()
         self.started |= opening
         self.placed += (kind == WORD).long()

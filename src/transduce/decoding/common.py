@@ -31,8 +31,8 @@ class SearchOptions:
     engine's settings, none of which changes the outputs beyond float rounding except ``prefix``.
 
     prefix: per sentence, target ids the output must start with (forced decoding of a prefix).
-    use_cache: False recomputes the whole prefix at each step (for tests).
-    fast: decode with the ``FastDecoder`` step (``inference/decoder.py``); False uses the model's own
+    use_cache: False recomputes the whole prefix at each step (for tests). fast: decode with the
+    ``FastDecoder`` step (``inference/decoder.py``); False uses the model's own
         ``decode`` with its growing cache (the reference the fast step is tested against).
     precision: "int8" quantizes the fast step's weights (CPU); "bf16" gives it bf16 copies of the
         weights on the CPU (``TunedLinear``); otherwise fp32, bf16 and fp16 come from the autocast
@@ -53,13 +53,15 @@ class SearchOptions:
 
 
 def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:
-    """Per sentence, the most output tokens allowed (eos included): ``decode.max_len_a`` x the source
-    length (real tokens with eos) + ``decode.max_len_b`` (the paper: input length + 50), capped by
-    the model's positions (for a decoder-only model, those its start token and prompt leave)."""
+    """Per sentence, the most output tokens allowed (eos included): ``decode.max_len_a`` x the
+    source length (real tokens with eos) + ``decode.max_len_b`` (the paper: input length + 50),
+    capped by the model's positions (for a decoder-only model, those its start token and prompt
+    leave)."""
     c = model.config
     src_len = src.ne(c.pad_id).sum(1).cpu()  # (B,); float64 on the CPU (MPS has none)
     limit = (decode.max_len_a * src_len.double() + decode.max_len_b).floor().long()
-    room = c.max_positions - (src.size(1) if c.architecture == "decoder-only" else 0)  # last input: start+prompt+L-1
+    # last input: start+prompt+L-1
+    room = c.max_positions - (src.size(1) if c.architecture == "decoder-only" else 0)
     return limit.clamp(min=1, max=max(room, 1)).to(src.device)
 
 
@@ -87,8 +89,8 @@ def banned_tokens(config, device: torch.device | str = "cpu") -> Tensor:
 def constrain(logprobs: Tensor, step: int | Tensor, config, max_len: Tensor, min_len: int,
               prefix: Optional[Tensor], per_row: int = 1, banned: Optional[Tensor] = None,
               may_end: bool = True) -> Tensor:
-    """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based): an int
-    for the whole batch, or a tensor ``(B,)`` of each sentence's own (a running search, whose
+    """Apply the rules of search to ``logprobs (N, V)`` at output position ``step`` (0-based): an
+    int for the whole batch, or a tensor ``(B,)`` of each sentence's own (a running search, whose
     sentences joined at different steps).
 
     Never pad or the start/bos tokens; no eos before ``min_len``; only eos at the last allowed
@@ -98,7 +100,9 @@ def constrain(logprobs: Tensor, step: int | Tensor, config, max_len: Tensor, min
     to save work per step, and ``may_end=False`` when no sentence can reach its last position yet.
     """
     neg_inf = float("-inf")
-    logprobs.index_fill_(1, banned if banned is not None else banned_tokens(config, logprobs.device), neg_inf)
+    logprobs.index_fill_(
+        1, banned if banned is not None else banned_tokens(config, logprobs.device), neg_inf
+    )
     if isinstance(step, Tensor):
         if min_len:
             logprobs[(step < min_len).repeat_interleave(per_row), config.eos_id] = neg_inf

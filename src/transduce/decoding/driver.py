@@ -1,4 +1,5 @@
-"""The search driver: sources (token ids) in, n-best lists out, in input order, batched by a budget."""
+"""The search driver: sources (token ids) in, n-best lists out, in input order, batched by a
+budget."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from .greedy import greedy_search, sample
 
 def search(model, src, decode: DecodeConfig, options: Optional[SearchOptions] = None,
            generator: Optional[torch.Generator] = None) -> list[list[Hypothesis]]:
-    """The search ``decode`` asks for over ``src (B, S)``: sampling, greedy (beam 1, one best) or beam;
-    n-best lists per sentence, in order."""
+    """The search ``decode`` asks for over ``src (B, S)``: sampling, greedy (beam 1, one best) or
+    beam; n-best lists per sentence, in order."""
     if decode.sampling:
         return [[h] for h in sample(model, src, decode, options, generator)]
     if decode.greedy:
@@ -30,7 +31,9 @@ def search(model, src, decode: DecodeConfig, options: Optional[SearchOptions] = 
 def search_precision(precision: str) -> tuple[str, str]:
     """A translator's precision as search runs it: the fast step's (int8 and CPU bf16 weights of its
     own, else fp32) and the autocast context's around it (fp32 for int8)."""
-    return (precision if precision in ("int8", "bf16") else "fp32"), ("fp32" if precision == "int8" else precision)
+    return (precision if precision in ("int8", "bf16") else "fp32"), (
+        "fp32" if precision == "int8" else precision
+    )
 
 
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
@@ -54,13 +57,28 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
     generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
     lengths = [len(sources[i]) for i in order]
-    batches = [[order[n] for n in batch] for batch in budget_batches(lengths, decode.max_tokens, decode.max_sentences)]
+    batches = [
+        [order[n] for n in batch]
+        for batch in budget_batches(lengths, decode.max_tokens, decode.max_sentences)
+    ]
     engine, context = search_precision(precision)
-    with tqdm(total=len(sources), desc="translating", unit=" sent", disable=not progress or None, leave=False) as bar:
+    with tqdm(
+        total=len(sources),
+        desc="translating",
+        unit=" sent",
+        disable=not progress or None,
+        leave=False,
+    ) as bar:
         for batch in batches:
-            src = pad_sequences([sources[i] for i in batch], config.pad_id, suffix=config.eos_id).to(device)
-            options = SearchOptions(prefix=[prefixes[i] for i in batch] if prefixes else None, precision=engine,
-                                    compile=compiled, rules=rules.subset(batch) if rules is not None else None)
+            src = pad_sequences(
+                [sources[i] for i in batch], config.pad_id, suffix=config.eos_id
+            ).to(device)
+            options = SearchOptions(
+                prefix=[prefixes[i] for i in batch] if prefixes else None,
+                precision=engine,
+                compile=compiled,
+                rules=rules.subset(batch) if rules is not None else None,
+            )
             with torch.inference_mode(), autocast(device, context):
                 out = search(model, src, decode, options, generator)
             for i, hyps in zip(batch, out):

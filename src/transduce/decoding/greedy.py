@@ -21,8 +21,7 @@ def greedy_search(
     options: Optional[SearchOptions] = None,
 ) -> list[Hypothesis]:
     """Decode ``src (B, S)`` within ``decode``'s length limits; one hypothesis per sentence, in
-    order
-    (sampling at temperature 0)."""
+    order (sampling at temperature 0)."""
     decode = replace(decode or DecodeConfig(beam=1), sampling=False)
     return [hyps[0] for hyps in search_batch(model, src, decode, options, walk=True)]
 

@@ -14,9 +14,9 @@ A state holds the hypotheses of the sentences being searched, sentence-major (a 
 The classes:
 - ``FastState``: the ``FastDecoder`` step (fp32, bf16 or int8 weights; captured with
   ``compile``): every row in one product per weight, over a ``RunningCache`` (each row at its own
-  position; when a sentence leaves, only the rows that change place move) or, for one sentence
-  and for the captured step, the plain cache (all rows at one position; a leaver's removal copies
-  every row): a batch of several sentences is faster with the running cache, one sentence without
+  position; when a sentence leaves, only the rows that change place move) or, for one sentence and
+  for the captured step, the plain cache (all rows at one position; a leaver's removal copies every
+  row): a batch of several sentences is faster with the running cache, one sentence without
   (``benchmarks/continuous_search.py``, docs/benchmarks.md).
 - ``ModelState``: the model's own incremental ``decode``, for what the fast step does not compute
   (and as the reference in tests): the sentences that joined together form a cohort with its own

@@ -20,7 +20,9 @@ def counting_line(start: int, count: int) -> str:
     return ", ".join(english(n) for n in range(start, start + count))
 
 
-def counting_splits(train: int, valid: int, test: int, seed: int = 1) -> dict[str, list[tuple[int, int]]]:
+def counting_splits(
+    train: int, valid: int, test: int, seed: int = 1
+) -> dict[str, list[tuple[int, int]]]:
     """(start, count) for each line of each split; the starts of valid/test lines are held out."""
     rng = random.Random(seed)
     starts = list(range(LIMIT - 10))

@@ -82,8 +82,8 @@ class StepCache:
         t, first = self.length, self.first
         if t <= first:
             return
-        # per layer's keys or values, (N, H, C, Dh) each: one index_select over the whole 6-d cache is
-        # slower (`python benchmarks/step_profile.py --rows 128`)
+        # per layer's keys or values, (N, H, C, Dh) each: one index_select over the whole 6-d cache
+        # is slower (`python benchmarks/step_profile.py --rows 128`)
         for block in self.kv.flatten(0, 1).unbind(0):
             filled = block.narrow(2, first, t - first)
             filled.narrow(0, 0, rows.numel()).copy_(filled.index_select(0, rows))
@@ -98,12 +98,17 @@ class StepCache:
         kept = self.kv.new_zeros if self.static else self.kv.new_empty
         kv = kept(L, 2, total * K, H, C, Dh)
         if t:  # copy the filled positions only: the capacity can be several times the length so far
-            for old, new in zip(self.kv.flatten(0, 1).unbind(0), kv.flatten(0, 1).unbind(0)):  # (as reorder)
-                new.narrow(0, 0, rows.numel()).narrow(2, 0, t).copy_(old.narrow(2, 0, t).index_select(0, rows))
+            # (as reorder)
+            for old, new in zip(self.kv.flatten(0, 1).unbind(0), kv.flatten(0, 1).unbind(0)):
+                new.narrow(0, 0, rows.numel()).narrow(2, 0, t).copy_(
+                    old.narrow(2, 0, t).index_select(0, rows)
+                )
         self.kv, self.views = kv, cache_views(kv)
 
         def per_sentence(x: Tensor) -> Tensor:  # (B*H, ...) -> (total*H, ...)
-            return pad_rows(x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1), total * H)
+            return pad_rows(
+                x.view(-1, H, *x.shape[1:]).index_select(0, sentences).flatten(0, 1), total * H
+            )
 
         self.cross_k = [per_sentence(k) for k in self.cross_k]
         self.cross_v = [per_sentence(v) for v in self.cross_v]

@@ -40,9 +40,8 @@ class CapturedDecoder(FastDecoder):
             compiled = torch.compile(self._forward, mode="reduce-overhead", dynamic=False)
         else:
             # the CPU: inductor's C++ wrapper calls the kernels without a Python statement per
-            # kernel,
-            # and the products get W^T contiguous (faster than F.linear's transposed view at a few
-            # rows: benchmarks/dense_layouts.py)
+            # kernel, and the products get W^T contiguous (faster than F.linear's transposed view at
+            # a few rows: benchmarks/dense_layouts.py)
             for d in self.denses():
                 d._transposed()
             compiled = torch.compile(self._forward, dynamic=False, options={"cpp_wrapper": True})
@@ -73,8 +72,7 @@ class CapturedDecoder(FastDecoder):
         if t >= cache.kv.size(4) or t >= self.config.max_positions:
             raise ValueError(
                 f"position {t} does not fit: the decoding cache holds {cache.kv.size(4)} "
-                "positions, "
-                f"the model {self.config.max_positions}"
+                f"positions, the model {self.config.max_positions}"
             )
         # a fresh tensor, padded to the cache's batch class with token 0 (rows nobody reads): the
         # caller's tensor may have another stride at every step, and a new stride recompiles

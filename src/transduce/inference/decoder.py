@@ -15,7 +15,8 @@ builds, once per set of weights, a ``FastDecoder`` that:
   CPU multiplies it natively, AVX512-BF16 or AMX; elsewhere it is emulated, as under autocast);
 - keeps the self-attention keys and values of every layer in one preallocated tensor
   ``(layers, 2, N, H, capacity, Dh)``: a step writes position ``t`` in place (one strided copy from
-  the self-attention product, whose rows are ordered per head as query, key, value), attends over the
+  the self-attention product, whose rows are ordered per head as query, key, value), attends over
+the
   filled positions ``0..t`` only, and a beam reorder is an ``index_select`` of the filled part;
 - computes attention explicitly for the single query (two ``bmm`` and a softmax);
 - has a static-shape variant for ``torch.compile`` and CUDA graphs (``CapturedDecoder``,
@@ -68,20 +69,44 @@ class _Layer:
             return x.view(3, heads, head_dim, -1).transpose(0, 1).reshape(x.shape)
 
         bias = None if qkv.bias is None else per_head(qkv.bias.detach()[:, None])[:, 0]
-        self.qkv = TunedLinear(per_head(qkv.weight.detach()), bias, int8, per_head(scale[:, None])[:, 0], bf16=bf16)
-        self.self_out = TunedLinear(layer.self_attn.out.weight, layer.self_attn.out.bias, int8, bf16=bf16)
-        self.cross_q = TunedLinear(layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=factor, bf16=bf16)
-        self.cross_out = TunedLinear(layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8, bf16=bf16)
+        self.qkv = TunedLinear(
+            per_head(qkv.weight.detach()), bias, int8, per_head(scale[:, None])[:, 0], bf16=bf16
+        )
+        self.self_out = TunedLinear(
+            layer.self_attn.out.weight, layer.self_attn.out.bias, int8, bf16=bf16
+        )
+        self.cross_q = TunedLinear(
+            layer.cross_attn.q.weight, layer.cross_attn.q.bias, int8, scale=factor, bf16=bf16
+        )
+        self.cross_out = TunedLinear(
+            layer.cross_attn.out.weight, layer.cross_attn.out.bias, int8, bf16=bf16
+        )
         ffn = layer.ffn
         self.w1 = TunedLinear(ffn.w1.weight, ffn.w1.bias, int8, bf16=bf16)
         self.w2 = TunedLinear(ffn.w2.weight, ffn.w2.bias, int8, bf16=bf16)
-        self.w3 = TunedLinear(ffn.w3.weight, ffn.w3.bias, int8, bf16=bf16) if ffn.w3 is not None else None
+        self.w3 = (
+            TunedLinear(ffn.w3.weight, ffn.w3.bias, int8, bf16=bf16) if ffn.w3 is not None else None
+        )
         self.act = ffn.act
-        self.norms = [norm_function(block.norm) for block in (layer.self_attn_block, layer.cross_attn_block, layer.ffn_block)]
+        self.norms = [
+            norm_function(block.norm)
+            for block in (layer.self_attn_block, layer.cross_attn_block, layer.ffn_block)
+        ]
 
     def denses(self) -> list[TunedLinear]:
-        return [d for d in (self.qkv, self.self_out, self.cross_q, self.cross_out, self.w1, self.w2, self.w3)
-                if d is not None]
+        return [
+            d
+            for d in (
+                self.qkv,
+                self.self_out,
+                self.cross_q,
+                self.cross_out,
+                self.w1,
+                self.w2,
+                self.w3,
+            )
+            if d is not None
+        ]
 
 
 
@@ -109,12 +134,17 @@ class FastDecoder:
         self.pre = c.norm_position == "pre"
         with torch.no_grad():
             self.layers = [_Layer(layer, c, int8, self.bf16) for layer in model.decoder]
-            self.final_norm = norm_function(model.decoder_norm) if model.decoder_norm is not None else None
+            self.final_norm = (
+                norm_function(model.decoder_norm) if model.decoder_norm is not None else None
+            )
             bias = model.output_bias.detach() if model.output_bias is not None else None
             self.output = TunedLinear(model.output.weight, bias, int8, bf16=self.bf16)
             if int8:  # fp32 products compete with int8 only while the decoder stays in cache
                 denses = self.denses()
-                small = sum(d.weight.numel() * d.weight.element_size() for d in denses) <= INT8_FLOAT_MAX_BYTES
+                small = (
+                    sum(d.weight.numel() * d.weight.element_size() for d in denses)
+                    <= INT8_FLOAT_MAX_BYTES
+                )
                 for d in denses:
                     d.float_candidates = small
         embed = model.tgt_embed
@@ -129,7 +159,11 @@ class FastDecoder:
         projections = [layer.cross_attn.kv for layer in model.decoder]
         with torch.no_grad():
             weight = torch.cat([m.weight.detach() for m in projections])  # (layers * 2 * H * Dh, D)
-            bias = None if projections[0].bias is None else torch.cat([m.bias.detach() for m in projections])
+            bias = (
+                None
+                if projections[0].bias is None
+                else torch.cat([m.bias.detach() for m in projections])
+            )
         self.cross_kv = TunedLinear(weight, bias)
 
     def denses(self) -> list[TunedLinear]:
@@ -137,7 +171,8 @@ class FastDecoder:
         return [*(d for layer in self.layers for d in layer.denses()), self.output]
 
     def start(self, src: Tensor, memory: Tensor, beam: int, capacity: int) -> StepCache:
-        """A cache for ``B * beam`` hypotheses over ``src (B, S)`` and its encoder output ``memory``."""
+        """A cache for ``B * beam`` hypotheses over ``src (B, S)`` and its encoder output
+        ``memory``."""
         cross_k, cross_v, bias = self._cross(src, memory, beam)
         B, H = src.size(0), self.heads
         kv = memory.new_empty((len(self.layers), 2, B * beam, H, capacity, self.head_dim))
@@ -153,16 +188,22 @@ class FastDecoder:
             memory = memory.float() if self.bf16 else memory
             L = len(self.layers)
             kv = self.cross_kv(memory.reshape(B * S, -1)).view(B, S, L, 2, H, Dh)
-            cross_k = list(kv.select(3, 0).permute(2, 0, 3, 4, 1).reshape(L, B * H, Dh, S).unbind(0))
-            cross_v = list(kv.select(3, 1).permute(2, 0, 3, 1, 4).reshape(L, B * H, S, Dh).unbind(0))
+            cross_k = list(
+                kv.select(3, 0).permute(2, 0, 3, 4, 1).reshape(L, B * H, Dh, S).unbind(0)
+            )
+            cross_v = list(
+                kv.select(3, 1).permute(2, 0, 3, 1, 4).reshape(L, B * H, S, Dh).unbind(0)
+            )
         bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
         bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
         return cross_k, cross_v, bias
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
-        """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache advances."""
+        """``tokens (N,)`` at position ``cache.length`` -> next-token logits ``(N, V)``; the cache
+        advances."""
         t = cache.length
-        running = cache.starts is not None  # (each row at its own position: a running search's cache)
+        # (each row at its own position: a running search's cache)
+        running = cache.starts is not None
         if t >= cache.kv.size(4) or (not running and t >= self.config.max_positions):
             raise ValueError(f"position {t} does not fit: the decoding cache holds "
                              f"{cache.kv.size(4)} positions, the model {self.config.max_positions}")
@@ -175,7 +216,8 @@ class FastDecoder:
         return logits
 
     def _precision(self):
-        """bf16 on the CPU: autocast off (the step chooses bf16 or fp32 per product); else as the caller set it."""
+        """bf16 on the CPU: autocast off (the step chooses bf16 or fp32 per product); else as the
+        caller set it."""
         return torch.autocast("cpu", enabled=False) if self.bf16 else nullcontext()
 
     def _forward(self, tokens: Tensor, t: int, kv: Tensor, cross_k: list[Tensor],
@@ -308,8 +350,10 @@ class FastDecoder:
         return self._dense(layer.w2, f)
 
     def _rotate(self, x: Tensor, t) -> Tensor:
-        """``x (N*H, 1, Dh)`` rotated to position ``t``: an int, a 0-d tensor or ``(N,)`` per row."""
-        if isinstance(t, Tensor) and t.dim() == 1:  # (N*H, 1, Dh/2): each row's angles for its heads
+        """``x (N*H, 1, Dh)`` rotated to position ``t``: an int, a 0-d tensor or ``(N,)`` per
+        row."""
+        # (N*H, 1, Dh/2): each row's angles for its heads
+        if isinstance(t, Tensor) and t.dim() == 1:
             heads = x.size(0) // t.numel()
             cos, sin = (table.index_select(0, t).repeat_interleave(heads, 0)[:, None].to(x.dtype)
                         for table in (self.rotary.cos, self.rotary.sin))
@@ -321,13 +365,16 @@ class FastDecoder:
 
 
 def _row(table: Tensor, t) -> Tensor:
-    """``table[t]`` for an int or a 0-d tensor position (indexing with a tensor would read it on the host)."""
+    """``table[t]`` for an int or a 0-d tensor position (indexing with a tensor would read it on the
+    host)."""
     return table[t] if not isinstance(t, Tensor) else table.index_select(0, t.view(1))[0]
 
 
 def _write(buffer: Tensor, t, value: Tensor) -> None:
-    """``buffer[..., t, :] = value``: position ``t`` (an int or a 0-d tensor) of a ``(..., C, Dh)`` cache."""
-    if isinstance(t, Tensor):  # (the leading dimensions flattened: inductor fails on index_copy_ over 5)
+    """``buffer[..., t, :] = value``: position ``t`` (an int or a 0-d tensor) of a ``(..., C, Dh)``
+    cache."""
+    # (the leading dimensions flattened: inductor fails on index_copy_ over 5)
+    if isinstance(t, Tensor):
         C, Dh = buffer.shape[-2:]
         buffer.view(-1, C, Dh).index_copy_(1, t.view(1), value.reshape(-1, 1, Dh))
     else:

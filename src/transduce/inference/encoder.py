@@ -1,16 +1,17 @@
-"""The encoder's pass for search: ``Transformer.encode``'s arithmetic with the decode step's products.
+"""The encoder's pass for search: ``Transformer.encode``'s arithmetic with the decode step's
+products.
 
 A search encodes its sentences once, then steps the decoder; at one sentence the model's own
 ``encode`` costs about as much as one or two decode steps, most of it in module calls around small
-products (``docs/inference.md``).
-``FastEncoder`` is a snapshot of the encoder, like ``FastDecoder`` of the decoder: the products are
-``TunedLinear`` (each in the operand layout measured fastest for its number of rows), the norms called
-directly, attention computed explicitly for the whole batch of heads (one score product with the
-padding as an additive bias, a softmax, one product with the values), and no dropout.
+products (``docs/inference.md``). ``FastEncoder`` is a snapshot of the encoder, like ``FastDecoder``
+of the decoder: the products are ``TunedLinear`` (each in the operand layout measured fastest for
+its number of rows), the norms called directly, attention computed explicitly for the whole batch of
+heads (one score product with the padding as an additive bias, a softmax, one product with the
+values), and no dropout.
 
 It serves eager fp32 and int8 (an encoder whose ``nn.Linear`` layers ``quantize_encoder`` replaced
-keeps its ``Int8Linear`` layers; with ``precision="int8"`` the snapshot quantizes the others the same
-way). Under autocast the model's own ``encode`` runs instead, so that bf16 and fp16 keep their
+keeps its ``Int8Linear`` layers; with ``precision="int8"`` the snapshot quantizes the others the
+same way). Under autocast the model's own ``encode`` runs instead, so that bf16 and fp16 keep their
 autocast semantics. The outputs equal ``Transformer.encode``'s up to float rounding
 (``tests/inference/test_encoder.py``).
 """
@@ -34,14 +35,21 @@ class _EncoderLayer:
         def product(linear):  # an Int8Linear stays as it is (quantize_encoder made it)
             if not isinstance(linear, nn.Linear):
                 return linear
-            return Int8Linear(linear.weight, linear.bias) if int8 else TunedLinear(linear.weight, linear.bias)
+            return (
+                Int8Linear(linear.weight, linear.bias)
+                if int8
+                else TunedLinear(linear.weight, linear.bias)
+            )
 
         attention, ffn = layer.self_attn, layer.ffn
         self.qkv, self.out = product(attention.qkv), product(attention.out)
         self.w1, self.w2 = product(ffn.w1), product(ffn.w2)
         self.w3 = product(ffn.w3) if ffn.w3 is not None else None
         self.act = ffn.act
-        self.norms = [norm_function(layer.self_attn_block.norm), norm_function(layer.ffn_block.norm)]
+        self.norms = [
+            norm_function(layer.self_attn_block.norm),
+            norm_function(layer.ffn_block.norm),
+        ]
 
 
 class FastEncoder:
@@ -58,7 +66,9 @@ class FastEncoder:
         self.embed, self.rotary, self.alibi = model.src_embed, model.rotary, model.alibi
         with torch.no_grad():
             self.layers = [_EncoderLayer(layer, precision == "int8") for layer in model.encoder]
-        self.final_norm = norm_function(model.encoder_norm) if model.encoder_norm is not None else None
+        self.final_norm = (
+            norm_function(model.encoder_norm) if model.encoder_norm is not None else None
+        )
 
     @torch.no_grad()
     def __call__(self, src: Tensor) -> Tensor:
@@ -75,7 +85,8 @@ class FastEncoder:
         bias = bias.expand(B, H, -1, S).reshape(B * H, -1, S)  # (B*H, 1 or S, S)
         for layer in self.layers:
             h = layer.norms[0](x) if self.pre else x
-            q, k, v = layer.qkv(h).view(B, S, 3, H, Dh).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, S, Dh) each
+            # (B, H, S, Dh) each
+            q, k, v = layer.qkv(h).view(B, S, 3, H, Dh).permute(2, 0, 3, 1, 4).unbind(0)
             if self.rotary is not None:
                 q, k = self.rotary(q), self.rotary(k)
             q, k, v = q.reshape(B * H, S, Dh), k.reshape(B * H, S, Dh), v.reshape(B * H, S, Dh)

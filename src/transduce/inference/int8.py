@@ -1,4 +1,5 @@
-"""int8 weights for decoding on the CPU: one scale per output row, PyTorch's dynamic quantization kernels."""
+"""int8 weights for decoding on the CPU: one scale per output row, PyTorch's dynamic quantization
+kernels."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class Int8Linear(nn.Module):
     def __init__(self, weight: Tensor, bias: Optional[Tensor]) -> None:
         super().__init__()
         if weight.device.type != "cpu":
-            raise ValueError("int8 decoding runs on the CPU only; use --precision fp16 or bf16 on a GPU")
+            raise ValueError("int8 decoding runs on the CPU only; use --precision fp16 or bf16 on "
+                             "a GPU")
         engines = torch.backends.quantized.supported_engines
         if "fbgemm" not in engines:
             raise ValueError("int8 needs PyTorch's fbgemm quantized engine, which this build lacks "
@@ -34,10 +36,12 @@ class Int8Linear(nn.Module):
         bias = None if bias is None else bias.detach().float()
         scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
         self.packs = {}  # kernel -> packed weights
-        with warnings.catch_warnings():  # quantized tensors are deprecated in favour of torchao, not a dependency
+        # quantized tensors are deprecated in favour of torchao, not a dependency
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            qweight = torch.quantize_per_channel(weight, scales, torch.zeros_like(scales, dtype=torch.long), 0,
-                                                 torch.qint8)
+            qweight = torch.quantize_per_channel(
+                weight, scales, torch.zeros_like(scales, dtype=torch.long), 0, torch.qint8
+            )
             for engine in ("fbgemm", "onednn"):
                 if engine in engines:  # a packed weight keeps its kernel, whatever the engine later
                     torch.backends.quantized.engine = engine
@@ -54,8 +58,12 @@ class Int8Linear(nn.Module):
         return torch.ops.quantized.linear_dynamic(x, self.packs[self.kernels[bucket]], True)
 
     def _faster(self, x: Tensor) -> str:
-        return fastest_call({kernel: (lambda packed=packed: torch.ops.quantized.linear_dynamic(x, packed, True))
-                         for kernel, packed in self.packs.items()})
+        return fastest_call(
+            {
+                kernel: (lambda packed=packed: torch.ops.quantized.linear_dynamic(x, packed, True))
+                for kernel, packed in self.packs.items()
+            }
+        )
 
 
 def quantize_encoder(model) -> None:

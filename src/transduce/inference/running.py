@@ -27,18 +27,21 @@ from .cache import StepCache, cache_views
 class RunningCache(StepCache):
     """A ``StepCache`` whose rows start at slots of their own; see the module docstring.
 
-    Attributes (beyond ``StepCache``'s): starts ``(N,)`` each row's first slot; lengths ``(B,)`` each
-    sentence's source length (eos included). The buffers have room for more rows and sentences than
-    are in flight (joins write into it, leaves move the kept ones to the front, in place), and the
-    cross-attention buffers for longer sources than the longest in flight (a sentence's columns
+    Attributes (beyond ``StepCache``'s): starts ``(N,)`` each row's first slot; lengths ``(B,)``
+    each sentence's source length (eos included). The buffers have room for more rows and sentences
+    than are in flight (joins write into it, leaves move the kept ones to the front, in place), and
+    the cross-attention buffers for longer sources than the longest in flight (a sentence's columns
     past its source are zeros, masked): ``views`` and ``cross_k``, ``cross_v``, ``cross_bias`` are
     views of the part in use.
     """
 
     @classmethod
     def empty_like(cls, fresh: StepCache, lengths: Tensor) -> "RunningCache":
-        """A running cache holding ``fresh``'s rows (a new ``FastDecoder.start``), all starting at slot 0."""
-        running = cls(fresh.kv, fresh.cross_k, fresh.cross_v, fresh.cross_bias, fresh.heads, fresh.beam)
+        """A running cache holding ``fresh``'s rows (a new ``FastDecoder.start``), all starting at
+        slot 0."""
+        running = cls(
+            fresh.kv, fresh.cross_k, fresh.cross_v, fresh.cross_bias, fresh.heads, fresh.beam
+        )
         running.starts = torch.zeros(fresh.kv.size(2), dtype=torch.long, device=fresh.kv.device)
         running.lengths = lengths
         running.uniform = False  # (make_room says whether every row started at the same slot)
@@ -76,14 +79,21 @@ class RunningCache(StepCache):
         return [2] * L + [1] * L + [2]
 
     def join(self, new: StepCache, lengths: Tensor) -> None:
-        """Add ``new``'s sentences (a ``FastDecoder.start`` over them) after the ones in flight; their
-        rows start at the current slot, and the slots before it are zeros (read under a mask)."""
+        """Add ``new``'s sentences (a ``FastDecoder.start`` over them) after the ones in flight;
+        their rows start at the current slot, and the slots before it are zeros (read under a
+        mask)."""
         N, n, t = self.rows, new.kv.size(2), self.length
         if N + n > self.kv.size(2):
             self._new_kv(max(N + n, 2 * self.kv.size(2)), self.kv.size(4))
         self.kv[:, :, N : N + n, :, :t] = 0
-        self.starts = torch.cat([self.starts, torch.full((n,), t, dtype=torch.long, device=self.starts.device)])
-        used, extra, S = N // self.beam * self.heads, new.cross_bias.size(0), new.cross_bias.size(-1)
+        self.starts = torch.cat(
+            [self.starts, torch.full((n,), t, dtype=torch.long, device=self.starts.device)]
+        )
+        used, extra, S = (
+            N // self.beam * self.heads,
+            new.cross_bias.size(0),
+            new.cross_bias.size(-1),
+        )
         dims = self._source_dims()
         fills = [0.0] * (len(dims) - 1) + [float("-inf")]  # (the bias masks a source's padding)
         have, wide = self._cross[-1].size(0), self._cross[-1].size(-1)
@@ -97,17 +107,20 @@ class RunningCache(StepCache):
                 bigger.narrow(0, 0, used).narrow(dim, 0, x.size(dim)).copy_(x.narrow(0, 0, used))
                 grown.append(bigger)
             self._cross = grown
-        for x, part, dim, fill in zip(self._cross, [*new.cross_k, *new.cross_v, new.cross_bias], dims, fills):
+        for x, part, dim, fill in zip(
+            self._cross, [*new.cross_k, *new.cross_v, new.cross_bias], dims, fills
+        ):
             mine = x.narrow(0, used, extra)
             mine.narrow(dim, 0, S).copy_(part)
-            mine.narrow(dim, S, x.size(dim) - S).fill_(fill)  # (another sentence's columns may be there)
+            # (another sentence's columns may be there)
+            mine.narrow(dim, S, x.size(dim) - S).fill_(fill)
         self.lengths = torch.cat([self.lengths, lengths])
         self._view()
 
     def select_sentences(self, sentences: Tensor) -> None:
-        """Keep only ``sentences``, in that order (any order: a search that fills each leaver's place
-        with a sentence from the end moves only those). Only the rows and sentences that change place
-        are copied."""
+        """Keep only ``sentences``, in that order (any order: a search that fills each leaver's
+        place with a sentence from the end moves only those). Only the rows and sentences that
+        change place are copied."""
         H, K, t, first = self.heads, self.beam, self.length, min(self.first, self.length)
         index = sentences.tolist()
         moved = [j for j, i in enumerate(index) if i != j]
@@ -116,9 +129,13 @@ class RunningCache(StepCache):
             src = torch.tensor([index[j] for j in moved], device=dev)
             dst = torch.tensor(moved, device=dev)
             beams = torch.arange(K, device=dev)
-            src_rows, dst_rows = (src[:, None] * K + beams).view(-1), (dst[:, None] * K + beams).view(-1)
+            src_rows, dst_rows = (
+                (src[:, None] * K + beams).view(-1),
+                (dst[:, None] * K + beams).view(-1),
+            )
             if t > first:  # (the slots before ``first`` are no row's: a joining row zeroes its own)
-                for block in self.kv.flatten(0, 1).unbind(0):  # (R, H, C, Dh): keys or values of a layer
+                # (R, H, C, Dh): keys or values of a layer
+                for block in self.kv.flatten(0, 1).unbind(0):
                     filled = block.narrow(2, first, t - first)
                     filled.index_copy_(0, dst_rows, filled.index_select(0, src_rows))
             for x in self._cross:  # (B*H, ...) per sentence
@@ -143,6 +160,8 @@ class RunningCache(StepCache):
         self.first, self.uniform = low, low == high
         if self.length < C:
             return
-        self._new_kv(self.kv.size(2), C if self.length - self.first <= C // 2 else 2 * C, self.first)
+        self._new_kv(
+            self.kv.size(2), C if self.length - self.first <= C // 2 else 2 * C, self.first
+        )
         self.starts = self.starts - self.first
         self.first = 0

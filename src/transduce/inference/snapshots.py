@@ -26,8 +26,8 @@ class _Snapshots:
 
 
 def snapshot(model: nn.Module, key: tuple, make: Callable[[], object]):
-    """What ``make()`` builds from ``model``'s weights (a ``FastDecoder``, a ``FastEncoder``), made once
-    per ``key`` and kept on the model until its weights change (see the module docstring)."""
+    """What ``make()`` builds from ``model``'s weights (a ``FastDecoder``, a ``FastEncoder``), made
+    once per ``key`` and kept on the model until its weights change (see the module docstring)."""
     version = weights_version(model)
     cached = getattr(model, ATTRIBUTE, None)
     if cached is None or cached.version != version:
@@ -47,7 +47,8 @@ def forget(model: nn.Module) -> None:
 def weights_version(model: nn.Module) -> tuple:
     """Changes when a weight is replaced or updated in place. A model made under ``inference_mode``
     has inference tensors, which keep no version counter: for them only a replacement is seen.
-    (A direct walk over ``_parameters`` and ``_modules``: ``model.parameters()`` costs a few times more,
+    (A direct walk over ``_parameters`` and ``_modules``: ``model.parameters()`` costs a few times
+    more,
     and this runs at every search.)"""
     state: list = []
     stack = [model]

@@ -65,7 +65,8 @@ SUPPORTED: dict[str, Rule] = {
 
 @functools.lru_cache(maxsize=64)
 def unsupported(config) -> Optional[str]:
-    """Why the fast passes cannot compute a model of ``config``, as ``field=value`` (None: they can)."""
+    """Why the fast passes cannot compute a model of ``config``, as ``field=value`` (None: they
+    can)."""
     for field in fields(config):
         value = getattr(config, field.name)
         rule = SUPPORTED.get(field.name)

@@ -64,8 +64,10 @@ class TunedLinear:
         self.on_cpu = weight.device.type == "cpu"  # layouts are measured on the CPU only
         self.low = weight.to(torch.bfloat16) if bf16 and not int8 else None
         self.low_bias = None if self.low is None or bias is None else bias.to(torch.bfloat16)
-        self.low_rows = -(-BF16_MIN_MACS // weight.numel())  # the fewest rows worth the bf16 product
-        self.float_candidates = True  # int8: whether fp32 layouts compete too (see INT8_FLOAT_MAX_BYTES)
+        # the fewest rows worth the bf16 product
+        self.low_rows = -(-BF16_MIN_MACS // weight.numel())
+        # int8: whether fp32 layouts compete too (see INT8_FLOAT_MAX_BYTES)
+        self.float_candidates = True
 
     def uses_bf16(self, rows: int) -> bool:
         return self.low is not None and rows >= self.low_rows
@@ -93,27 +95,36 @@ class TunedLinear:
         return self._multiply(x, self.layout(x))
 
     def _direct(self, layout: str):
-        """The product in ``layout`` as one call: a decode step makes many products, and choosing the
-        layout again in Python at each would add to every step."""
+        """The product in ``layout`` as one call: a decode step makes many products, and choosing
+        the layout again in Python at each would add to every step."""
         bias = self.bias
         if layout == "rows":
             weight_t = self._transposed()
-            return (lambda x: torch.mm(x, weight_t)) if bias is None else (lambda x: torch.addmm(bias, x, weight_t))
+            return (
+                (lambda x: torch.mm(x, weight_t))
+                if bias is None
+                else (lambda x: torch.addmm(bias, x, weight_t))
+            )
         if layout == "int8":
             return self.int8.forward  # (not the module call: it has no hooks to run)
         return lambda x: self._multiply(x, layout)
 
     def plain(self, x: Tensor) -> Tensor:
-        """One fixed layout, no per-call choices, for ``torch.compile``: ``rows`` where ``weight_t`` was
-        made for it (on the CPU, by ``CapturedDecoder``: BLAS multiplies it faster at a few rows
+        """One fixed layout, no per-call choices, for ``torch.compile``: ``rows`` where ``weight_t``
+        was made for it (on the CPU, by ``CapturedDecoder``: BLAS multiplies it faster at a few rows
         than ``F.linear``'s transposed view, ``benchmarks/dense_layouts.py``), else ``F.linear``."""
         if self.int8 is not None:
             return self.int8(x)
         return self._multiply(x, "rows" if self.weight_t is not None else "linear")
 
     def columns(self, x_t: Tensor) -> Tensor:
-        """The product in feature-major layout: ``x_t (in, N)`` -> ``(out, N)``, never a copy (float only)."""
-        return self.weight @ x_t if self.bias is None else torch.addmm(self.bias_column, self.weight, x_t)
+        """The product in feature-major layout: ``x_t (in, N)`` -> ``(out, N)``, never a copy (float
+        only)."""
+        return (
+            self.weight @ x_t
+            if self.bias is None
+            else torch.addmm(self.bias_column, self.weight, x_t)
+        )
 
     def _multiply(self, x: Tensor, layout: str) -> Tensor:
         if layout == "int8":
@@ -128,7 +139,9 @@ class TunedLinear:
             return y if self.bias is None else y + self.bias
         if layout == "rows":
             weight_t = self._transposed()
-            return torch.mm(x, weight_t) if self.bias is None else torch.addmm(self.bias, x, weight_t)
+            return (
+                torch.mm(x, weight_t) if self.bias is None else torch.addmm(self.bias, x, weight_t)
+            )
         return F.linear(x, self.weight, self.bias)
 
     def _transposed(self) -> Tensor:
@@ -142,7 +155,9 @@ class TunedLinear:
             out, inp = self.weight.shape
             parts = torch.get_num_threads()
             parts = parts if parts > 1 and out % parts == 0 else 1
-            self.blocks = self.weight.t().reshape(inp, parts, out // parts).transpose(0, 1).contiguous()
+            self.blocks = (
+                self.weight.t().reshape(inp, parts, out // parts).transpose(0, 1).contiguous()
+            )
         return self.blocks
 
     def candidates(self, rows: int) -> list[str]:

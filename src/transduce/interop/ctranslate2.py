@@ -2,11 +2,10 @@
 ``TransformerSpec``), filled from transduce's weights.
 
 Why not through the Hugging Face export and CTranslate2's Marian loader: that loader assumes
-Marian's conventions, i.e. the pad token is the last vocabulary entry (it deletes that row) and
-the decoder starts from a zero embedding. transduce models keep pad at id 0 and start from a
-learned bos embedding, so the Marian route would change the model. The spec route expresses
-it exactly, including the paper's interleaved positional encodings (CTranslate2 stores the
-table itself).
+Marian's conventions, i.e. the pad token is the last vocabulary entry (it deletes that row) and the
+decoder starts from a zero embedding. transduce models keep pad at id 0 and start from a learned bos
+embedding, so the Marian route would change the model. The spec route expresses it exactly,
+including the paper's interleaved positional encodings (CTranslate2 stores the table itself).
 """
 
 from __future__ import annotations
@@ -31,13 +30,25 @@ def _spec(model, info: dict, folder: Path):
     from ..model.positions import sinusoidal_table
 
     c = model.config
-    if c.norm_type != "layernorm" or c.activation == "swiglu" or c.positional not in ("sinusoidal", "sinusoidal_concat"):
-        option = "norm_type" if c.norm_type != "layernorm" else "activation" if c.activation == "swiglu" else "positional"
-        raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 by transduce")
+    if (
+        c.norm_type != "layernorm"
+        or c.activation == "swiglu"
+        or c.positional not in ("sinusoidal", "sinusoidal_concat")
+    ):
+        option = (
+            "norm_type"
+            if c.norm_type != "layernorm"
+            else "activation"
+            if c.activation == "swiglu"
+            else "positional"
+        )
+        raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 "
+                             "by transduce")
     if c.beyond_paper() or c.activation == "gelu_tanh":
-        raise TransduceError(f"{c.beyond_paper() or 'activation=gelu_tanh'} cannot be exported to CTranslate2 by "
-                             "transduce (its Transformer is the paper's encoder-decoder: heads d_model / n_heads wide, "
-                             "scaled by 1/sqrt(d_k), no shared key/value heads, no window)")
+        raise TransduceError(f"{c.beyond_paper() or 'activation=gelu_tanh'} cannot be exported to "
+                             "CTranslate2 by transduce (its Transformer is the paper's "
+                             "encoder-decoder: heads d_model / n_heads wide, scaled by "
+                             "1/sqrt(d_k), no shared key/value heads, no window)")
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
                   "silu": common_spec.Activation.SWISH}[c.activation]
     spec = TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.n_heads,
@@ -86,7 +97,9 @@ def _spec(model, info: dict, folder: Path):
     return spec
 
 
-def export_ctranslate2(model_path: str | Path, out: str | Path, quantization: str | None = None) -> Path:
+def export_ctranslate2(
+    model_path: str | Path, out: str | Path, quantization: str | None = None
+) -> Path:
     """Write a CTranslate2 model folder, with the SentencePiece files beside it for tokenizing."""
     try:
         from ctranslate2.converters.converter import Converter

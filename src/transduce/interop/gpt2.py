@@ -19,7 +19,12 @@ import torch
 from ..config import ModelConfig
 from ..errors import TransduceError
 
-ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+ACTIVATIONS = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+}
 
 
 def config_from_gpt2(hf: dict, source: str) -> ModelConfig:
@@ -28,18 +33,37 @@ def config_from_gpt2(hf: dict, source: str) -> ModelConfig:
     if act not in ACTIVATIONS:
         raise TransduceError(f"{source}: activation_function={act!r} is not supported (supported: "
                              f"{', '.join(ACTIVATIONS)})")
-    for flag, supported in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
-                            ("add_cross_attention", False), ("tie_word_embeddings", True)):
+    for flag, supported in (
+        ("scale_attn_weights", True),
+        ("scale_attn_by_inverse_layer_idx", False),
+        ("add_cross_attention", False),
+        ("tie_word_embeddings", True),
+    ):
         if hf.get(flag, supported) != supported:
             raise TransduceError(f"{source}: {flag}={hf.get(flag)!r} is not supported by transduce")
     eos = hf.get("eos_token_id", 50256)
     return ModelConfig(
-        architecture="decoder-only", encoder_layers=0, decoder_layers=hf["n_layer"], d_model=hf["n_embd"],
-        n_heads=hf["n_head"], d_ff=hf.get("n_inner") or 4 * hf["n_embd"], dropout=hf.get("resid_pdrop", 0.1),
-        attention_dropout=hf.get("attn_pdrop", 0.1), activation=ACTIVATIONS[act], norm_position="pre",
-        norm_eps=hf.get("layer_norm_epsilon", 1e-5), positional="learned", scale_embedding=False, tying="decoder",
-        vocab_size=hf["vocab_size"], max_positions=hf.get("n_positions", 1024), pad_id=eos,
-        bos_id=hf.get("bos_token_id", eos), eos_id=eos, unk_id=eos)
+        architecture="decoder-only",
+        encoder_layers=0,
+        decoder_layers=hf["n_layer"],
+        d_model=hf["n_embd"],
+        n_heads=hf["n_head"],
+        d_ff=hf.get("n_inner") or 4 * hf["n_embd"],
+        dropout=hf.get("resid_pdrop", 0.1),
+        attention_dropout=hf.get("attn_pdrop", 0.1),
+        activation=ACTIVATIONS[act],
+        norm_position="pre",
+        norm_eps=hf.get("layer_norm_epsilon", 1e-5),
+        positional="learned",
+        scale_embedding=False,
+        tying="decoder",
+        vocab_size=hf["vocab_size"],
+        max_positions=hf.get("n_positions", 1024),
+        pad_id=eos,
+        bos_id=hf.get("bos_token_id", eos),
+        eos_id=eos,
+        unk_id=eos,
+    )
 
 
 # GPT-2's names -> ours: the whole model's, and each block's (``h.{i}.``; a ``Conv1D`` stores its
@@ -51,7 +75,9 @@ LAYER = {"attn.c_attn": "self_attn.qkv", "attn.c_proj": "self_attn.out", "mlp.c_
 CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 
 
-def gpt2_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+def gpt2_to_transduce(
+    state: dict[str, torch.Tensor], config: ModelConfig
+) -> dict[str, torch.Tensor]:
     """Rename (and transpose) GPT-2's weights into transduce's names (``TOP``, ``LAYER``)."""
     state = {k.removeprefix("transformer."): v for k, v in state.items()}
     out = {ours: state[theirs] for theirs, ours in TOP.items()}
@@ -60,5 +86,7 @@ def gpt2_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig) -> di
         for theirs, ours in LAYER.items():
             for kind in ("weight", "bias"):
                 t = state[f"h.{i}.{theirs}.{kind}"]
-                out[f"decoder.{i}.{ours}.{kind}"] = t.t().contiguous() if kind == "weight" and theirs in CONV1D else t
+                out[f"decoder.{i}.{ours}.{kind}"] = (
+                    t.t().contiguous() if kind == "weight" and theirs in CONV1D else t
+                )
     return out

@@ -3,8 +3,8 @@ the imported checkpoint, and choosing the converter by ``model_type``: Marian (`
 with its tokenizer files), GPT-2 and BERT (``interop.gpt2``, ``interop.bert``: tables of names over
 ``import_family``). Export to Marian is ``interop.marian.export_hf``.
 
-``transformers`` is an optional dependency, needed only to *export* (to write its config
-class); importing reads plain JSON and safetensors (or a ``pytorch_model.bin`` loaded with
+``transformers`` is an optional dependency, needed only to *export* (to write its config class);
+importing reads plain JSON and safetensors (or a ``pytorch_model.bin`` loaded with
 ``weights_only=True``).
 """
 
@@ -20,21 +20,31 @@ from safetensors.torch import load_file
 from ..checkpoint import check_weights, write_checkpoint
 from ..config import ModelConfig
 from ..errors import TransduceError
-from ..files import check_output_dir, load_torch, member, output_dir, read_json
+from ..files import check_output_dir, member, output_dir
+from ..reading import load_torch, read_json
 from ..model import Transformer
 from ..runtime import check_fits
 from . import bert, gpt2
 from .marian import config_from_hf, export_hf, hf_to_transduce
 
-__all__ = ["FAMILIES", "Family", "export_hf", "import_family", "import_hf", "read_hf_config", "read_hf_weights",
-           "write_imported"]
+__all__ = [
+    "FAMILIES",
+    "Family",
+    "export_hf",
+    "import_family",
+    "import_hf",
+    "read_hf_config",
+    "read_hf_weights",
+    "write_imported",
+]
 
 
 @dataclass(frozen=True)
 class Family:
     """A model family without a SentencePiece tokenizer: its config and weight converters."""
 
-    config: Callable[[dict, str], ModelConfig]  # (config.json, its path for messages) -> ModelConfig
+    # (config.json, its path for messages) -> ModelConfig
+    config: Callable[[dict, str], ModelConfig]
     weights: Callable[[dict, ModelConfig], dict]  # their state dict -> ours
     what: str  # the Hugging Face class, for messages
     tied: tuple[str, ...] = ()  # our weights that may be missing (shared with another)
@@ -42,7 +52,9 @@ class Family:
 
 FAMILIES = {
     "gpt2": Family(gpt2.config_from_gpt2, gpt2.gpt2_to_transduce, "GPT2LMHeadModel"),
-    "bert": Family(bert.config_from_bert, bert.bert_to_transduce, "BertForMaskedLM", tied=("output.weight",)),
+    "bert": Family(
+        bert.config_from_bert, bert.bert_to_transduce, "BertForMaskedLM", tied=("output.weight",)
+    ),
 }
 
 
@@ -52,8 +64,9 @@ def _require(condition: bool, message: str) -> None:
 
 
 def hf_file(folder: Path, name: str) -> Path:
-    """``folder / name`` confined to the folder: a file that links out of it is refused (an import must
-    not read, then copy into the run and republish with the next export, a file from elsewhere)."""
+    """``folder / name`` confined to the folder: a file that links out of it is refused (an import
+    must not read, then copy into the run and republish with the next export, a file from
+    elsewhere)."""
     return member(folder, name, "file")
 
 
@@ -73,9 +86,19 @@ def read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
 def read_hf_config(path: Path) -> ModelConfig:
     """The ModelConfig of a Marian ``config.json``, with errors that name the file and the key."""
     hf = read_json(path)
-    for key in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
-                "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size", "max_position_embeddings", "pad_token_id",
-                "eos_token_id"):
+    for key in (
+        "d_model",
+        "encoder_layers",
+        "decoder_layers",
+        "encoder_attention_heads",
+        "decoder_attention_heads",
+        "encoder_ffn_dim",
+        "decoder_ffn_dim",
+        "vocab_size",
+        "max_position_embeddings",
+        "pad_token_id",
+        "eos_token_id",
+    ):
         if key in hf and (not isinstance(hf[key], int) or isinstance(hf[key], bool)):
             raise TransduceError(f"{path}: {key} = {hf[key]!r} should be an integer")
     try:
@@ -83,26 +106,29 @@ def read_hf_config(path: Path) -> ModelConfig:
     except KeyError as error:
         raise TransduceError(f"{path}: the key {error.args[0]!r} is missing") from None
     except (TypeError, ValueError) as error:
-        raise TransduceError(f"{path}: a value has the wrong type or is out of range ({error})") from None
+        raise TransduceError(f"{path}: a value has the wrong type or is out of range "
+                             f"({error})") from None
 
 
 def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
-    """Convert a Hugging Face model folder (MarianMTModel; GPT2LMHeadModel and BertForMaskedLM through
-    ``FAMILIES``) into a new transduce run directory; returns its checkpoint folder."""
+    """Convert a Hugging Face model folder (MarianMTModel; GPT2LMHeadModel and BertForMaskedLM
+    through ``FAMILIES``) into a new transduce run directory; returns its checkpoint folder."""
     folder = Path(hf_dir)
     run = Path(out)
     check_output_dir(run, "run", [folder])
     if run.exists() and any(run.iterdir()):
-        raise TransduceError(f"--out {run} is not empty; import into a new folder (an import never joins another "
-                             "run or replaces one)")
+        raise TransduceError(f"--out {run} is not empty; import into a new folder (an import never "
+                             "joins another run or replaces one)")
     config_path = hf_file(folder, "config.json")
-    _require(config_path.is_file(), f"{folder}: no config.json; is this a Hugging Face model folder?")
+    _require(config_path.is_file(), f"{folder}: no config.json; is this a Hugging Face model "
+                                    "folder?")
     hf = read_json(config_path)
     if hf.get("model_type") in FAMILIES:
         return import_family(folder, hf, run, FAMILIES[hf["model_type"]])
     config = read_hf_config(config_path)
     for name in ("source.spm", "target.spm", "vocab.json"):
-        _require(hf_file(folder, name).is_file(), f"{folder}: {name} is missing (MarianTokenizer files are needed)")
+        _require(hf_file(folder, name).is_file(), f"{folder}: {name} is missing (MarianTokenizer "
+                                                  "files are needed)")
     check_fits(config, source=str(config_path))
     model = Transformer(config)
     weights = hf_to_transduce(read_hf_weights(folder), config)
@@ -110,7 +136,8 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {"tgt_embed.tokens.weight", "output.weight", "src_embed.tokens.weight"}
     _require(not [m for m in missing if m not in tied] and not unexpected,
-             f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected {unexpected[:5]})")
+             f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected "
+             f"{unexpected[:5]})")
     tok = {"src": "source.spm", "tgt": "target.spm", "vocab": "vocab.json"}
     files = [hf_file(folder, name) for name in ("source.spm", "target.spm", "vocab.json")]
     if hf_file(folder, "target_vocab.json").is_file():
@@ -124,7 +151,8 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
 
 
 def import_family(folder: Path, hf: dict, out: Path, family: Family) -> Path:
-    """Write a folder of ``family`` (GPT-2, BERT) as a new run directory ``out``; returns its checkpoint folder."""
+    """Write a folder of ``family`` (GPT-2, BERT) as a new run directory ``out``; returns its
+    checkpoint folder."""
     config_path = folder / "config.json"
     try:
         config = family.config(hf, str(config_path))
@@ -133,7 +161,8 @@ def import_family(folder: Path, hf: dict, out: Path, family: Family) -> Path:
     try:
         weights = family.weights(read_hf_weights(folder), config)
     except KeyError as error:
-        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a {family.what} folder, and "
+        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a "
+                             f"{family.what} folder, and "
                              "config.json the one of these weights?") from None
     return write_imported(folder, config, weights, out, tied=family.tied)
 
@@ -148,7 +177,8 @@ def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.T
     check_weights(weights, model, folder)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     _require(not [m for m in missing if m not in tied] and not unexpected,
-             f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected {unexpected[:5]})")
+             f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected "
+             f"{unexpected[:5]})")
     info = {"model": config.to_dict(), "src": "text", "tgt": "text", "tokenizer": {}, "step": 0,
             "imported_from": str(folder)}
     with output_dir(out, "run", [folder]) as tmp:

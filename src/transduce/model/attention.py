@@ -19,9 +19,17 @@ from .cache import LayerCache
 from .positions import Rotary
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, bias: Optional[Tensor] = None,
-           dropout: float = 0.0, need_weights: bool = False, causal: bool = False, scale: Optional[float] = None
-           ) -> tuple[Tensor, Optional[Tensor]]:
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Optional[Tensor] = None,
+    bias: Optional[Tensor] = None,
+    dropout: float = 0.0,
+    need_weights: bool = False,
+    causal: bool = False,
+    scale: Optional[float] = None,
+) -> tuple[Tensor, Optional[Tensor]]:
     """softmax(Q K^T / sqrt(d_k) + M) V, per head (``scale`` replaces 1/sqrt(d_k) when given).
 
     Args:
@@ -40,7 +48,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, bias:
     N, H, T, Dh = q.shape
     B = k.size(0)
     folded = N != B
-    if folded:  # (B*K, H, T, Dh) -> (B, H, K*T, Dh); valid when the mask does not depend on the query
+    # (B*K, H, T, Dh) -> (B, H, K*T, Dh); valid when the mask does not depend on the query
+    if folded:
         q = q.view(B, N // B, H, T, Dh).transpose(1, 2).reshape(B, H, -1, Dh)
     if not need_weights:
         attn_mask = mask
@@ -49,8 +58,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, bias:
             causal = False
         if bias is not None:
             attn_mask = _as_additive(bias.to(q.dtype), attn_mask)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=causal,
-                                             scale=scale)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout, is_causal=causal, scale=scale
+        )
         weights = None
     else:
         if causal:
@@ -118,9 +128,17 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(D, sum(self.sizes))
         self.out = nn.Linear(inner, D)
 
-    def forward(self, x: Tensor, mask: Optional[Tensor] = None, *, causal: bool = False,
-                cache: Optional[LayerCache] = None, rotary: Optional[Rotary] = None,
-                bias: Optional[Tensor] = None, need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(
+        self,
+        x: Tensor,
+        mask: Optional[Tensor] = None,
+        *,
+        causal: bool = False,
+        cache: Optional[LayerCache] = None,
+        rotary: Optional[Rotary] = None,
+        bias: Optional[Tensor] = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Optional[Tensor]]:
         """``x (B, T, D)`` -> ``(B, T, D)`` and optional weights ``(B, H, T, S)``.
 
         With a cache, x holds the new tokens only; their keys/values are appended and the
@@ -136,7 +154,8 @@ class SelfAttention(nn.Module):
             k, v = cache.append(k, v)  # (B, G, kept, Dh): every position, or the window's
         k, v = share_heads(k, self.heads), share_heads(v, self.heads)  # (B, H, S, Dh)
         p = self.dropout if self.training else 0.0
-        out, weights = attend(q, k, v, mask, bias, p, need_weights, causal, self.scale)  # (B, H, T, Dh)
+        # (B, H, T, Dh)
+        out, weights = attend(q, k, v, mask, bias, p, need_weights, causal, self.scale)
         return self.out(merge_heads(out)), weights
 
 
@@ -154,8 +173,8 @@ class CrossAttention(nn.Module):
         self.out = nn.Linear(inner, D)
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Encoder output ``(B, S, D)`` -> keys and values ``(B, G, S, Dh)`` each (once per sentence;
-        G = n_kv_heads)."""
+        """Encoder output ``(B, S, D)`` -> keys and values ``(B, G, S, Dh)`` each (once per
+        sentence; G = n_kv_heads)."""
         k, v = self.kv(memory).chunk(2, dim=-1)
         return split_heads(k, self.kv_heads), split_heads(v, self.kv_heads)
 

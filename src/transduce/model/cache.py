@@ -1,12 +1,12 @@
 """The decoder's explicit, typed cache (§6.1: decode step by step, never recompute the prefix).
 
 Each decoder layer keeps its self-attention keys/values, which grow by one position a step (with
-``attention_window`` W, only the last W are kept: the oldest are dropped as new ones come), and
-the cross-attention keys/values of the encoder output, computed once per *sentence* (none in a
-decoder-only model). With grouped-query attention only the n_kv_heads key/value heads are kept. During beam
-search the query batch is sentences x beams, but the cross keys stay per sentence: attention
-folds the beams into the query length (see ``attention.attend``), so reordering beams never
-touches them.
+``attention_window`` W, only the last W are kept: the oldest are dropped as new ones come), and the
+cross-attention keys/values of the encoder output, computed once per *sentence* (none in a
+decoder-only model). With grouped-query attention only the n_kv_heads key/value heads are kept.
+During beam search the query batch is sentences x beams, but the cross keys stay per sentence:
+attention folds the beams into the query length (see ``attention.attend``), so reordering beams
+never touches them.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ class LayerCache:
     Attributes:
         self_k, self_v: ``(B*K, G, C, Dh)`` buffers of capacity C (G key/value heads); the first
             ``length - start`` positions hold keys/values (rotated for RoPE) of the positions
-            ``start .. length - 1``.
-        cross_k, cross_v: ``(B, G, S, Dh)``, the projected encoder output, one per sentence; None in
-            a decoder-only model.
+            ``start .. length - 1``. cross_k, cross_v: ``(B, G, S, Dh)``, the projected encoder
+            output, one per sentence; None in a decoder-only model.
         length: positions decoded. It advances by the number of new tokens on each ``append``:
-            after a 2-token prefix and 3 single steps it is 5, and the next token sits at position 5.
+            after a 2-token prefix and 3 single steps it is 5, and the next token sits at position
+    5.
         window: 0 keeps every position; W keeps only what a query can still see (its W - 1
             predecessors), so the buffers never hold more than W - 1 + T positions.
         start: the position of the oldest key kept (0 without a window).
@@ -45,11 +45,13 @@ class LayerCache:
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add ``k, v (N, G, T, Dh)`` at positions ``length ..``; return the keys/values the new
-        queries may see, positions ``start .. length - 1`` after the append, ``(N, G, kept, Dh)``."""
+        queries may see, positions ``start .. length - 1`` after the append, ``(N, G, kept,
+        Dh)``."""
         if self.self_k.dtype != k.dtype:  # e.g. bf16 keys under autocast: the buffers follow
             self.self_k, self.self_v = self.self_k.to(k.dtype), self.self_v.to(k.dtype)
         if self.window:
-            self._drop_before(self.length - self.window + 1)  # what even the first new query cannot see
+            # what even the first new query cannot see
+            self._drop_before(self.length - self.window + 1)
         used = self.length - self.start
         end = used + k.size(2)
         if end > self.self_k.size(2):  # grow geometrically: reorders copy at most 2x what is used
@@ -121,8 +123,11 @@ class DecoderCache:
         return self.layers[0].start
 
     def nbytes(self) -> int:
-        """Bytes of the self-attention keys and values held (the positions kept, not the capacity)."""
-        return sum(2 * layer.self_k[:, :, : layer.length - layer.start].nbytes for layer in self.layers)
+        """Bytes of the self-attention keys and values held (the positions kept, not the
+        capacity)."""
+        return sum(
+            2 * layer.self_k[:, :, : layer.length - layer.start].nbytes for layer in self.layers
+        )
 
     def reorder(self, indices: Tensor) -> None:
         for layer in self.layers:

@@ -74,7 +74,9 @@ class MixtureOfExperts(nn.Module):
         for e, expert in enumerate(self.experts):
             rows, slot = (chosen == e).nonzero(as_tuple=True)  # the positions routed to expert e
             if rows.numel():
-                contribution = expert(flat.index_select(0, rows)) * weights[rows, slot, None].to(flat.dtype)
+                contribution = expert(flat.index_select(0, rows)) * weights[rows, slot, None].to(
+                    flat.dtype
+                )
                 out.index_add_(0, rows, contribution.to(out.dtype))
         share = torch.zeros_like(probs).scatter_(1, chosen, 1.0).mean(0) / self.top_k  # f_e
         self.aux_loss = len(self.experts) * (share * probs.mean(0)).sum()

@@ -16,7 +16,8 @@ Weights = Optional[Tensor]
 
 
 class Residual(nn.Module):
-    """Wraps a sub-layer: ``LayerNorm(x + Dropout(f(x)))`` (post, paper) or ``x + Dropout(f(LN(x)))`` (pre)."""
+    """Wraps a sub-layer: ``LayerNorm(x + Dropout(f(x)))`` (post, paper) or ``x +
+    Dropout(f(LN(x)))`` (pre)."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -24,7 +25,9 @@ class Residual(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.pre = config.norm_position == "pre"
 
-    def forward(self, x: Tensor, sublayer: Callable[[Tensor], tuple[Tensor, Weights]]) -> tuple[Tensor, Weights]:
+    def forward(
+        self, x: Tensor, sublayer: Callable[[Tensor], tuple[Tensor, Weights]]
+    ) -> tuple[Tensor, Weights]:
         if self.pre:
             out, weights = sublayer(self.norm(x))
             return x + self.dropout(out), weights
@@ -42,11 +45,19 @@ class EncoderLayer(nn.Module):
         self.self_attn_block = Residual(config)  # the residual connection and norm around self_attn
         self.ffn_block = Residual(config)
 
-    def forward(self, x: Tensor, mask: Tensor, rotary: Optional[Rotary] = None, bias: Optional[Tensor] = None,
-                need_weights: bool = False) -> tuple[Tensor, Weights]:
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor,
+        rotary: Optional[Rotary] = None,
+        bias: Optional[Tensor] = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Weights]:
         """``x (B, S, D)``, ``mask (B, 1, 1, S)`` -> ``(B, S, D)`` and weights ``(B, H, S, S)``."""
-        x, weights = self.self_attn_block(x, lambda h: self.self_attn(h, mask, rotary=rotary, bias=bias,
-                                                                      need_weights=need_weights))
+        x, weights = self.self_attn_block(
+            x,
+            lambda h: self.self_attn(h, mask, rotary=rotary, bias=bias, need_weights=need_weights),
+        )
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, weights
 
@@ -67,17 +78,38 @@ class DecoderLayer(nn.Module):
         self.cross_attn_block = Residual(config) if cross else None
         self.ffn_block = Residual(config)
 
-    def forward(self, x: Tensor, cross_k: Optional[Tensor], cross_v: Optional[Tensor], memory_mask: Optional[Tensor], *,
-                self_mask: Optional[Tensor] = None, causal: bool = False, cache: Optional[LayerCache] = None,
-                rotary: Optional[Rotary] = None, bias: Optional[Tensor] = None,
-                need_weights: bool = False) -> tuple[Tensor, Weights, Weights]:
-        """``x (N, T, D)`` -> ``(N, T, D)``, self weights ``(N, H, T, T')``, cross weights ``(N, H, T, S)``."""
-        x, self_w = self.self_attn_block(x, lambda h: self.self_attn(h, self_mask, causal=causal, cache=cache,
-                                                                     rotary=rotary, bias=bias,
-                                                                     need_weights=need_weights))
+    def forward(
+        self,
+        x: Tensor,
+        cross_k: Optional[Tensor],
+        cross_v: Optional[Tensor],
+        memory_mask: Optional[Tensor],
+        *,
+        self_mask: Optional[Tensor] = None,
+        causal: bool = False,
+        cache: Optional[LayerCache] = None,
+        rotary: Optional[Rotary] = None,
+        bias: Optional[Tensor] = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Weights, Weights]:
+        """``x (N, T, D)`` -> ``(N, T, D)``, self weights ``(N, H, T, T')``, cross weights ``(N, H,
+        T, S)``."""
+        x, self_w = self.self_attn_block(
+            x,
+            lambda h: self.self_attn(
+                h,
+                self_mask,
+                causal=causal,
+                cache=cache,
+                rotary=rotary,
+                bias=bias,
+                need_weights=need_weights,
+            ),
+        )
         cross_w = None
         if self.cross_attn is not None:
-            x, cross_w = self.cross_attn_block(x, lambda h: self.cross_attn(h, cross_k, cross_v, memory_mask,
-                                                                            need_weights))
+            x, cross_w = self.cross_attn_block(
+                x, lambda h: self.cross_attn(h, cross_k, cross_v, memory_mask, need_weights)
+            )
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h), None))
         return x, self_w, cross_w

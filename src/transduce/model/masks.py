@@ -14,8 +14,15 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, S)
 
 
-def local_mask(queries: int, keys: int, window: int, causal: bool, offset: int = 0, key_offset: int = 0,
-               device: torch.device | None = None) -> Tensor:
+def local_mask(
+    queries: int,
+    keys: int,
+    window: int,
+    causal: bool,
+    offset: int = 0,
+    key_offset: int = 0,
+    device: torch.device | None = None,
+) -> Tensor:
     """Sliding-window (and/or causal) visibility: queries at absolute positions ``offset ..``, keys
     at ``key_offset ..`` (a windowed cache has dropped the keys before ``key_offset``).
 
@@ -31,5 +38,9 @@ def local_mask(queries: int, keys: int, window: int, causal: bool, offset: int =
         if window:
             visible &= k > q - window
     else:
-        visible = (q - k).abs() < window if window else torch.ones(queries, keys, dtype=torch.bool, device=device)
+        visible = (
+            (q - k).abs() < window
+            if window
+            else torch.ones(queries, keys, dtype=torch.bool, device=device)
+        )
     return visible[None, None]  # (1, 1, T, S)

@@ -67,7 +67,8 @@ class Embeddings(nn.Module):
         """``ids (B, T)`` at positions ``offset .. offset+T-1`` -> ``(B, T, D)``."""
         T = ids.size(1)
         if offset + T > self.max_positions:
-            raise ValueError(f"sequence of length {offset + T} exceeds max_positions={self.max_positions}; "
+            raise ValueError(f"sequence of length {offset + T} exceeds "
+                             f"max_positions={self.max_positions}; "
                              "truncate the input or build the model with a larger max_positions")
         x = self.tokens(ids) * self.scale  # (B, T, D)
         if self.kind in ("sinusoidal", "sinusoidal_concat"):
@@ -111,10 +112,12 @@ class ALiBi(nn.Module):
 
     def __init__(self, n_heads: int) -> None:
         super().__init__()
-        self.register_buffer("slopes", torch.tensor(_alibi_slopes(n_heads)), persistent=False)  # (H,)
+        # (H,)
+        self.register_buffer("slopes", torch.tensor(_alibi_slopes(n_heads)), persistent=False)
 
     def forward(self, queries: int, keys: int, offset: int = 0, key_offset: int = 0) -> Tensor:
-        """Bias for queries at ``offset ..`` against keys at ``key_offset ..`` -> ``(1, H, T, S)``."""
+        """Bias for queries at ``offset ..`` against keys at ``key_offset ..`` -> ``(1, H, T,
+        S)``."""
         q = torch.arange(queries, device=self.slopes.device)[:, None] + offset
         k = torch.arange(keys, device=self.slopes.device)[None, :] + key_offset
         distance = (q - k).abs().float()  # (T, S)

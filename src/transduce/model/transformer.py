@@ -26,7 +26,8 @@ from .positions import ALiBi, Embeddings, Rotary
 class Attention:
     """Attention weights of every layer and head, from ``forward(..., need_weights=True)``.
 
-    encoder: per layer ``(B, H, S, S)``; decoder: per layer ``(B, H, T, T)``; cross: ``(B, H, T, S)``.
+    encoder: per layer ``(B, H, S, S)``; decoder: per layer ``(B, H, T, T)``; cross: ``(B, H, T,
+    S)``.
     """
 
     encoder: list[Tensor]
@@ -52,7 +53,11 @@ class Transformer(nn.Module):
         self.config = config
         c = config
         tokens = nn.Embedding(c.vocab_size, c.d_model)  # the source's, or the only one
-        tgt_tokens = tokens if c.tying == "all" or not c.has_encoder else nn.Embedding(c.target_vocab_size, c.d_model)
+        tgt_tokens = (
+            tokens
+            if c.tying == "all" or not c.has_encoder
+            else nn.Embedding(c.target_vocab_size, c.d_model)
+        )
         self.src_embed = Embeddings(c, tokens) if c.has_encoder else None
         self.tgt_embed = Embeddings(c, tgt_tokens) if c.has_decoder else None
         self.encoder = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
@@ -70,7 +75,8 @@ class Transformer(nn.Module):
         self._init_weights()
         if c.tying in ("decoder", "all"):  # the output shares the (target's, or only) embedding
             self.output.weight = tgt_tokens.weight if c.has_decoder else tokens.weight
-        # the mixture-of-experts layers, found once (a tuple: not registered twice), for the train step
+        # the mixture-of-experts layers, found once (a tuple: not registered twice), for the train
+        # step
         self._experts = tuple(m for m in self.modules() if isinstance(m, MixtureOfExperts))
 
     def _init_weights(self) -> None:
@@ -87,7 +93,8 @@ class Transformer(nn.Module):
     # --- encoder -------------------------------------------------------------------------------
 
     def encode(self, src: Tensor, need_weights: bool = False):
-        """``src (B, S)`` token ids -> encoder output ``(B, S, D)`` (and per-layer weights if asked)."""
+        """``src (B, S)`` token ids -> encoder output ``(B, S, D)`` (and per-layer weights if
+        asked)."""
         mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         S = src.size(1)
         if self.config.attention_window:
@@ -126,7 +133,9 @@ class Transformer(nn.Module):
         """
         c = self.config
         if c.architecture == "encoder-only":
-            x, enc_w = self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
+            x, enc_w = (
+                self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
+            )
             logits = self._project(_select(x, select), norm=None)
             return (logits, Attention(enc_w, [], [])) if need_weights else logits
         if c.architecture == "decoder-only":
@@ -134,17 +143,24 @@ class Transformer(nn.Module):
                 raise ValueError("a decoder-only model takes one tensor of tokens: model(tokens)")
             src, tgt_in = None, src
         if src is not None:
-            memory, enc_w = self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
+            memory, enc_w = (
+                self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
+            )
             memory_mask = padding_mask(src, c.pad_id)
         else:
             memory, enc_w, memory_mask = None, [], None
         T = tgt_in.size(1)
         bias = self.alibi(T, T) if self.alibi is not None else None
-        self_mask = local_mask(T, T, c.attention_window, True, device=tgt_in.device) if c.attention_window else None
+        self_mask = (
+            local_mask(T, T, c.attention_window, True, device=tgt_in.device)
+            if c.attention_window
+            else None
+        )
         x = self.tgt_embed(tgt_in)  # (B, T, D)
         dec_w, cross_w = [], []
         for layer in self.decoder:
-            k, v = layer.cross_attn.project_memory(memory) if memory is not None else (None, None)  # (B, G, S, Dh)
+            # (B, G, S, Dh)
+            k, v = layer.cross_attn.project_memory(memory) if memory is not None else (None, None)
             x, sw, cw = layer(x, k, v, memory_mask, self_mask=self_mask, causal=self_mask is None,
                               rotary=self.rotary, bias=bias, need_weights=need_weights)
             dec_w.append(sw)
@@ -165,10 +181,17 @@ class Transformer(nn.Module):
         capacity = min(capacity, c.attention_window) if c.attention_window else capacity
         layers = []
         for layer in self.decoder:
-            k, v = layer.cross_attn.project_memory(memory) if layer.cross_attn is not None else (None, None)
-            like = memory if memory is not None else self.output.weight  # (the first append fixes the dtype)
+            k, v = (
+                layer.cross_attn.project_memory(memory)
+                if layer.cross_attn is not None
+                else (None, None)
+            )
+            # (the first append fixes the dtype)
+            like = memory if memory is not None else self.output.weight
             empty = like.new_empty(B * beam, c.kv_heads, capacity, c.d_k)  # (B*K, G, C, Dh)
-            layers.append(LayerCache(empty, torch.empty_like(empty), k, v, window=c.attention_window))
+            layers.append(
+                LayerCache(empty, torch.empty_like(empty), k, v, window=c.attention_window)
+            )
         return DecoderCache(layers, padding_mask(src, c.pad_id) if c.has_encoder else None, beam)
 
     def decode(self, tokens: Tensor, cache: DecoderCache, need_weights: bool = False):
@@ -183,13 +206,26 @@ class Transformer(nn.Module):
         # oldest: at most W - 1 of them stay, so a single new token sees them all).
         start = max(cache.start, offset - c.attention_window + 1) if c.attention_window else 0
         keys = offset + T - start
-        self_mask = local_mask(T, keys, c.attention_window, True, offset, start, tokens.device) if T > 1 else None
+        self_mask = (
+            local_mask(T, keys, c.attention_window, True, offset, start, tokens.device)
+            if T > 1
+            else None
+        )
         bias = self.alibi(T, keys, offset, start) if self.alibi is not None else None
         x = self.tgt_embed(tokens, offset)  # (N, T, D)
         cross_w = []
         for layer, lc in zip(self.decoder, cache.layers):
-            x, _, cw = layer(x, lc.cross_k, lc.cross_v, cache.memory_mask, self_mask=self_mask, cache=lc,
-                             rotary=self.rotary, bias=bias, need_weights=need_weights)
+            x, _, cw = layer(
+                x,
+                lc.cross_k,
+                lc.cross_v,
+                cache.memory_mask,
+                self_mask=self_mask,
+                cache=lc,
+                rotary=self.rotary,
+                bias=bias,
+                need_weights=need_weights,
+            )
             cross_w.append(cw)
         logits = self._project(x)
         return (logits, cross_w) if need_weights else logits
@@ -198,7 +234,9 @@ class Transformer(nn.Module):
         """Bytes the decoding cache holds for each position of one hypothesis: keys and values of
         the n_kv_heads heads in every decoder layer (the cross-attention's are per sentence)."""
         c = self.config
-        return c.decoder_layers * 2 * c.kv_heads * c.d_k * torch.empty((), dtype=dtype).element_size()
+        return (
+            c.decoder_layers * 2 * c.kv_heads * c.d_k * torch.empty((), dtype=dtype).element_size()
+        )
 
     # --- bookkeeping ---------------------------------------------------------------------------
 
@@ -221,7 +259,8 @@ class Transformer(nn.Module):
         if self.output_bias is not None:
             counts["output"] += self.output_bias.numel()
         counts["total"] = sum(counts.values())
-        # a mixture of experts computes k of its E experts per position: the parameters a token meets
+        # a mixture of experts computes k of its E experts per position: the parameters a token
+        # meets
         idle = sum((len(m.experts) - m.top_k) * sum(p.numel() for p in m.experts[0].parameters())
                    for m in self._experts)
         counts["active"] = counts["total"] - idle
@@ -250,7 +289,8 @@ class OutputTransform(nn.Module):
 
 
 def _select(x: Tensor, select: Optional[Tensor]) -> Tensor:
-    """``x (B, T, D)`` at the positions ``select`` picks (a boolean ``(B, T)`` mask or flat indices)."""
+    """``x (B, T, D)`` at the positions ``select`` picks (a boolean ``(B, T)`` mask or flat
+    indices)."""
     if select is None:
         return x
     if select.dtype == torch.bool:

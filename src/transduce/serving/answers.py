@@ -31,11 +31,17 @@ def sentence(ask: TranslateRequest, k: int, result: Result, job: Job, tokenizer)
 
 def timing(job: Job, arrived: float) -> dict:
     now = time.monotonic()
-    return {"total": round(1000 * (now - arrived), 2), "queue": round(1000 * ((job.started or now) - job.arrived), 2),
-            "search": round(1000 * job.search_seconds, 2), "batch_sentences": job.batch_sizes}
+    return {
+        "total": round(1000 * (now - arrived), 2),
+        "queue": round(1000 * ((job.started or now) - job.arrived), 2),
+        "search": round(1000 * job.search_seconds, 2),
+        "batch_sentences": job.batch_sizes,
+    }
 
 
-def respond(ask: TranslateRequest, todo: list[int], job: Job, tokenizer, name: str, arrived: float) -> dict:
+def respond(
+    ask: TranslateRequest, todo: list[int], job: Job, tokenizer, name: str, arrived: float
+) -> dict:
     """The response body: translations in request order (and hypotheses, attention on request)."""
     translations = [""] * len(ask.text)
     hypotheses: list[list[dict]] = [[] for _ in ask.text]
@@ -55,9 +61,17 @@ def respond(ask: TranslateRequest, todo: list[int], job: Job, tokenizer, name: s
     return body
 
 
-async def stream(ask: TranslateRequest, todo: list[int], job: Job, answers: asyncio.Queue, tokenizer, name: str,
-                 arrived: float) -> AsyncIterator[bytes]:
-    """Newline-delimited JSON: each sentence as it is done (empty ones first), ``{"index": i, ...}``;
+async def stream(
+    ask: TranslateRequest,
+    todo: list[int],
+    job: Job,
+    answers: asyncio.Queue,
+    tokenizer,
+    name: str,
+    arrived: float,
+) -> AsyncIterator[bytes]:
+    """Newline-delimited JSON: each sentence as it is done (empty ones first), ``{"index": i,
+    ...}``;
     then ``{"done": true, "model", "timing_ms"}``, or ``{"error": message}`` if the search failed. A
     client that goes away cancels the request: its sentences leave the search."""
     def line(item: dict) -> bytes:
@@ -68,7 +82,9 @@ async def stream(ask: TranslateRequest, todo: list[int], job: Job, answers: asyn
         translated = set(todo)
         for i in range(len(ask.text)):
             if i not in translated:
-                yield line({"index": i, "translation": "", **({"hypotheses": []} if ask.nbest > 1 else {})})
+                yield line(
+                    {"index": i, "translation": "", **({"hypotheses": []} if ask.nbest > 1 else {})}
+                )
         waiter = asyncio.ensure_future(asyncio.wrap_future(job.future)) if todo else None
         for _ in todo:
             getter = asyncio.ensure_future(answers.get())
@@ -81,7 +97,8 @@ async def stream(ask: TranslateRequest, todo: list[int], job: Job, answers: asyn
         if waiter is not None:
             try:
                 await waiter
-            except Exception as error:  # (the status line is sent: the stream's last object says it)
+            # (the status line is sent: the stream's last object says it)
+            except Exception as error:
                 yield line({"error": f"internal error: {type(error).__name__}: {error}"})
                 return
         yield line({"done": True, "model": name, "timing_ms": timing(job, arrived)})

@@ -42,29 +42,40 @@ def read_page() -> str:
 
 
 def api_page(openapi: dict) -> str:
-    """The API's routes as a self-contained page (no assets from elsewhere), from the OpenAPI schema."""
+    """The API's routes as a self-contained page (no assets from elsewhere), from the OpenAPI
+    schema."""
     rows = []
     for path, methods in openapi.get("paths", {}).items():
         for method, route in methods.items():
-            rows.append(f"<tr><td><code>{html.escape(method.upper())} {html.escape(path)}</code></td>"
+            rows.append(f"<tr><td><code>{html.escape(method.upper())} "
+                        f"{html.escape(path)}</code></td>"
                         f"<td>{html.escape(route.get('summary', ''))}</td></tr>")
     info = openapi.get("info", {})
-    return (f"<!doctype html><meta charset=utf-8><title>{html.escape(info.get('title', 'API'))} API</title>"
-            "<style>body{font-family:sans-serif;max-width:48em;margin:2em auto}td{padding:.3em .8em}</style>"
-            f"<h1>{html.escape(info.get('title', 'API'))} {html.escape(info.get('version', ''))}</h1>"
+    return (f"<!doctype html><meta charset=utf-8><title>{html.escape(info.get('title', 'API'))} "
+            "API</title>"
+            "<style>body{font-family:sans-serif;max-width:48em;margin:2em auto}td{padding:.3em "
+            ".8em}</style>"
+            f"<h1>{html.escape(info.get('title', 'API'))} "
+            f"{html.escape(info.get('version', ''))}</h1>"
             f"<p>{html.escape(info.get('description', ''))}</p><table>{''.join(rows)}</table>"
-            '<p>The full schema (request and response fields): <a href="/openapi.json">/openapi.json</a>.</p>')
+            '<p>The full schema (request and response fields): <a '
+            'href="/openapi.json">/openapi.json</a>.</p>')
 
 
 def model_name(translator: Translator) -> str:
     folder = translator.folder
     if folder is None:
         return "model"
-    return f"{folder.parent.parent.name}/{folder.name}" if folder.parent.name == "checkpoints" else \
-        f"{folder.parent.name}/{folder.name}"
+    return (
+        f"{folder.parent.parent.name}/{folder.name}"
+        if folder.parent.name == "checkpoints"
+        else f"{folder.parent.name}/{folder.name}"
+    )
 
 
-def create_app(translator: Translator, settings: ServeSettings = ServeSettings(), compiled: bool = False):
+def create_app(
+    translator: Translator, settings: ServeSettings = ServeSettings(), compiled: bool = False
+):
     """The app; its lifespan starts and stops the batcher's worker."""
     from contextlib import asynccontextmanager
 
@@ -84,7 +95,8 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     metrics.gauges = {
         "transduce_queue_sentences": ("Sentences waiting for a batch.", lambda: batcher.waiting),
         "transduce_busy_sentences": ("Sentences in the search running now.", lambda: batcher.busy),
-        "transduce_requests_in_flight": ("Translation requests being answered.", lambda: gate.in_flight),
+        "transduce_requests_in_flight": ("Translation requests being "
+                                         "answered.", lambda: gate.in_flight),
     }
     config = translator.model.config
     with torch.device("meta"):
@@ -106,18 +118,41 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
 
     # FastAPI's /docs loads Swagger UI from a CDN, blank on a machine without the network: the
     # routes are described by a page of its own instead, and the schema is at /openapi.json
-    app = FastAPI(title="transduce", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Translation with a Transformer trained by transduce. The page is at `/`.")
+    app = FastAPI(
+        title="transduce",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="Translation with a Transformer trained by transduce. The page is at `/`.",
+    )
     everywhere = settings.host in ("0.0.0.0", "::", "")
-    hosts = None if everywhere else {*LOOPBACK_HOSTS, settings.host.lower(), *(h.lower() for h in settings.allowed_hosts)}
-    app.add_middleware(Gatekeeper, gate=gate, metrics=metrics, max_body_bytes=settings.max_body_bytes, hosts=hosts,
-                       body_timeout=settings.body_timeout)
+    hosts = (
+        None
+        if everywhere
+        else {*LOOPBACK_HOSTS, settings.host.lower(), *(h.lower() for h in settings.allowed_hosts)}
+    )
+    app.add_middleware(
+        Gatekeeper,
+        gate=gate,
+        metrics=metrics,
+        max_body_bytes=settings.max_body_bytes,
+        hosts=hosts,
+        body_timeout=settings.body_timeout,
+    )
     gate.on_drain.append(batcher.drain)
-    app.state.gate, app.state.batcher, app.state.metrics, app.state.settings = gate, batcher, metrics, settings
+    app.state.gate, app.state.batcher, app.state.metrics, app.state.settings = (
+        gate,
+        batcher,
+        metrics,
+        settings,
+    )
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError):
-        return JSONResponse({"detail": error.message}, status_code=error.status, headers=error.headers)
+        return JSONResponse(
+            {"detail": error.message}, status_code=error.status, headers=error.headers
+        )
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException):
@@ -125,7 +160,8 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception):
-        return JSONResponse({"detail": f"internal error: {type(error).__name__}: {error}"}, status_code=500)
+        return JSONResponse({"detail": f"internal error: {type(error).__name__}: "
+                                       f"{error}"}, status_code=500)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index():
@@ -139,29 +175,57 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     async def health():
         if gate.ready and not gate.draining:
             return {"status": "ready"}
-        return JSONResponse({"status": "stopping" if gate.draining else "starting"}, status_code=503)
+        return JSONResponse(
+            {"status": "stopping" if gate.draining else "starting"}, status_code=503
+        )
 
-    @app.get("/metrics", response_class=PlainTextResponse, summary="Counters in the Prometheus text format")
+    @app.get("/metrics", response_class=PlainTextResponse, summary="Counters in the Prometheus "
+                                                                   "text format")
     async def metrics_text():
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; "
+                                                              "charset=utf-8")
 
-    @app.get("/v1/model", summary="The model: languages, configuration, vocabularies, parameters, checkpoint")
+    @app.get("/v1/model", summary="The model: languages, configuration, vocabularies, parameters, "
+                                  "checkpoint")
     async def model_info():
         info = translator.info
         return {
-            "name": name, "checkpoint": str(translator.folder), "step": info.get("step"),
-            "source_language": info.get("src"), "target_language": info.get("tgt"),
-            "vocabulary": {"source": config.vocab_size, "target": config.target_vocab_size,
-                           "shared": config.tgt_vocab_size is None},
-            "parameters": parameters, "device": str(translator.device), "precision": translator.precision,
+            "name": name,
+            "checkpoint": str(translator.folder),
+            "step": info.get("step"),
+            "source_language": info.get("src"),
+            "target_language": info.get("tgt"),
+            "vocabulary": {
+                "source": config.vocab_size,
+                "target": config.target_vocab_size,
+                "shared": config.tgt_vocab_size is None,
+            },
+            "parameters": parameters,
+            "device": str(translator.device),
+            "precision": translator.precision,
             "config": config.to_dict(),
-            "search": {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
-                       "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b, "max_beam": settings.max_beam},
-            "limits": {"max_request_sentences": settings.max_request_sentences, "max_chars": settings.max_chars,
-                       "max_body_bytes": settings.max_body_bytes, "queue_limit": settings.queue_limit,
-                       "max_source_tokens": translator.max_source_tokens},
-            "batching": {"mode": mode, "enabled": mode != "off", "max_wait_ms": settings.max_wait_ms,
-                         "max_tokens": decode.max_tokens, "max_sentences": decode.max_sentences},
+            "search": {
+                "beam": decode.beam,
+                "alpha": decode.alpha,
+                "length_penalty": decode.length_penalty,
+                "max_len_a": decode.max_len_a,
+                "max_len_b": decode.max_len_b,
+                "max_beam": settings.max_beam,
+            },
+            "limits": {
+                "max_request_sentences": settings.max_request_sentences,
+                "max_chars": settings.max_chars,
+                "max_body_bytes": settings.max_body_bytes,
+                "queue_limit": settings.queue_limit,
+                "max_source_tokens": translator.max_source_tokens,
+            },
+            "batching": {
+                "mode": mode,
+                "enabled": mode != "off",
+                "max_wait_ms": settings.max_wait_ms,
+                "max_tokens": decode.max_tokens,
+                "max_sentences": decode.max_sentences,
+            },
             "transduce_version": __version__,
         }
 
@@ -169,7 +233,8 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": TranslateRequest.model_json_schema()}}}},
               responses={400: {"description": "Malformed body (not UTF-8, not JSON)"},
-                         413: {"description": "Over a size limit (body, sentences, characters, tokens)"},
+                         413: {"description": "Over a size limit (body, sentences, characters, "
+                                              "tokens)"},
                          422: {"description": "Invalid fields"},
                          503: {"description": "The queue is full, or the server is stopping"}})
     async def translate(request: Request):
@@ -184,7 +249,9 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
                                     f"{translator.max_source_tokens}; split the sentence")
         answers: Optional[asyncio.Queue] = asyncio.Queue() if ask.stream else None
         # streaming: each sentence as it is done, from the worker thread to this request's loop
-        on_result = functools.partial(deliver, asyncio.get_running_loop(), answers) if ask.stream else None
+        on_result = (
+            functools.partial(deliver, asyncio.get_running_loop(), answers) if ask.stream else None
+        )
         try:
             job = batcher.submit(sources, search, attention=ask.attention, on_result=on_result)
         except QueueFull as full:
@@ -205,10 +272,13 @@ def create_app(translator: Translator, settings: ServeSettings = ServeSettings()
     return app
 
 
-def check_request(ask: TranslateRequest, settings: ServeSettings, decode: DecodeConfig) -> DecodeConfig:
+def check_request(
+    ask: TranslateRequest, settings: ServeSettings, decode: DecodeConfig
+) -> DecodeConfig:
     """The limits, then the request's search settings (a 413 or 422 naming the limit)."""
     if not ask.text:
-        raise ApiError(422, 'text: an empty list; send at least one sentence, e.g. {"text": ["A man is sleeping."]}')
+        raise ApiError(422, 'text: an empty list; send at least one sentence, e.g. {"text": ["A '
+                            'man is sleeping."]}')
     if len(ask.text) > settings.max_request_sentences:
         raise ApiError(413, f"text has {len(ask.text)} sentences; this server takes at most "
                             f"{settings.max_request_sentences} per request "
@@ -219,13 +289,19 @@ def check_request(ask: TranslateRequest, settings: ServeSettings, decode: Decode
                                 f"most {settings.max_chars:,} per sentence (--max-chars)")
     beam = decode.beam if ask.beam is None else ask.beam
     if not 1 <= beam <= settings.max_beam:
-        raise ApiError(422, f"beam {beam}: this server searches with a beam of 1 to {settings.max_beam} (--max-beam)")
+        raise ApiError(422, f"beam {beam}: this server searches with a beam of 1 to "
+                            f"{settings.max_beam} (--max-beam)")
     if ask.alpha is not None and not math.isfinite(ask.alpha):
         raise ApiError(422, f"alpha {ask.alpha}: must be a finite number")
     if ask.attention_layers and not ask.attention:
         raise ApiError(422, "attention_layers needs attention: true")
     try:
-        return replace(decode, beam=beam, nbest=ask.nbest, alpha=decode.alpha if ask.alpha is None else ask.alpha)
+        return replace(
+            decode,
+            beam=beam,
+            nbest=ask.nbest,
+            alpha=decode.alpha if ask.alpha is None else ask.alpha,
+        )
     except ValueError as error:
         raise ApiError(422, str(error)) from None
 
@@ -251,9 +327,9 @@ def batching_mode(settings: ServeSettings, compiled: bool, device) -> tuple[str,
         cpu = torch.device(device).type == "cpu"
         mode = "dynamic" if cpu else "continuous"
         if cpu:
-            why = ("chosen by --batching auto on the CPU, where continuous batching served as many "
-                   "sentences a second with a higher p99 latency (docs/benchmarks.md); --batching "
-                   "continuous for the other")
+            why = ("chosen by --batching auto on the CPU, where continuous batching served as "
+                   "many sentences a second with a higher p99 latency (docs/benchmarks.md); "
+                   "--batching continuous for the other")
         else:
             why = (f"chosen by --batching auto on {torch.device(device).type}; --batching dynamic "
                    "for the other")

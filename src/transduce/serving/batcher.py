@@ -73,23 +73,33 @@ class Batcher(Worker):
                     if self._closed and not self._queue:
                         return None
                     continue
-                # the longest run of them (oldest first) that fits one batch under translate_ids' rule
+                # the longest run of them (oldest first) that fits one batch under translate_ids'
+                # rule
                 decode = candidates[0][0].decode
-                first = budget_batches([len(job.sources[i]) for job, i in candidates], decode.max_tokens,
-                                       decode.max_sentences)[0]
+                first = budget_batches(
+                    [len(job.sources[i]) for job, i in candidates],
+                    decode.max_tokens,
+                    decode.max_sentences,
+                )[0]
                 batch = [candidates[n] for n in first]
-                full = len(batch) < len(candidates) or len(batch) >= batch[0][0].decode.max_sentences
-                # the window opens at the oldest sentence's arrival, or at the end of the last search if
-                # that is later; it stays open while sentences keep coming (each within max_wait of the
-                # last), at most LINGER x max_wait
+                full = (
+                    len(batch) < len(candidates) or len(batch) >= batch[0][0].decode.max_sentences
+                )
+                # the window opens at the oldest sentence's arrival, or at the end of the last
+                # search if that is later; it stays open while sentences keep coming (each within
+                # max_wait of the last), at most LINGER x max_wait
                 opened = max(candidates[0][0].arrived, self._free_since)
-                deadline = min(max(opened, self._last_arrival) + self.max_wait, opened + LINGER * self.max_wait)
+                deadline = min(
+                    max(opened, self._last_arrival) + self.max_wait, opened + LINGER * self.max_wait
+                )
                 wait = deadline - self.clock()
                 # as many requests came since the last search as it answered: its clients are back
                 back = 0 < self._answered <= self._returned
                 if not self.batching or full or wait <= 0 or back or self._closed or self._draining:
                     taken = {(id(job), i) for job, i in batch}
-                    self._queue = collections.deque(x for x in self._queue if (id(x[0]), x[1]) not in taken)
+                    self._queue = collections.deque(
+                        x for x in self._queue if (id(x[0]), x[1]) not in taken
+                    )
                     self._busy = len(batch)
                     return batch
                 self._cond.wait(wait)  # more sentences may come to share the batch

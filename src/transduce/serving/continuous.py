@@ -34,7 +34,8 @@ from ..decoding.running import RunningSearch
 from ..runtime import autocast
 from .worker import BatchRecord, Job, Worker
 
-JOIN_SHARE = 4  # sentences join at once when they are this share of those in flight (1/4), or after max_wait
+# sentences join at once when they are this share of those in flight (1/4), or after max_wait
+JOIN_SHARE = 4
 
 
 class ContinuousBatcher(Worker):
@@ -70,7 +71,8 @@ class ContinuousBatcher(Worker):
                 break
             taken.append((job, i))
             longest, count = wider, count + 1
-        # a join encodes its sentences in one pass, which costs about as much for one as for several:
+        # a join encodes its sentences in one pass, which costs about as much for one as for
+        # several:
         # a few arrivals wait for company, at most max_wait after the oldest came
         few = len(taken) < max(1, len(self._flight) // JOIN_SHARE)
         company = not (self._closed or self._draining)  # (none comes to a stopping server)

@@ -1,5 +1,6 @@
 """The size gate: ASGI middleware that bounds a request body before the app reads it, refuses new
-translations while the server stops, counts requests in flight, and records each request's metrics."""
+translations while the server stops, counts requests in flight, and records each request's
+metrics."""
 
 from __future__ import annotations
 
@@ -45,8 +46,15 @@ class Gatekeeper:
     both are refused, as local web services such as Jupyter do.
     """
 
-    def __init__(self, app, gate: Gate, metrics: Metrics, max_body_bytes: int, hosts: Optional[set[str]] = None,
-                 body_timeout: float = 30.0):
+    def __init__(
+        self,
+        app,
+        gate: Gate,
+        metrics: Metrics,
+        max_body_bytes: int,
+        hosts: Optional[set[str]] = None,
+        body_timeout: float = 30.0,
+    ):
         self.app, self.gate, self.metrics, self.max_body = app, gate, metrics, max_body_bytes
         self.hosts, self.body_timeout = hosts, body_timeout
 
@@ -68,29 +76,45 @@ class Gatekeeper:
         try:
             host = headers.get(b"host", b"").decode("latin-1")
             if self.hosts is not None and _host_name(host) not in self.hosts:
-                return await _plain_error(send_status, 403, f"this server answers for {', '.join(sorted(self.hosts))}, "
-                                                            f"not for the host {host!r} (--allow-host adds names)")
+                return await _plain_error(send_status, 403, "this server answers for "
+                                                            f"{', '.join(sorted(self.hosts))}, not "
+                                                            f"for the host {host!r} (--allow-host "
+                                                            "adds names)")
             if scope["method"] in ("POST", "PUT", "PATCH"):
-                kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+                kind = (
+                    headers.get(b"content-type", b"")
+                    .decode("latin-1")
+                    .split(";")[0]
+                    .strip()
+                    .lower()
+                )
                 if not (kind == "application/json" or kind.endswith("+json")):
-                    return await _plain_error(send_status, 415, f"send the body as JSON, with Content-Type: "
-                                                                f"application/json (got {kind or 'none'!r})")
+                    return await _plain_error(send_status, 415, "send the body as JSON, with "
+                                                                "Content-Type: application/json "
+                                                                f"(got {kind or 'none'!r})")
                 try:
-                    body = await asyncio.wait_for(self._read_body(scope, receive), self.body_timeout)
+                    body = await asyncio.wait_for(
+                        self._read_body(scope, receive), self.body_timeout
+                    )
                 except asyncio.TimeoutError:
-                    return await _plain_error(send_status, 408, f"the request body did not arrive within "
-                                                                f"{self.body_timeout:g} s")
+                    return await _plain_error(
+                        send_status,
+                        408,
+                        f"the request body did not arrive within {self.body_timeout:g} s",
+                    )
                 if body is None:
                     return await _plain_error(send_status, 413, self._too_large())
                 receive = _replay(body, receive)
             if counted and self.gate.draining:
-                return await _plain_error(send_status, 503, "the server is stopping; it takes no new requests")
+                return await _plain_error(send_status, 503, "the server is stopping; it takes no "
+                                                            "new requests")
             if counted:
                 self.gate.in_flight += 1
             try:
                 await self.app(scope, receive, send_status)
             except Exception:
-                if status == 499:  # the error is answered outside this middleware: it is the server's
+                # the error is answered outside this middleware: it is the server's
+                if status == 499:
                     status = 500
                 raise
             finally:
@@ -100,7 +124,10 @@ class Gatekeeper:
             self.metrics.request(path, status, time.monotonic() - start)
 
     def _too_large(self) -> str:
-        return f"the request body is larger than this server's limit of {self.max_body:,} bytes (--max-body-bytes)"
+        return (
+            f"the request body is larger than this server's limit of {self.max_body:,} bytes "
+            "(--max-body-bytes)"
+        )
 
     async def _read_body(self, scope, receive) -> Optional[bytes]:
         """The whole body, or None when it is over the limit (by its header or by counting)."""
@@ -122,8 +149,8 @@ class Gatekeeper:
 
 
 def _replay(body: bytes, receive):
-    """A ``receive`` that hands the app the body read already, then the connection's own messages
-    (a disconnect)."""
+    """A ``receive`` that hands the app the body read already, then the connection's own messages (a
+    disconnect)."""
     sent = False
 
     async def replay():
@@ -137,8 +164,16 @@ def _replay(body: bytes, receive):
 
 async def _plain_error(send, status: int, message: str) -> None:
     body = json.dumps({"detail": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

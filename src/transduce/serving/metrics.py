@@ -62,9 +62,11 @@ class Metrics:
             self.requests[(path, status)] += 1
             self.latency.setdefault(path, Histogram(LATENCY_BUCKETS)).observe(seconds)
 
-    def batch(self, sentences: int, tokens: int, seconds: float, done: Optional[int] = None) -> None:
-        """A search (or a step of the running search) of ``sentences``, which answered ``done`` of them
-        (None: all)."""
+    def batch(
+        self, sentences: int, tokens: int, seconds: float, done: Optional[int] = None
+    ) -> None:
+        """A search (or a step of the running search) of ``sentences``, which answered ``done`` of
+        them (None: all)."""
         now = time.monotonic()
         with self._lock:
             self.batch_sentences.observe(sentences)
@@ -89,8 +91,10 @@ class Metrics:
         with self._lock:
             out = ["# HELP transduce_requests_total HTTP requests answered, by path and status.",
                    "# TYPE transduce_requests_total counter"]
-            out += [f'transduce_requests_total{{path="{p}",status="{s}"}} {n}' for (p, s), n in sorted(self.requests.items())]
-            out += ["# HELP transduce_request_errors_total HTTP requests answered with a 4xx or 5xx status.",
+            out += [f'transduce_requests_total{{path="{p}",status="{s}"}} '
+                    f'{n}' for (p, s), n in sorted(self.requests.items())]
+            out += ["# HELP transduce_request_errors_total HTTP requests answered with a 4xx or "
+                    "5xx status.",
                     "# TYPE transduce_request_errors_total counter"]
             out += [f'transduce_request_errors_total{{path="{p}",status="{s}"}} {n}'
                     for (p, s), n in sorted(self.requests.items()) if s >= 400]
@@ -98,16 +102,22 @@ class Metrics:
                     "# TYPE transduce_request_duration_seconds histogram"]
             for path, histogram in sorted(self.latency.items()):
                 out += histogram.lines("transduce_request_duration_seconds", f'path="{path}"')
-            out += ["# HELP transduce_batch_sentences Sentences per search batch (continuous: in flight per step).",
+            out += ["# HELP transduce_batch_sentences Sentences per search batch (continuous: in "
+                    "flight per step).",
                     "# TYPE transduce_batch_sentences histogram"]
             out += self.batch_sentences.lines("transduce_batch_sentences")
             for name, help_, value in (
                     ("transduce_sentences_total", "Sentences translated.", self.sentences),
-                    ("transduce_generated_tokens_total", "Target tokens generated (eos included).", self.tokens),
-                    ("transduce_search_seconds_total", "Seconds the worker spent searching.", self.search_seconds)):
-                out += [f"# HELP {name} {help_}", f"# TYPE {name} counter", f"{name} {_number(value)}"]
-        out += ["# HELP transduce_tokens_per_second Generated tokens per second of search, last minute.",
-                "# TYPE transduce_tokens_per_second gauge", f"transduce_tokens_per_second {_number(rate)}"]
+                    ("transduce_generated_tokens_total", "Target tokens generated (eos "
+                                                         "included).", self.tokens),
+                    ("transduce_search_seconds_total", "Seconds the worker spent "
+                                                       "searching.", self.search_seconds)):
+                out += [f"# HELP {name} "
+                        f"{help_}", f"# TYPE {name} counter", f"{name} {_number(value)}"]
+        out += ["# HELP transduce_tokens_per_second Generated tokens per second of search, last "
+                "minute.",
+                "# TYPE transduce_tokens_per_second "
+                "gauge", f"transduce_tokens_per_second {_number(rate)}"]
         for name, (help_, read) in self.gauges.items():
             out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name} {_number(read())}"]
         return "\n".join(out) + "\n"

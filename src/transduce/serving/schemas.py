@@ -55,15 +55,25 @@ class ServeSettings:
             object.__setattr__(self, "batching", "dynamic" if self.batching else "off")
         if self.batching not in BATCHING:
             raise ValueError(f"batching {self.batching!r}: choose one of {', '.join(BATCHING)}")
-        at_least(self, 1, "max_request_sentences", "max_chars", "max_body_bytes", "queue_limit", "max_beam")
+        at_least(
+            self,
+            1,
+            "max_request_sentences",
+            "max_chars",
+            "max_body_bytes",
+            "queue_limit",
+            "max_beam",
+        )
         if not 0 <= self.max_wait_ms <= 10_000:
             raise ValueError(f"max_wait_ms must be between 0 and 10000, got {self.max_wait_ms}")
         if self.drain_timeout < 0:
             raise ValueError(f"drain_timeout must be at least 0, got {self.drain_timeout}")
         if self.decode.sampling:
-            raise ValueError("sampling is not served: a sampled batch mixes requests' random draws; use beam search")
+            raise ValueError("sampling is not served: a sampled batch mixes requests' random "
+                             "draws; use beam search")
         if self.decode.beam > self.max_beam:
-            raise ValueError(f"the default beam {self.decode.beam} is more than max_beam {self.max_beam}")
+            raise ValueError(f"the default beam {self.decode.beam} is more than max_beam "
+                             f"{self.max_beam}")
 
 
 class TranslateRequest(BaseModel):
@@ -71,41 +81,55 @@ class TranslateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: list[str] = Field(description="Sentences to translate, one per item; an empty string stays empty.")
-    beam: Optional[int] = Field(None, description="Beam size (1: greedy). Default: the server's --beam.")
-    alpha: Optional[float] = Field(None, description="Length penalty exponent. Default: the server's --alpha.")
-    nbest: int = Field(1, description="Hypotheses per sentence (<= beam); above 1 the response has `hypotheses`.")
-    attention: bool = Field(False, description="Add each sentence's pieces and cross-attention (last layer, "
+    text: list[str] = Field(description="Sentences to translate, one per item; an empty string "
+                                        "stays empty.")
+    beam: Optional[int] = Field(None, description="Beam size (1: greedy). Default: the server's "
+                                                  "--beam.")
+    alpha: Optional[float] = Field(None, description="Length penalty exponent. Default: the "
+                                                     "server's --alpha.")
+    nbest: int = Field(1, description="Hypotheses per sentence (<= beam); above 1 the response "
+                                      "has `hypotheses`.")
+    attention: bool = Field(False, description="Add each sentence's pieces and cross-attention "
+                                               "(last layer, "
                                                 "mean of the heads) as `attention`.")
-    attention_layers: bool = Field(False, description="With `attention`: every layer's cross-attention too.")
-    stream: bool = Field(False, description="Answer each sentence as soon as it is translated: newline-delimited "
-                                            "JSON (application/x-ndjson), one object per sentence in the order "
-                                            "they finish, each with its `index` in `text`, then a last object "
-                                            "with `done: true`, `model` and `timing_ms`.")
+    attention_layers: bool = Field(False, description="With `attention`: every layer's "
+                                                      "cross-attention too.")
+    stream: bool = Field(False, description="Answer each sentence as soon as it is translated: "
+                                            "newline-delimited JSON (application/x-ndjson), one "
+                                            "object per sentence in the order they finish, each "
+                                            "with its `index` in `text`, then a last object with "
+                                            "`done: true`, `model` and `timing_ms`.")
 
 
 class Hypothesis(BaseModel):
     text: str
-    score: float = Field(description="The search's ranking score (length-normalized log-probability).")
+    score: float = Field(description="The search's ranking score (length-normalized "
+                                     "log-probability).")
 
 
 class AttentionItem(BaseModel):
     source: list[str] = Field(description="Source pieces, then </s>: the columns.")
-    target: list[str] = Field(description="Target pieces, then </s>: the rows; row i is the attention while "
-                                          "producing piece i.")
-    weights: list[list[float]] = Field(description="Cross-attention of the last layer, mean of the heads, "
-                                                   "rows sum to 1.")
-    layers: Optional[list[list[list[float]]]] = Field(None, description="Every layer's, with attention_layers.")
+    target: list[str] = Field(description="Target pieces, then </s>: the rows; row i is the "
+                                          "attention while producing piece i.")
+    weights: list[list[float]] = Field(description="Cross-attention of the last layer, mean of "
+                                                   "the heads, rows sum to 1.")
+    layers: Optional[list[list[list[float]]]] = Field(None, description="Every layer's, with "
+                                                                        "attention_layers.")
 
 
 class TranslateResponse(BaseModel):
     translations: list[str]
-    hypotheses: Optional[list[list[Hypothesis]]] = Field(None, description="With nbest > 1: per sentence, best first.")
-    attention: Optional[list[Optional[AttentionItem]]] = Field(None, description="With attention: per sentence "
-                                                                                 "(null for an empty one).")
+    hypotheses: Optional[list[list[Hypothesis]]] = Field(None, description="With nbest > 1: per "
+                                                                           "sentence, best first.")
+    attention: Optional[list[Optional[AttentionItem]]] = Field(None, description="With attention: "
+                                                                                 "per sentence "
+                                                                                 "(null for an "
+                                                                                 "empty one).")
     model: str
-    timing_ms: dict[str, float | list[int]] = Field(description="total, queue (waiting for a batch), search (the "
-                                                                "batches' time) and batch_sentences (their sizes).")
+    timing_ms: dict[str, float | list[int]] = Field(description="total, queue (waiting for a "
+                                                                "batch), search (the batches' "
+                                                                "time) and batch_sentences (their "
+                                                                "sizes).")
 
 
 class ApiError(Exception):
@@ -134,18 +158,21 @@ def parse_request(body: bytes) -> TranslateRequest:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ApiError(400, f"the body is not valid UTF-8 (byte {error.start}); send JSON in UTF-8") from None
+        raise ApiError(400, f"the body is not valid UTF-8 (byte {error.start}); send JSON in "
+                            "UTF-8") from None
     if not text.strip():
         raise ApiError(400, 'the body is empty; send JSON such as {"text": ["A man is sleeping."]}')
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ApiError(400, f"the body is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") \
+        raise ApiError(400, f"the body is not valid JSON: {error.msg} at line {error.lineno}, "
+                            f"column {error.colno}") \
             from None
     except RecursionError:
         raise ApiError(400, "the body nests JSON too deeply; send {\"text\": [\"...\"]}") from None
     if not isinstance(payload, dict):
-        raise ApiError(422, f'the body must be a JSON object such as {{"text": ["..."]}}, not a {type(payload).__name__}')
+        raise ApiError(422, 'the body must be a JSON object such as {"text": ["..."]}, not a '
+                            f'{type(payload).__name__}')
     try:
         ask = TranslateRequest.model_validate(payload)
     except ValidationError as error:
@@ -156,6 +183,6 @@ def parse_request(body: bytes) -> TranslateRequest:
         try:
             line.encode("utf-8")
         except UnicodeEncodeError as error:  # JSON's \ud800 escapes can spell text no encoding has
-            raise ApiError(422, f"text[{i}]: not valid Unicode (a lone surrogate, {line[error.start]!r} at "
-                                f"character {error.start})") from None
+            raise ApiError(422, f"text[{i}]: not valid Unicode (a lone surrogate, "
+                                f"{line[error.start]!r} at character {error.start})") from None
     return ask

@@ -7,5 +7,13 @@ from .loss import label_smoothed_nll
 from .schedule import inverse_sqrt, inverse_sqrt_peak, learning_rate
 from .trainer import Progress, RunSettings, Trainer, TrainingError
 
-__all__ = ["label_smoothed_nll", "inverse_sqrt", "inverse_sqrt_peak", "learning_rate", "Trainer", "RunSettings",
-           "Progress", "TrainingError"]
+__all__ = [
+    "label_smoothed_nll",
+    "inverse_sqrt",
+    "inverse_sqrt_peak",
+    "learning_rate",
+    "Trainer",
+    "RunSettings",
+    "Progress",
+    "TrainingError",
+]

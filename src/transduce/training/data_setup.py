@@ -10,8 +10,17 @@ import numpy as np
 
 from ..config import ModelConfig, TrainConfig
 from ..checkpoint import checkpoint_fingerprint
-from ..data import (BlockSampler, ParallelDataset, TokenBatchSampler, TokenStream, collate, collate_masked,
-                    collate_next_token, load_meta, load_tokenizer)
+from ..data import (
+    BlockSampler,
+    ParallelDataset,
+    TokenBatchSampler,
+    TokenStream,
+    collate,
+    collate_masked,
+    collate_next_token,
+    load_meta,
+    load_tokenizer,
+)
 from ..data.dataset import EncodedPairs, dataset_fingerprint, tokenizer_files
 from ..data.tokenizer import named_languages
 from ..errors import TrainingError
@@ -26,34 +35,40 @@ def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: s
             longest = int(lengths.max())
             if longest + 1 > config.max_positions:
                 line = int(lengths.argmax())
-                # prepare's --max-len filters the training pairs only: validation keeps every sentence
-                fix = (f"prepare the data with --max-len {config.max_positions - 1} or less" if split == "train" else
+                # prepare's --max-len filters the training pairs only: validation keeps every
+                # sentence
+                fix = (f"prepare the data with --max-len {config.max_positions - 1} or "
+                       "less" if split == "train" else
                        "remove that pair from its files" if split.startswith("--") else
-                       f"remove that pair from the {split} files and prepare again (--max-len filters only the "
-                       "training pairs)")
+                       f"remove that pair from the {split} files and prepare again (--max-len "
+                       "filters only the training pairs)")
                 raise TrainingError(
-                    f"{data_dir}: the {split} split has a {side} sentence of {longest} tokens (pair {line + 1} "
-                    f"of the prepared split) but the model holds {config.max_positions} positions, one of them for "
-                    f"eos/start; {fix}, or set max_positions={longest + 1} or more")
+                    f"{data_dir}: the {split} split has a {side} sentence of {longest} tokens "
+                    f"(pair {line + 1} of the prepared split) but the model holds "
+                    f"{config.max_positions} positions, one of them for eos/start; {fix}, or set "
+                    f"max_positions={longest + 1} or more")
 
 
-def refusal(origin: Optional[tuple[str, str]], data_dir: str, meta: dict, difference: str) -> TrainingError:
-    """The one message that refuses a dataset for a model: the first difference found and, for a model
-    from a checkpoint (``origin``: ``("--init-from", MODEL)`` or ``("--resume", RUN)``), the command
-    that prepares the text with that model's tokenizer."""
+def refusal(
+    origin: Optional[tuple[str, str]], data_dir: str, meta: dict, difference: str
+) -> TrainingError:
+    """The one message that refuses a dataset for a model: the first difference found and, for a
+    model from a checkpoint (``origin``: ``("--init-from", MODEL)`` or ``("--resume", RUN)``), the
+    command that prepares the text with that model's tokenizer."""
     if origin is None:
-        return TrainingError(f"{data_dir}: {difference}; use the data the model's options were made for, or "
-                             "drop the --set that changed them")
+        return TrainingError(f"{data_dir}: {difference}; use the data the model's options were "
+                             "made for, or drop the --set that changed them")
     flag, model = origin
     inputs = meta.get("inputs", {}).get("train")
     source = _prefix(inputs[0]) if isinstance(inputs, list) and inputs else "PREFIX"
-    advice = ("Resume with the data the run was trained on, or prepare this text with the run's tokenizer:"
+    advice = ("Resume with the data the run was trained on, or prepare this text with the run's "
+              "tokenizer:"
               if flag == "--resume" else "Prepare the data with the model's tokenizer:")
     src, tgt = meta.get("src"), meta.get("tgt")
     languages = f" --src {src} --tgt {tgt}" if src and tgt and src != "text" else ""
-    return TrainingError(f"{flag} {model}: {difference}; the same ids would mean other pieces to it. {advice}\n"
-                         f"  transduce prepare --tokenizer {model}{languages} --train-prefix {source} ... "
-                         "--out NEW_DIR")
+    return TrainingError(f"{flag} {model}: {difference}; the same ids would mean other pieces to "
+                         f"it. {advice}\n  transduce prepare --tokenizer {model}{languages} "
+                         f"--train-prefix {source} ... --out NEW_DIR")
 
 
 def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
@@ -62,22 +77,27 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
     ``origin``: where the model comes from (see ``refusal``)."""
     kind = meta.get("kind", "parallel")
     if config.architecture == "encoder-decoder" and kind != "parallel":
-        raise TrainingError(f"{data_dir} holds monolingual text, which an encoder-decoder cannot learn to "
-                            "translate: prepare parallel text, or train a language model on it (--preset gpt-small "
-                            "or bert-small)")
+        raise TrainingError(f"{data_dir} holds monolingual text, which an encoder-decoder cannot "
+                            "learn to translate: prepare parallel text, or train a language model "
+                            "on it (--preset gpt-small or bert-small)")
     if config.architecture != "encoder-decoder" and kind != "monolingual":
-        raise TrainingError(f"the {config.architecture} model is a language model and trains on monolingual text: "
-                            f"{data_dir} holds parallel text; prepare one with `transduce prepare --monolingual "
-                            "--train FILE --out DIR`")
+        raise TrainingError(f"the {config.architecture} model is a language model and trains on "
+                            f"monolingual text: {data_dir} holds parallel text; prepare one with "
+                            "`transduce prepare --monolingual --train FILE --out DIR`")
     if config.architecture == "encoder-only" and meta["special_ids"].get("mask_id") is None:
-        raise TrainingError(f"{data_dir} has no <mask> token; prepare it again with this version of transduce")
+        raise TrainingError(f"{data_dir} has no <mask> token; prepare it again with this version "
+                            "of transduce")
     vocab = meta["vocab_size"]
     if config.vocab_size != vocab["src"] or config.target_vocab_size != vocab["tgt"]:
-        raise refusal(origin, data_dir, meta, f"{data_dir} has vocabularies of {vocab['src']:,}/{vocab['tgt']:,} "
+        raise refusal(origin, data_dir, meta, f"{data_dir} has vocabularies of "
+                                              f"{vocab['src']:,}/{vocab['tgt']:,} "
                       f"but the model has {config.vocab_size:,}/{config.target_vocab_size:,}")
     for name, value in meta["special_ids"].items():
-        if getattr(config, name) != value and not (name == "mask_id" and config.architecture != "encoder-only"):
-            raise refusal(origin, data_dir, meta, f"{data_dir} uses {name}={value} but the model has "
+        if getattr(config, name) != value and not (
+            name == "mask_id" and config.architecture != "encoder-only"
+        ):
+            raise refusal(origin, data_dir, meta, f"{data_dir} uses {name}={value} but the model "
+                                                  "has "
                           f"{name}={getattr(config, name)}")
 
 
@@ -91,20 +111,27 @@ def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: s
     pair, theirs = named_languages(meta), named_languages(info)
     if pair and theirs and pair != theirs:
         raise refusal(origin, data_dir, {**meta, "src": theirs[0], "tgt": theirs[1]},
-                      f"the model translates {theirs[0]} -> {theirs[1]}, but {data_dir} holds {pair[0]} -> {pair[1]}")
+                      f"the model translates {theirs[0]} -> {theirs[1]}, but {data_dir} holds "
+                      f"{pair[0]} -> {pair[1]}")
     model_fp, model_recorded = checkpoint_fingerprint(folder, info)
     data_fp, data_recorded = data.fingerprint
     if model_fp is None:
-        warn(f"warning: {flag} {folder} has no tokenizer of its own; nothing shows that {data_dir}'s ids mean to it "
+        warn(f"warning: {flag} {folder} has no tokenizer of its own; nothing shows that "
+             f"{data_dir}'s ids mean to it "
              "what they mean to the data")
         return
     if not (model_recorded and data_recorded):
-        older = " and ".join(name for name, recorded in ((str(folder), model_recorded), (data_dir, data_recorded))
-                             if not recorded)
-        warn(f"warning: {older} predate{'s' if ' and ' not in older else ''} tokenizer fingerprints; their tokenizer "
+        older = " and ".join(
+            name
+            for name, recorded in ((str(folder), model_recorded), (data_dir, data_recorded))
+            if not recorded
+        )
+        warn(f"warning: {older} predate{'s' if ' and ' not in older else ''} tokenizer "
+             "fingerprints; their tokenizer "
              "files were compared instead")
     if model_fp != data_fp:
-        raise refusal(origin, data_dir, meta, f"its tokenizer (fingerprint {model_fp}) is not the one {data_dir} was "
+        raise refusal(origin, data_dir, meta, f"its tokenizer (fingerprint {model_fp}) is not the "
+                                              f"one {data_dir} was "
                       f"prepared with ({data_fp})")
 
 
@@ -119,9 +146,17 @@ class TrainingData:
     into every checkpoint). A language model trains on a token stream in blocks, a translation
     model on pairs (``train_indices``: the pairs within ``train_max_len``, or None for all)."""
 
-    def __init__(self, cfg: ModelConfig, tc: TrainConfig, data_dir: str, world_size: int = 1, rank: int = 0,
-                 log: Callable[[str], None] = print, valid_extra: str | None = None,
-                 origin: Optional[tuple[str, str]] = None) -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        tc: TrainConfig,
+        data_dir: str,
+        world_size: int = 1,
+        rank: int = 0,
+        log: Callable[[str], None] = print,
+        valid_extra: str | None = None,
+        origin: Optional[tuple[str, str]] = None,
+    ) -> None:
         self.cfg, self.tc, self.data_dir = cfg, tc, data_dir
         self.world_size, self.rank, self.log = world_size, rank, log
         self.meta = load_meta(data_dir)
@@ -132,22 +167,36 @@ class TrainingData:
             self.train_set, self.valid_set, self.sampler = self._language_data()
         else:
             self.train_set = ParallelDataset(data_dir, "train")
-            self.valid_set = ParallelDataset(data_dir, "valid") if "valid" in self.meta["splits"] else None
-            check_lengths_against_model(cfg, {"train": self.train_set, "valid": self.valid_set}, data_dir)
+            self.valid_set = (
+                ParallelDataset(data_dir, "valid") if "valid" in self.meta["splits"] else None
+            )
+            check_lengths_against_model(
+                cfg, {"train": self.train_set, "valid": self.valid_set}, data_dir
+            )
             self.train_indices = self._short_pairs() if tc.train_max_len else None
             chosen = self.train_indices if self.train_indices is not None else slice(None)
-            self.sampler = TokenBatchSampler(self.train_set.src_lengths[chosen], self.train_set.tgt_lengths[chosen],
-                                             tc.max_tokens, seed=tc.seed, world_size=world_size, rank=rank)
+            self.sampler = TokenBatchSampler(
+                self.train_set.src_lengths[chosen],
+                self.train_set.tgt_lengths[chosen],
+                tc.max_tokens,
+                seed=tc.seed,
+                world_size=world_size,
+                rank=rank,
+            )
         # (fingerprint, recorded); raises when its tokenizer files are no longer the ones of its ids
         self.fingerprint = dataset_fingerprint(data_dir, self.meta)
-        self.tokenizer_roles = tokenizer_files(data_dir, self.meta)  # by role: what checkpoints name
+        # by role: what checkpoints name
+        self.tokenizer_roles = tokenizer_files(data_dir, self.meta)
         self.tokenizer_files = list(dict.fromkeys(self.tokenizer_roles.values()))
         self.tokenizer = load_tokenizer(data_dir, self.meta)  # for validation BLEU, loaded once
         self.extra_set, self.extra_name = None, None  # --valid-extra: a second validation set
         if valid_extra:
             if self.lm:
-                raise TrainingError("--valid-extra: a second validation set is for translation models")
-            self.extra_set = EncodedPairs(valid_extra, self.meta["src"], self.meta["tgt"], self.tokenizer)
+                raise TrainingError("--valid-extra: a second validation set is for translation "
+                                    "models")
+            self.extra_set = EncodedPairs(
+                valid_extra, self.meta["src"], self.meta["tgt"], self.tokenizer
+            )
             self.extra_name = Path(valid_extra).name
             check_lengths_against_model(cfg, {"--valid-extra": self.extra_set}, valid_extra)
 
@@ -155,17 +204,19 @@ class TrainingData:
         """The token streams of a language model and the sampler of the training blocks."""
         cfg, tc, data_dir = self.cfg, self.tc, self.data_dir
         if tc.block_size > cfg.max_positions:
-            raise TrainingError(f"block_size={tc.block_size} is longer than the model's max_positions="
-                                f"{cfg.max_positions}; lower block_size (--set block_size=...)")
+            raise TrainingError(f"block_size={tc.block_size} is longer than the model's "
+                                f"max_positions={cfg.max_positions}; lower block_size (--set "
+                                "block_size=...)")
         shifted = cfg.architecture == "decoder-only"
         train = TokenStream(data_dir, "train")
         valid = TokenStream(data_dir, "valid") if "valid" in self.meta["splits"] else None
         for name, stream in (("train", train), ("valid", valid)):
-            if stream is not None and stream.num_blocks(tc.block_size, shifted) < (self.world_size if
-                                                                                    name == "train" else 1):
-                raise TrainingError(f"{data_dir}: the {name} split has {len(stream):,} tokens, not one block of "
-                                    f"block_size={tc.block_size} (+1 for the last target); lower block_size "
-                                    "or give more text")
+            if stream is not None and stream.num_blocks(tc.block_size, shifted) < (
+                self.world_size if name == "train" else 1
+            ):
+                raise TrainingError(f"{data_dir}: the {name} split has {len(stream):,} tokens, not "
+                                    f"one block of block_size={tc.block_size} (+1 for the last "
+                                    "target); lower block_size or give more text")
         per_batch = max(1, tc.max_tokens // tc.block_size)
         sampler = BlockSampler(train.num_blocks(tc.block_size, shifted), per_batch, seed=tc.seed,
                                world_size=self.world_size, rank=self.rank)
@@ -186,7 +237,8 @@ class TrainingData:
         data = split if split is not None else self.train_set
         if cfg.architecture == "decoder-only":
             return collate_next_token(data, indices, tc.block_size, cfg.pad_id)
-        if cfg.architecture == "encoder-only":  # the masks depend on (seed, epoch, batch): resume is exact
+        # the masks depend on (seed, epoch, batch): resume is exact
+        if cfg.architecture == "encoder-only":
             rng = np.random.default_rng([tc.seed, epoch, number, int(split is not None)])
             return collate_masked(data, indices, tc.block_size, cfg, tc.mask_prob, rng)
         if split is None and self.train_indices is not None:

@@ -6,7 +6,9 @@ import torch
 from torch import Tensor
 
 
-def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, pad_id: int) -> tuple[Tensor, Tensor]:
+def label_smoothed_nll(
+    logits: Tensor, target: Tensor, epsilon: float, pad_id: int
+) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed loss and summed NLL over the non-pad positions.
 
     Convention: the target gets 1 - eps, and eps is spread uniformly over the V - 1 classes that

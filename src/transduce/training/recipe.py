@@ -1,6 +1,6 @@
 """Training recipes: the schedule (and, for fine-tuning, the validation and stopping) a new run gets
-when its configuration does not give them, decided in one place for the command line and for
-Python alike.
+when its configuration does not give them, decided in one place for the command line and for Python
+alike.
 
 - ``auto`` (the default): a warmup of about 4 epochs (100 to 4,000 updates, the paper's 4,000
   reached on WMT-sized data) to a peak learning rate of 1e-3 (7e-4, the paper's base peak, above
@@ -31,7 +31,8 @@ FINETUNE = {"valid_at_start": True, "patience": 5}
 
 
 def given_fields(train: TrainConfig) -> set[str]:
-    """The fields of ``train`` that differ from ``TrainConfig``'s defaults: what a Python caller gave."""
+    """The fields of ``train`` that differ from ``TrainConfig``'s defaults: what a Python caller
+    gave."""
     default = TrainConfig()
     return {
         f.name

@@ -16,16 +16,26 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..checkpoint import (CheckpointError, checkpoint_file, list_checkpoints, load_weights, read_info,
-                          read_training_state, upgrade_names, write_checkpoint)
+from ..checkpoint import (
+    CheckpointError,
+    checkpoint_file,
+    list_checkpoints,
+    load_weights,
+    read_info,
+    read_training_state,
+    upgrade_names,
+    write_checkpoint,
+)
 from ..choice import resolve
 from ..config import ModelConfig
 from ..errors import TrainingError, TransduceError
-from ..files import check_output_dir, read_json, remove_output, write_marker
+from ..files import check_output_dir, remove_output, write_marker
+from ..reading import read_json
 from .data_setup import check_same_tokenizer
 from .ema import EMA_FILE, ExponentialAverage
 
-# the model options a run started --init-from a checkpoint may change: they shape training, not weights
+# the model options a run started --init-from a checkpoint may change: they shape training, not
+# weights
 REGULARIZATION = ("dropout", "attention_dropout", "activation_dropout")
 
 
@@ -59,7 +69,9 @@ class Progress:
         if unknown:
             raise ValueError(f"trainer.json: unknown progress field {unknown[0]!r}")
         types = {"int": int, "float": float}
-        return cls(**{key: check_type(key, value, types[known[key]]) for key, value in data.items()})
+        return cls(
+            **{key: check_type(key, value, types[known[key]]) for key, value in data.items()}
+        )
 
 
 @dataclass
@@ -103,9 +115,12 @@ class RunFolder:
                 raise TrainingError(f"--resume: {self.path} is not a run directory (no "
                                     "config.json); start a new run without --resume")
             saved = read_json(config_path)
-            changed = [k for k, v in saved.get("model", {}).items() if resolved["model"].get(k) != v]
+            changed = [
+                k for k, v in saved.get("model", {}).items() if resolved["model"].get(k) != v
+            ]
             if changed:
-                details = ", ".join(f"{k}: {saved['model'][k]} -> {resolved['model'][k]}" for k in changed)
+                details = ", ".join(f"{k}: {saved['model'][k]} -> "
+                                    f"{resolved['model'][k]}" for k in changed)
                 raise TrainingError(f"--resume: the model differs from the one {self.path} was "
                                     f"trained with ({details}); resume with the same model options "
                                     "or start a new run")
@@ -113,7 +128,8 @@ class RunFolder:
                 if resolved["train"].get(key) != old:
                     self.log(f"--resume: {key} changed: {old} -> {resolved['train'][key]}")
             now = asdict(self.settings)
-            for key in ("device", "precision", "compile"):  # how it runs: allowed to change, and said
+            # how it runs: allowed to change, and said
+            for key in ("device", "precision", "compile"):
                 old = saved.get("settings", {}).get(key)
                 if old is not None and old != now[key]:
                     self.log(f"--resume: {key} changed: {old} -> {now[key]}")
@@ -143,11 +159,13 @@ class RunFolder:
             try:
                 info = read_info(folder)
             except CheckpointError as error:
-                self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
+                self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint "
+                          "before it")
                 continue
             # a run goes on only on the ids it was trained on (not on data prepared again since)
             check_same_tokenizer(data, folder, info, "--resume", self.warn)
-            try:  # reading the state and loading the weights are the checks: a damaged file fails them
+            # reading the state and loading the weights are the checks: a damaged file fails them
+            try:
                 saved, trainer = read_training_state(folder)
                 self.load_weights(state.model, folder)
                 state.optimizer.load_state_dict(saved["optimizer"])
@@ -158,7 +176,8 @@ class RunFolder:
                 rng = saved["rng"]
                 torch.set_rng_state(rng[self.dist.rank] if self.dist.rank < len(rng) else rng[0])
             except (CheckpointError, KeyError, TypeError, ValueError, RuntimeError) as error:
-                self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint before it")
+                self.warn(f"warning: cannot resume from {folder}: {error}; trying the checkpoint "
+                          "before it")
                 continue
             break
         else:
@@ -168,14 +187,16 @@ class RunFolder:
         rank = self.dist.rank
         cuda_rng = saved.get("cuda_rng")
         if self.device.type == "cuda" and cuda_rng:
-            torch.cuda.set_rng_state(cuda_rng[rank] if rank < len(cuda_rng) else cuda_rng[0], self.device)
+            torch.cuda.set_rng_state(
+                cuda_rng[rank] if rank < len(cuda_rng) else cuda_rng[0], self.device
+            )
         state.progress = progress
         self.log(f"resumed from {folder} (step {progress.step}, epoch {progress.epoch + 1}, "
                  f"batch {progress.batch_in_epoch})")
 
     def _resume_ema(self, state: TrainingState, folder: Path, train_config) -> None:
-        """The EMA's averages from ``folder`` (started afresh from the resumed weights if the run had
-        none: ``--set ema=...`` added on resume)."""
+        """The EMA's averages from ``folder`` (started afresh from the resumed weights if the run
+        had none: ``--set ema=...`` added on resume)."""
         if state.ema is None:
             return
         path = folder / EMA_FILE
@@ -201,8 +222,8 @@ class RunFolder:
                                   f"keys {missing[:5]}, unexpected keys {unexpected[:5]}")
 
     def init_source(self, path: str, model_config: ModelConfig, data) -> Path:
-        """The checkpoint ``--init-from`` names, checked before the run folder is made: it exists and
-        holds the same model (``data``: the run's ``TrainingData``, whose tokenizer it must
+        """The checkpoint ``--init-from`` names, checked before the run folder is made: it exists
+        and holds the same model (``data``: the run's ``TrainingData``, whose tokenizer it must
         share)."""
         try:
             folder = resolve(path)
@@ -212,9 +233,14 @@ class RunFolder:
         except (TransduceError, TypeError, ValueError) as error:
             raise TrainingError(f"--init-from {path}: {error}") from None
         mine = model_config.to_dict()
-        diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k) and k not in REGULARIZATION)
+        diff = sorted(
+            k
+            for k in set(theirs) | set(mine)
+            if theirs.get(k) != mine.get(k) and k not in REGULARIZATION
+        )
         if diff:
-            raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use the same options")
+            raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use "
+                                "the same options")
         check_same_tokenizer(data, folder, info, "--init-from", self.warn)
         return folder
 
@@ -250,7 +276,9 @@ class RunFolder:
         cuda_rngs = [torch.cuda.get_rng_state(self.device)] if self.device.type == "cuda" else None
         if self.dist.enabled:
             gathered: list = [None] * self.dist.world_size
-            torch.distributed.all_gather_object(gathered, (rngs[0], cuda_rngs[0] if cuda_rngs else None))
+            torch.distributed.all_gather_object(
+                gathered, (rngs[0], cuda_rngs[0] if cuda_rngs else None)
+            )
             rngs = [cpu for cpu, _ in gathered]
             cuda_rngs = [cuda for _, cuda in gathered] if cuda_rngs else None
         if not self.dist.is_main:

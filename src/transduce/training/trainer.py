@@ -28,6 +28,7 @@ from .loss import label_smoothed_nll
 from .recipe import apply_recipe
 from .run_folder import Progress, RunFolder, StopSignals, TrainingState
 from .schedule import learning_rate
+from .loop import Window, finish, log_train, progress_bar
 from .validation import Validation
 
 # updates between two returns of freed memory to the system (runtime.release_memory): without them
@@ -50,22 +51,32 @@ class RunSettings:
     compile: bool = False
     quiet: bool = False
     init_from: Optional[str] = None
-    more_time: Optional[float] = None  # on resume: train this many seconds beyond the run's elapsed time
-    valid_extra: Optional[str] = None  # a second validation set: PREFIX of raw PREFIX.SRC/PREFIX.TGT files
+    # on resume: train this many seconds beyond the run's elapsed time
+    more_time: Optional[float] = None
+    # a second validation set: PREFIX of raw PREFIX.SRC/PREFIX.TGT files
+    valid_extra: Optional[str] = None
     extra: dict = field(default_factory=dict)
 
 
 class Trainer:
-    """Trains ``model_config`` on ``settings.data_dir``, writing everything into ``settings.run_dir``.
+    """Trains ``model_config`` on ``settings.data_dir``, writing everything into
+    ``settings.run_dir``.
 
     Composed of: the data (``self.data``, a ``TrainingData``), what training changes and saves
     (``self.state``, a ``TrainingState``: model, optimizer, scaler, EMA, progress), the run folder
     (``self.folder``: lock, resume, checkpoints, metrics) and validation (``self.validation``);
     this file holds the update and the loop."""
 
-    def __init__(self, model_config: ModelConfig, train_config: TrainConfig, settings: RunSettings,
-                 resume: bool = False, log=print, on_validate: Optional[Callable[[dict], Optional[str]]] = None,
-                 recipe: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        train_config: TrainConfig,
+        settings: RunSettings,
+        resume: bool = False,
+        log=print,
+        on_validate: Optional[Callable[[dict], Optional[str]]] = None,
+        recipe: Optional[str] = None,
+    ) -> None:
         """``on_validate`` (a plain callable) sees each validation's result and may return a reason
         to stop training (the demo stops when its exact-match target is reached). ``recipe``:
         ``"auto"``, ``"paper"`` or ``"finetune"`` fills in what ``train_config`` leaves at its
@@ -74,7 +85,8 @@ class Trainer:
         if recipe is not None and not resume:
             train_config, _ = apply_recipe(train_config, model_config, settings.data_dir, recipe)
         self.cfg, self.tc, self.settings = model_config, train_config, settings
-        self._signals: Optional[StopSignals] = None  # while train() runs: SIGTERM/SIGINT noted for the loop
+        # while train() runs: SIGTERM/SIGINT noted for the loop
+        self._signals: Optional[StopSignals] = None
         self.run_dir = Path(settings.run_dir)
         self.device = torch.device(settings.device)
         self.dist = distributed.setup(self.device)
@@ -84,16 +96,33 @@ class Trainer:
         self.log = log if self.dist.is_main else (lambda *a, **k: None)
         # warnings go where errors go (stderr), unless the caller collects the log itself
         self.warn = (lambda message: print(message, file=sys.stderr)) if log is print else self.log
-        if not (train_config.max_steps or train_config.max_epochs or train_config.max_time or settings.more_time):
+        if not (
+            train_config.max_steps
+            or train_config.max_epochs
+            or train_config.max_time
+            or settings.more_time
+        ):
             raise TrainingError("no stopping rule: give --max-steps, --max-epochs or --max-time")
         # where the model comes from, for a refusal of the data to carry its fix
         origin = ("--resume", settings.run_dir) if resume else \
             ("--init-from", settings.init_from) if settings.init_from else None
-        data = TrainingData(model_config, train_config, settings.data_dir, self.dist.world_size, self.dist.rank,
-                            self.log, settings.valid_extra, origin)
+        data = TrainingData(
+            model_config,
+            train_config,
+            settings.data_dir,
+            self.dist.world_size,
+            self.dist.rank,
+            self.log,
+            settings.valid_extra,
+            origin,
+        )
         self.data, self.meta, self.lm, self.collate = data, data.meta, data.lm, data.collate
         self.train_set, self.valid_set, self.sampler = data.train_set, data.valid_set, data.sampler
-        self.train_indices, self.tokenizer, self.tokenizer_files = data.train_indices, data.tokenizer, data.tokenizer_files
+        self.train_indices, self.tokenizer, self.tokenizer_files = (
+            data.train_indices,
+            data.tokenizer,
+            data.tokenizer_files,
+        )
         check_fits(model_config, self.device, training=True, source="the model to train")
         torch.manual_seed(train_config.seed)
         model = Transformer(model_config).to(self.device)
@@ -126,9 +155,14 @@ class Trainer:
                                      lambda *a, **k: self.log(*a, **k),
                                      on_validate)
         if self.dist.is_main:
-            resolved = {"model": self.cfg.to_dict(), "train": self.tc.to_dict(),
-                        "settings": {k: v for k, v in asdict(self.settings).items() if k != "run_dir"}}
-            write_text(self.run_dir / "config.json", json.dumps(resolved, indent=2) + "\n", what="config")
+            resolved = {
+                "model": self.cfg.to_dict(),
+                "train": self.tc.to_dict(),
+                "settings": {k: v for k, v in asdict(self.settings).items() if k != "run_dir"},
+            }
+            write_text(
+                self.run_dir / "config.json", json.dumps(resolved, indent=2) + "\n", what="config"
+            )
         self.ddp = None
         self.forward_model = self.model
         if self.dist.enabled:
@@ -166,14 +200,16 @@ class Trainer:
         self.model.train()
         # Normalize by the target tokens of the whole update (all micro-batches, all ranks), so that
         # accumulation and data parallelism give the gradient of one big batch.
-        tokens = torch.tensor(float(sum(b.target_tokens for b in micro_batches)))  # counted on the host
+        # counted on the host
+        tokens = torch.tensor(float(sum(b.target_tokens for b in micro_batches)))
         total_tokens = float(distributed.all_reduce_sum(tokens, self.dist))
         cuda = self.device.type == "cuda"
         loss_sum = torch.zeros((), device=self.device)
         nll_sum = torch.zeros((), device=self.device)
         moe_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(micro_batches):
-            real = (batch.tgt_out != self.cfg.pad_id).flatten()  # (B*T,) on the host: no device sync
+            # (B*T,) on the host: no device sync
+            real = (batch.tgt_out != self.cfg.pad_id).flatten()
             # Under torch.compile the whole (B, T) is projected: a varying number of real positions
             # would recompile; the loss masks the padding either way.
             select = None if self.settings.compile else real.nonzero().squeeze(1)
@@ -184,10 +220,16 @@ class Trainer:
             target = target.to(self.device, non_blocking=cuda)
             select = None if select is None else select.to(self.device, non_blocking=cuda)
             sync = self.ddp is None or i == len(micro_batches) - 1
-            with (nullcontext() if sync else self.ddp.no_sync()), autocast(self.device, self.settings.precision):
+            with (
+                nullcontext() if sync else self.ddp.no_sync(),
+                autocast(self.device, self.settings.precision),
+            ):
                 logits = self.forward_model(*batch.inputs, select=select)  # (N, V)
-                loss, nll = label_smoothed_nll(logits.flatten(0, -2), target, tc.label_smoothing, self.cfg.pad_id)
-                balance = self.model.moe_loss()  # the experts' load-balancing loss (None: dense layers)
+                loss, nll = label_smoothed_nll(
+                    logits.flatten(0, -2), target, tc.label_smoothing, self.cfg.pad_id
+                )
+                # the experts' load-balancing loss (None: dense layers)
+                balance = self.model.moe_loss()
             scaled = loss * world / total_tokens
             if balance is not None:
                 scaled = scaled + self.cfg.moe_aux_weight * balance / len(micro_batches)
@@ -197,10 +239,14 @@ class Trainer:
             nll_sum += nll.detach()
         sums = distributed.all_reduce_sum(torch.stack([loss_sum, nll_sum]), self.dist)
         step = self.progress.step + 1
-        lr = learning_rate(step, tc.lr_schedule, self.cfg.d_model, tc.warmup, tc.lr_factor, tc.peak_lr)
+        lr = learning_rate(
+            step, tc.lr_schedule, self.cfg.d_model, tc.warmup, tc.lr_factor, tc.peak_lr
+        )
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm if tc.clip_norm > 0 else math.inf)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), tc.clip_norm if tc.clip_norm > 0 else math.inf
+        )
         if self.scaler is not None:
             # fp16: an overflow is the scaler's business (it lowers the scale and skips the step),
             # not a divergence; only a non-finite loss counts as a bad step.
@@ -209,37 +255,41 @@ class Trainer:
                 group["lr"] = lr
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        elif finite := bool(torch.isfinite(torch.stack([sums[0], grad_norm.to(sums.device)])).all()):  # the one sync
+        elif finite := bool(
+            torch.isfinite(torch.stack([sums[0], grad_norm.to(sums.device)])).all()
+        ):  # the one sync
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.ema is not None and finite:
             self.ema.update(self.model)
-        return {"loss": sums[0] / total_tokens, "nll": sums[1] / total_tokens, "lr": lr, "grad_norm": grad_norm,
-                "tokens": total_tokens, "finite": finite, "moe_aux": moe_sum if self.cfg.ffn == "moe" else None}
+        return {
+            "loss": sums[0] / total_tokens,
+            "nll": sums[1] / total_tokens,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "tokens": total_tokens,
+            "finite": finite,
+            "moe_aux": moe_sum if self.cfg.ffn == "moe" else None,
+        }
 
     # --- the loop -------------------------------------------------------------------------
 
     def train(self) -> dict[str, Any]:
         """Train until a limit (steps, epochs, time) or early stopping; returns a summary."""
-        from tqdm.auto import tqdm
-
         tc, p = self.tc, self.progress
         signals = self._signals = StopSignals().install()
-        # One bar with a total and an ETA: in steps under a step limit, else in seconds under a time limit.
         by_time = not tc.max_steps and bool(tc.max_time)
-        bar = tqdm(total=(round(tc.max_time) if by_time else tc.max_steps) or None,
-                   initial=round(p.elapsed) if by_time else p.step, desc="training",
-                   unit="s" if by_time else " step", disable=True if (self.settings.quiet or not self.dist.is_main)
-                   else None, dynamic_ncols=True)
+        bar = progress_bar(tc, p, by_time, quiet=self.settings.quiet or not self.dist.is_main)
         log = self.log
         if not bar.disable and log is print:
-            self.log = lambda *a, **k: bar.write(" ".join(str(x) for x in a))  # lines above the bar, not over it
+            # lines above the bar, not over it
+            self.log = lambda *a, **k: bar.write(" ".join(str(x) for x in a))
         process_start = time.time()
         start_elapsed = p.elapsed
         last_save = time.time()
-        window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
+        window = Window()
         bad_in_a_row = 0
         reason = self._limit_reached()  # a resumed run may have nothing left to do
         if reason:
@@ -251,7 +301,9 @@ class Trainer:
                 batches = self.sampler.batches(p.epoch, start=p.batch_in_epoch)
                 for start in range(0, len(batches), tc.update_freq):
                     group = batches[start : start + tc.update_freq]
-                    micro = [self.collate(b, p.epoch, p.batch_in_epoch + j) for j, b in enumerate(group)]
+                    micro = [
+                        self.collate(b, p.epoch, p.batch_in_epoch + j) for j, b in enumerate(group)
+                    ]
                     stats = self.update(micro)
                     p.batch_in_epoch += len(group)
                     p.elapsed = start_elapsed + time.time() - process_start
@@ -269,9 +321,7 @@ class Trainer:
                     bad_in_a_row = 0
                     p.step += 1
                     p.target_tokens += int(stats["tokens"])
-                    for key in ("loss", "nll", "tokens"):
-                        window[key] += stats[key] * (1 if key == "tokens" else stats["tokens"])
-                    window["steps"] += 1
+                    window.add(stats)
                     if by_time:
                         bar.update(round(p.elapsed) - bar.n)
                         bar.set_postfix(step=p.step, refresh=False)
@@ -280,8 +330,8 @@ class Trainer:
                     if p.step % TRIM_EVERY == 0:
                         release_memory()
                     if p.step % tc.log_every == 0 or p.step in (1, 10):  # a first loss at once
-                        self._log_train(window, stats, bar)
-                        window = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "steps": 0, "time": time.time()}
+                        log_train(self, window, stats, bar)
+                        window = Window()
                     if tc.valid_every > 0 and p.step % tc.valid_every == 0:
                         self.validation.track(self.state)
                     due = (tc.save_every and p.step % tc.save_every == 0) or \
@@ -304,7 +354,8 @@ class Trainer:
                     reason = (reason or "another rank stopped") if stop else None
         except KeyboardInterrupt as stop:
             reason = str(stop) or "interrupted"
-            if signals.installed:  # a second signal: at once, as a kill (a save now would mix two moments)
+            # a second signal: at once, as a kill (a save now would mix two moments)
+            if signals.installed:
                 bar.close()
                 signals.restore()
                 self.close()
@@ -312,36 +363,12 @@ class Trainer:
                 raise TrainingError(f"{reason} again: stopped at once without saving; the last "
                                     f"checkpoint ({saved[-1] if saved else 'none yet'}) is intact, "
                                     "and --resume continues from it") from None
-            self.log(f"{reason}: saving a checkpoint before stopping")  # (signals left to Python: no handler)
+            # (signals left to Python: no handler)
+            self.log(f"{reason}: saving a checkpoint before stopping")
         finally:
             bar.close()
             self.log = log
-        if signals.reason and reason == signals.reason:
-            self.log(f"{reason}: saving a checkpoint before stopping")
-        try:  # (a signal now is noted, the run is stopping anyway; a second one still stops at once)
-            if reason and not reason.startswith(("interrupted", "terminated")) and tc.valid_every >= 0 and \
-                    self.validation.validated_at != p.step and p.step > 0:
-                # the final weights always get their say for best/
-                self.validation.track(self.state, scheduled=False)
-            self.save()
-        except KeyboardInterrupt as stop:
-            self.close()
-            raise TrainingError(f"{stop} again: stopped at once, before the last checkpoint was "
-                                "written; the one before it is intact, and --resume continues "
-                                "from it") from None
-        finally:
-            signals.restore()
-        summary = {"stopped": reason, "step": p.step, "epochs_completed": p.epoch, "elapsed": round(p.elapsed, 1),
-                   "best_bleu": p.best_bleu, "best_step": p.best_step}
-        if self.lm:
-            summary = {**{k: v for k, v in summary.items() if k != "best_bleu"}, "best_ppl": p.best_ppl}
-        self.folder.write_metrics({"type": "end", **summary})
-        best = (f"; best valid perplexity {p.best_ppl:.2f} at step {p.best_step}" if self.lm and p.best_ppl else
-                f"; best valid BLEU {p.best_bleu:.2f} at step {p.best_step}" if not self.lm and p.best_bleu >= 0 else "")
-        self.log(f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} min{best}")
-        distributed.teardown(self.dist)
-        self.close()
-        return summary
+        return finish(self, reason, signals)
 
     def close(self) -> None:
         """Release the run lock (also released by the OS when the process ends)."""
@@ -358,7 +385,8 @@ class Trainer:
     def _limit_reached(self) -> Optional[str]:
         tc, p = self.tc, self.progress
         signals = self._signals
-        if signals is not None and signals.reason:  # checked at update boundaries only: see StopSignals
+        # checked at update boundaries only: see StopSignals
+        if signals is not None and signals.reason:
             return signals.reason
         if tc.max_steps and p.step >= tc.max_steps:
             return f"max_steps {tc.max_steps}"
@@ -369,21 +397,3 @@ class Trainer:
         if tc.patience and p.validations_since_best >= tc.patience:
             return f"no better validation BLEU in {tc.patience} validations"
         return self.validation.stop_reason
-
-    def _log_train(self, window: dict, last: dict, bar) -> None:
-        seconds = max(time.time() - window["time"], 1e-9)
-        loss = float(window["loss"]) / max(window["tokens"], 1)  # device values are read here, at log steps
-        nll = float(window["nll"]) / max(window["tokens"], 1)
-        record = {"type": "train", "step": self.progress.step, "epoch": self.progress.epoch + 1, "loss": round(loss, 4),
-                  "nll": round(nll, 4), "ppl": round(math.exp(min(nll, 50)), 2), "lr": float(f"{last['lr']:.4g}"),
-                  "grad_norm": round(float(last["grad_norm"]), 4),
-                  "tokens_per_s": round(window["tokens"] / seconds, 1),
-                  "elapsed": round(self.progress.elapsed, 1)}
-        if last.get("moe_aux") is not None:  # the last update's load-balancing loss (1: uniform routing)
-            record["moe_aux"] = round(float(last["moe_aux"]), 4)
-        bar.set_postfix(step=self.progress.step, loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}",
-                        tok_s=f"{record['tokens_per_s']:.0f}")
-        if bar.disable:
-            self.log(" ".join(f"{k}={v}" for k, v in record.items() if k != "type"))
-        self.folder.write_metrics(record)
-

@@ -47,7 +47,12 @@ class Validation:
         p, tc = state.progress, self.tc
         if self.data.valid_set is None:
             return
-        if scheduled and tc.valid_share and p.best_step > 0 and p.valid_seconds > tc.valid_share * p.elapsed:
+        if (
+            scheduled
+            and tc.valid_share
+            and p.best_step > 0
+            and p.valid_seconds > tc.valid_share * p.elapsed
+        ):
             return
         self.validated_at = p.step
         result = self.validate(state) if self.dist.is_main else None
@@ -59,7 +64,8 @@ class Validation:
             if better:
                 p.best_ppl = result["ppl"]
         else:
-            better = (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf)  # chrF breaks ties
+            # chrF breaks ties
+            better = (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf)
             if better:
                 p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
         if better:
@@ -115,8 +121,14 @@ class Validation:
             batch = collate(ds, indices, cfg.pad_id, cfg.start_id, cfg.eos_id).to(self.device)
             with autocast(self.device, self.precision):
                 logits = model(batch.src, batch.tgt_in)
-            loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing, cfg.pad_id)
-            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
+            loss, nll = label_smoothed_nll(
+                logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing, cfg.pad_id
+            )
+            loss_sum, nll_sum, tokens = (
+                loss_sum + float(loss),
+                nll_sum + float(nll),
+                tokens + batch.target_tokens,
+            )
         n = len(ds) if not tc.valid_max_sentences else min(len(ds), tc.valid_max_sentences)
         sources = [ds[i][0].tolist() for i in range(n)]
         decode = DecodeConfig(beam=tc.valid_beam, max_tokens=max(tc.max_tokens, 2048))
@@ -125,9 +137,15 @@ class Validation:
         references = ds.raw_text("tgt")[:n]
         scores = score(texts, references, tokenize=tc.bleu_tokenize)
         exact = sum(h == r for h, r in zip(texts, references)) / max(n, 1)
-        return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
-                "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "bleu": scores["bleu"], "chrf": scores["chrf"],
-                "exact": round(exact, 4), "sentences": n}
+        return {
+            "loss": round(loss_sum / tokens, 4),
+            "nll": round(nll_sum / tokens, 4),
+            "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2),
+            "bleu": scores["bleu"],
+            "chrf": scores["chrf"],
+            "exact": round(exact, 4),
+            "sentences": n,
+        }
 
     def _language_model_scores(self, model) -> dict:
         """A language model's loss and perplexity of its objective on every validation block."""
@@ -140,8 +158,13 @@ class Validation:
             batch = self.data.collate(indices, 0, number, split=ds).to(self.device)
             with autocast(self.device, self.precision):
                 logits = model(*batch.inputs)
-            loss, nll = label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing,
-                                           cfg.pad_id)
-            loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + batch.target_tokens
+            loss, nll = label_smoothed_nll(
+                logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing, cfg.pad_id
+            )
+            loss_sum, nll_sum, tokens = (
+                loss_sum + float(loss),
+                nll_sum + float(nll),
+                tokens + batch.target_tokens,
+            )
         return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
                 "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "tokens": int(tokens)}
