@@ -5,7 +5,8 @@
                                                          # the highest scores, trees only
 
 ``words`` splits punctuation off words as the treebank does (``cells, and`` -> ``cells , and``;
-``mouse's`` -> ``mouse 's``), keeps sentences of 3 to 40 words and drops repeats.
+``mouse's`` -> ``mouse 's``, ``isn't`` -> ``is n't``), keeps sentences of 3 to 40 words and
+drops repeats.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 
 from transduce.data.corpus import read_lines
 
-TOKEN = re.compile(r"'s\b|n't\b|\w+(?:[-.]\w+)*|[^\w\s]")
+TOKEN = re.compile(r"\w+(?=n't\b)|n't\b|'s\b|\w+(?:[-.]\w+)*|[^\w\s]")
 
 
 def words(text: str, n: int) -> None:
