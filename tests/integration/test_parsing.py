@@ -189,15 +189,27 @@ def test_the_semi_supervised_recipe_tokenizes_and_keeps_the_most_confident_trees
 
     script = Path(__file__).resolve().parents[2] / "recipes" / "parsing" / "silver.py"
     text = tmp_path / "text.txt"
-    text.write_text("Two young, White males are outside.\nHi.\nTwo young, White males are outside.\n"
-                    "The mouse's gene isn't here.\n")
-    words = subprocess.run([sys.executable, str(script), "words", str(text), "10"], capture_output=True,
-                           text=True, check=True).stdout.splitlines()
+    text.write_text(
+        "Two young, White males are outside.\nHi.\nTwo young, White males are outside.\n"
+        "The mouse's gene isn't here.\n"
+    )
+    words = subprocess.run(
+        [sys.executable, str(script), "words", str(text), "10"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     # punctuation split off, too short and repeated sentences left out
     assert words == ["Two young , White males are outside .", "The mouse 's gene is n't here ."]
     scored = tmp_path / "scored.txt"
-    scored.write_text("-0.5000\t( (S (XX a)) )\n-0.1000\t( (S (XX b)) )\n\n-0.9000\t( (S (XX c)) )\n"
-                      "-0.2000\t( (S (XX d)) )\n")
-    kept = subprocess.run([sys.executable, str(script), "keep", str(scored), "0.5"], capture_output=True,
-                          text=True, check=True).stdout.splitlines()
+    scored.write_text(
+        "-0.5000\t( (S (XX a)) )\n-0.1000\t( (S (XX b)) )\n\n-0.9000\t( (S (XX c)) )\n"
+        "-0.2000\t( (S (XX d)) )\n"
+    )
+    kept = subprocess.run(
+        [sys.executable, str(script), "keep", str(scored), "0.5"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert kept == ["( (S (XX b)) )", "( (S (XX d)) )"]
