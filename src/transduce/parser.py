@@ -1,6 +1,7 @@
 """Parsing sentences into constituency trees with a model trained on a treebank (``transduce
 prepare --trees``): the sentence's words in, a tree in Penn bracketing out, its preterminals the
-placeholder ``XX`` over the input's own words.
+placeholder ``XX`` over the input's own words (or the tags it predicts, for a parser trained on
+``prepare --trees --tags``).
 
 By default the search is constrained (``decoding.BracketRules``): every output is a tree with one
 leaf per input word by construction. ``constrained=False`` searches freely and repairs what comes
@@ -108,10 +109,11 @@ class Parser:
                 if h
                 else []
             )
+            tags = self.vocabulary.tagged
             if not constrained:
-                target = repair(target, len(w))
+                target = repair(target, len(w), tags=tags)
             try:
-                trees[i] = (str(delinearize(target, w)), h[0].score)
+                trees[i] = (str(delinearize(target, w, tags=tags)), h[0].score)
             except TreeError as error:  # (a constrained search never gets here: a bug if it does)
                 raise RuntimeError(f"input line {number}: the search gave no tree: "
                                    f"{error}") from None

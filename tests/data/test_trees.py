@@ -186,3 +186,11 @@ def test_a_treebank_reads_as_parallel_text(tmp_path):
         ("The dog barks .", "(S (NP XX XX )NP (VP XX )VP XX )S"),
         ("Abstract", "(NP XX )NP"),  # a root labeled TOP is the root
     ]
+
+
+def test_tags_in_the_target_read_back_as_the_trees_own():
+    tree = one("( (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .)) )")
+    words, target = linearize(tree, tags=True)
+    assert " ".join(target) == "(S (NP DT NN )NP (VP VBZ )VP . )S"
+    assert str(delinearize(target, words, tags=True)) == str(tree)
+    assert " ".join(repair("(S DT NN <unk> )S".split(), 3, tags=True)) == "(S DT NN XX )S"

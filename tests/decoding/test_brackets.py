@@ -16,57 +16,51 @@ from ..conftest import tiny_config
 
 # a parser's target vocabulary as SentencePiece gives it, with a piece that is no bracket and a
 # label that never closes
-PIECES = [
-    "<pad>",
-    "<s>",
-    "</s>",
-    "<unk>",
-    "\u2581XX",
-    "\u2581(S",
-    "\u2581)S",
-    "\u2581(NP",
-    "\u2581)NP",
-    "\u2581(VP",
-    "\u2581)VP",
-    "\u2581(X",
-    "\u2581junk",
-]
+PIECES = ["<pad>", "<s>", "</s>", "<unk>", "\u2581XX", "\u2581(S", "\u2581)S", "\u2581(NP",
+          "\u2581)NP", "\u2581(VP", "\u2581)VP", "\u2581(X", "\u2581junk"]
+# a tagging parser's (prepare --trees --tags): part-of-speech tags instead of the placeholder
+TAGGED = ["<pad>", "<s>", "</s>", "<unk>", "\u2581NN", "\u2581(S", "\u2581)S", "\u2581(NP",
+          "\u2581)NP", "\u2581DT", "\u2581-LRB-", "\u2581(VP", "\u2581)VP"]
 
 
-def parser_model(seed: int, sharpen: float, device) -> Transformer:
+def parser_model(seed: int, sharpen: float, device, pieces=PIECES) -> Transformer:
     torch.manual_seed(seed)
-    model = Transformer(tiny_config(tgt_vocab_size=len(PIECES), tying="decoder", max_positions=128))
+    model = Transformer(tiny_config(tgt_vocab_size=len(pieces), tying="decoder", max_positions=128))
     with torch.no_grad():  # a peaked, arbitrary distribution: the model's own preferences are wild
         for p in model.parameters():
             p.mul_(sharpen)
     return model.to(device).eval()
 
 
-def tokens(ids: list[int]) -> list[str]:
-    return [PIECES[i].lstrip("\u2581") for i in ids]
+def tokens(ids: list[int], pieces=PIECES) -> list[str]:
+    return [pieces[i].lstrip("\u2581") for i in ids]
 
 
 @pytest.mark.parametrize("beam", [1, 4])
-@pytest.mark.parametrize("seed,sharpen", [(1, 1.0), (2, 3.0), (3, 8.0)])
-def test_every_output_is_a_tree_over_its_words(beam, seed, sharpen, device):
-    model = parser_model(seed, sharpen, device)
+@pytest.mark.parametrize("seed,sharpen", [(1, 1.0), (3, 8.0)])
+@pytest.mark.parametrize("pieces", [PIECES, TAGGED], ids=["placeholder", "tags"])
+def test_every_output_is_a_tree_over_its_words(beam, seed, sharpen, pieces, device):
+    model = parser_model(seed, sharpen, device, pieces)
+    tagged = pieces is TAGGED
     g = torch.Generator().manual_seed(seed)
     words = [int(n) for n in torch.randint(1, 12, (9,), generator=g)]
     sources = [torch.randint(4, 40, (n,), generator=g).tolist() for n in words]
-    vocabulary = BracketVocabulary(PIECES, model.config.eos_id)
+    vocabulary = BracketVocabulary(pieces, model.config.eos_id)
+    assert vocabulary.tagged == tagged
     # room: source length + eos + 2 = words + 3, the shortest tree's length with eos: no slack
     decode = DecodeConfig(beam=beam, nbest=beam, max_len_a=1.0, max_len_b=2, alpha=0.6)
     results = translate_ids(model, sources, decode, rules=BracketRules(vocabulary, words))
     for n, hyps in zip(words, results):
         assert hyps
         for h in hyps:
-            tree = delinearize(tokens(h.tokens), ["w"] * n)  # raises unless a tree over n words
+            # (raises unless a tree over n words)
+            tree = delinearize(tokens(h.tokens, pieces), ["w"] * n, tags=tagged)
             assert len(tree.children) == 1 and tree.children[0].label != "X"
     # with room to spare the outputs are trees too, and the search uses the room
     roomy = DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=12)
     results = translate_ids(model, sources, roomy, rules=BracketRules(vocabulary, words))
     for n, hyps in zip(words, results):
-        delinearize(tokens(hyps[0].tokens), ["w"] * n)
+        delinearize(tokens(hyps[0].tokens, pieces), ["w"] * n, tags=tagged)
 
 
 def test_the_rules_allow_exactly_the_continuations_of_a_tree():

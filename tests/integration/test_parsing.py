@@ -4,6 +4,7 @@ inputs, each a message naming the file and line with nothing written."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -63,6 +64,33 @@ def parser_run(tmp_path_factory):
         "--quiet",
     )
     return root
+
+
+def test_prepare_tags_puts_the_part_of_speech_tags_in_the_target(parser_run):
+    root = parser_run
+    cli("prepare", "--trees", "--tags", "--train-prefix", str(root / "train"), "--vocab-size", "40",
+        "--out", str(root / "tagged"))
+    import sentencepiece as spm
+
+    meta = json.loads((root / "tagged" / "meta.json").read_text())
+    target = spm.SentencePieceProcessor(model_file=str(root / "tagged" / meta["spm"]["tgt"]))
+    pieces = {target.id_to_piece(i).lstrip("\u2581") for i in range(target.get_piece_size())}
+    assert meta["tags"] is True and {"NNS", "VBP", "JJ", ".", "(NP", ")VP"} <= pieces
+    assert "XX" not in pieces
+    refused = cli(
+        "prepare",
+        "--tags",
+        "--train-prefix",
+        str(root / "train"),
+        "--src",
+        "a",
+        "--tgt",
+        "b",
+        "--out",
+        str(root / "x"),
+        check=False,
+    )
+    assert refused.returncode == 2 and "--tags is for a treebank" in refused.stderr
 
 
 def words_of(line: str) -> list[str]:

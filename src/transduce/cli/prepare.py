@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
                    help="the splits are treebanks, PREFIX.trees(.gz) in Penn bracketing: prepare "
                         "a parser's data (the words as source, the linearized trees as target, a "
                         "closed target vocabulary)")
+    p.add_argument("--tags", action="store_true",
+                   help="with --trees: each word's part-of-speech tag in the target instead of the "
+                        "placeholder XX (a parser that tags as it parses)")
     p.add_argument("--monolingual", action="store_true",
                    help="one text for a language model: --train FILE (and --valid FILE), no "
                         "languages")
@@ -81,6 +84,8 @@ def run(args) -> int:
         )
         if value is not None
     ]
+    if args.tags and not args.trees:
+        raise TransduceError("--tags is for a treebank: add --trees")
     if args.trees:
         _tree_defaults(args, vocabulary)
     if args.tokenizer and (vocabulary or args.monolingual):
@@ -143,6 +148,7 @@ def run(args) -> int:
         threads=args.threads,
         tokenizer=args.tokenizer,
         trees=args.trees,
+        tags=args.tags,
     )
     meta = prepare(options, args.out, force=args.force)
     print(f"prepared {args.out}: "

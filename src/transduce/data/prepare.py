@@ -59,6 +59,7 @@ class PrepareOptions:
     # the splits are treebanks (PREFIX.trees): words -> linearized trees (``data/trees.py``), the
     # target a closed vocabulary of its brackets and placeholder, no length-ratio filter
     trees: bool = False
+    tags: bool = False  # (trees) the part-of-speech tags in the target instead of the placeholder
 
 
 # the share of a side's pieces unknown to a model's tokenizer above which prepare warns
@@ -231,6 +232,7 @@ def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log,
         "model_type": o.model_type,
         "spm": models,
         "trees": o.trees,
+        "tags": o.tags,
         "vocab_size": {
             "src": tokenizer.src.get_piece_size(),
             "tgt": tokenizer.tgt.get_piece_size(),

@@ -187,32 +187,35 @@ def clean(tree: Tree) -> Tree | None:
     return made[0][0] if made[0] else None  # type: ignore[return-value]
 
 
-def linearize(tree: Tree) -> tuple[list[str], list[str]]:
+def linearize(tree: Tree, tags: bool = False) -> tuple[list[str], list[str]]:
     """``(words, target)``: the sentence and the bracket sequence described in the module
-    docstring."""
+    docstring; ``tags``: each word's part-of-speech tag in the target instead of the placeholder
+    (a parser that tags too)."""
     target: list[str] = []
     for kind, node in walk(tree):
         if kind == "word" or node is tree and tree.label in ROOTS:
             continue  # (the root is no bracket of the target)
         if node.preterminal:
             if kind == "open":
-                target.append(PLACEHOLDER)
+                target.append(node.label if tags else PLACEHOLDER)
         else:
             target.append(f"({node.label}" if kind == "open" else f"){node.label}")
     return tree.words(), target
 
 
-def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOLDER) -> Tree:
+def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOLDER,
+                tags: bool = False) -> Tree:
     """The tree a bracket sequence describes over ``words``: each placeholder becomes the
-    preterminal ``(tag word)``, the words in order, under a root without a label. A sequence that
-    does not describe a tree over exactly these words is an error saying where."""
+    preterminal ``(tag word)`` (``tags``: every token that is not a bracket is a word's tag), the
+    words in order, under a root without a label. A sequence that does not describe a tree over
+    exactly these words is an error saying where."""
     root = Tree("")
     stack, used = [root], 0
     for k, token in enumerate(target):
-        if token == PLACEHOLDER:
+        if token == PLACEHOLDER or tags and token and token[0] not in "()":
             if used == len(words):
                 raise TreeError(f"token {k}: a placeholder past the sentence's {len(words)} words")
-            stack[-1].children.append(Tree(tag, [words[used]]))
+            stack[-1].children.append(Tree(token if tags else tag, [words[used]]))
             used += 1
         elif token.startswith("(") and len(token) > 1:
             node = Tree(token[1:])
@@ -234,32 +237,35 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
     return root
 
 
-def tree_pairs(path, encoding_errors: str = "strict") -> Iterator[tuple[str, str]]:
-    """A treebank file as parallel text: per tree (cleaned), its words and its linearized target,
-    each joined by spaces. Errors name the file and line."""
+def tree_pairs(
+    path, encoding_errors: str = "strict", tags: bool = False
+) -> Iterator[tuple[str, str]]:
+    """A treebank file as parallel text: per tree (cleaned), its words and its linearized target
+    (``tags``: with the part-of-speech tags), each joined by spaces. Errors name the file and
+    line."""
     text = "\n".join(read_lines(path, encoding_errors))
     for line, tree in parse_trees(text, str(path)):
         cleaned = clean(tree)
         if cleaned is None:
             raise TreeError(f"{path}, line {line}: the tree has no words once its empty elements "
                             "go")
-        words, target = linearize(cleaned)
+        words, target = linearize(cleaned, tags)
         yield " ".join(words), " ".join(target)
 
 
-def repair(target: Sequence[str], words: int, root: str = "S") -> list[str]:
+def repair(target: Sequence[str], words: int, root: str = "S", tags: bool = False) -> list[str]:
     """The nearest bracket sequence to ``target`` that is a tree over ``words`` words (for an
     unconstrained search's output): tokens that fit nowhere go (an unknown token, a placeholder
     past the words, a bracket after the root closed, a constituent left without words), a closing
     bracket closes the innermost open constituent whatever its label, missing placeholders join
     the innermost open constituent at the end, and open constituents close. ``root`` labels a
-    root the sequence lacks."""
+    root the sequence lacks; ``tags``: every token but a bracket or ``<unk>`` is a word's tag."""
     out: list[str] = []
     stack: list[tuple[str, int, int]] = []  # open constituents: label, index in out, words then
     used = 0
     for token in target:
         closed = bool(out) and not stack
-        if token == PLACEHOLDER:
+        if token == PLACEHOLDER or tags and token and token[0] not in "()<":
             if used == words or closed:
                 continue
             if not stack:

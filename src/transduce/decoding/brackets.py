@@ -31,8 +31,10 @@ OTHER, OPEN, CLOSE, WORD = 0, 1, 2, 3
 
 
 class BracketVocabulary:
-    """What each target id is (``kind``: other, open, close, placeholder) and its label's index;
-    ``pieces``: the target vocabulary's pieces (SentencePiece's word marker is ignored)."""
+    """What each target id is (``kind``: other, open, close, word) and its label's index;
+    ``pieces``: the target vocabulary's pieces (SentencePiece's word marker is ignored). A word is
+    the placeholder ``XX``; in a vocabulary without it (``prepare --trees --tags``), every piece
+    that is not a bracket nor a special one like ``<unk>``: a part-of-speech tag (``tagged``)."""
 
     def __init__(self, pieces: Sequence[str], eos_id: int) -> None:
         tokens = [p.lstrip("\u2581") for p in pieces]
@@ -50,13 +52,23 @@ class BracketVocabulary:
                 self.label[i] = index[t[1:]]
                 if t[0] == ")":
                     self.close_id[index[t[1:]]] = i
+        self.tagged = PLACEHOLDER not in tokens
+        if self.tagged:
+            for i, t in enumerate(tokens):
+                if (
+                    self.kind[i] == OTHER
+                    and t
+                    and t[0] not in "()"
+                    and not (t[0] == "<" and t[-1] == ">")
+                ):
+                    self.kind[i] = WORD
         # a label without its closing token could never close: it never opens
         self.open_ids = [i for i, t in enumerate(tokens) if self.kind[i] == OPEN
                          and self.close_id[self.label[i]] >= 0]
         if not self.open_ids or not (self.kind == WORD).any():
             raise ValueError(f"the target vocabulary has no brackets or no {PLACEHOLDER}: it is "
                              "not a parser's (prepare --trees)")
-        self.word_id = int((self.kind == WORD).nonzero()[0])
+        self.word_ids = (self.kind == WORD).nonzero().squeeze(1).tolist()
 
 
 class BracketRules:
@@ -84,6 +96,7 @@ class BracketRules:
         self.kind, self.label = v.kind.to(device), v.label.to(device)
         self.close_id = v.close_id.to(device)
         self.open_ids = torch.tensor(v.open_ids, dtype=torch.long, device=device)
+        self.word_ids = torch.tensor(v.word_ids, dtype=torch.long, device=device)
         n = torch.tensor(self.words, dtype=torch.long, device=device).repeat_interleave(
             per_sentence
         )
@@ -111,7 +124,7 @@ class BracketRules:
         may_end = ~inside & self.started & (left == 0)
         allowed = torch.zeros_like(logprobs, dtype=torch.bool)
         allowed[:, self.open_ids] = may_open[:, None]
-        allowed[:, self.vocab.word_id] = may_place
+        allowed[:, self.word_ids] = may_place[:, None]
         closing = may_close.nonzero().squeeze(1)
         allowed[closing, self.close_id[top_label[closing]]] = True
         allowed[:, self.vocab.eos_id] |= may_end
