@@ -72,6 +72,7 @@ def log_train(trainer, window: Window, last: dict, bar) -> None:
                     tok_s=f"{record['tokens_per_s']:.0f}")
     if bar.disable:
         trainer.log(" ".join(f"{k}={v}" for k, v in record.items() if k != "type"))
+    trainer.folder.write_metrics(record)
 
 
 def finish(trainer, reason, signals) -> dict[str, Any]:
