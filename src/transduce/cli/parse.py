@@ -26,7 +26,9 @@ def add_parser(sub) -> None:
                                      "model trained on a treebank (prepare --trees)",
                        description="One sentence a line, its words split by spaces (tokenized as "
                                    "the treebank is); one tree a line out, in Penn bracketing, "
-                                   "each word under the placeholder tag XX. The search is "
+                                   "each word under the placeholder tag XX (under its "
+                                   "predicted tag, for a parser trained on prepare --trees "
+                                   "--tags). The search is "
                                    "constrained: every output is a tree over exactly the line's "
                                    "words. An empty line gives an empty line.")
     p.add_argument("model", help="a run directory or checkpoint folder of a parser")
