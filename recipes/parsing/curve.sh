@@ -13,7 +13,8 @@ zcat -f "$CRAFT/dev.trees.gz" > "$OUT/dev.trees"  # (whole: head would cut zcat 
 head -n 500 "$OUT/dev.trees" > "$OUT/dev500.trees"
 echo "update dev_f1"
 for checkpoint in "$RUN"/checkpoints/step_*; do
-  transduce parse "$checkpoint" --input "$OUT/dev500.words" --output "$OUT/curve.parsed" --beam 1 2> /dev/null
+  transduce parse "$checkpoint" --input "$OUT/dev500.words" \
+    --output "$OUT/curve.parsed" --beam 1 2> /dev/null
   f1=$(transduce parseval "$OUT/dev500.trees" "$OUT/curve.parsed" --json \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["all"]["f1"])')
   echo "$((10#${checkpoint##*step_})) $f1"

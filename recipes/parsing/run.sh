@@ -17,18 +17,21 @@ TRAIN=${TRAIN:-$CRAFT/train}
 DATA=${DATA:-data/craft}
 RUN=${RUN:-runs/craft-small}
 OUT=$RUN/eval
-transduce prepare --trees --train-prefix "$TRAIN" --valid-prefix "$CRAFT/dev" --test-prefix "$CRAFT/test" \
+transduce prepare --trees --train-prefix "$TRAIN" \
+  --valid-prefix "$CRAFT/dev" --test-prefix "$CRAFT/test" \
   --vocab-size 4000 --max-len 400 --out "$DATA"
 RESUME=""
 [ -f "$RUN/config.json" ] && RESUME="--resume"
-transduce train "$DATA" --out "$RUN" --config recipes/parsing/small.toml --precision fp32 --max-time "${MINUTES}m" \
+transduce train "$DATA" --out "$RUN" \
+  --config recipes/parsing/small.toml --precision fp32 --max-time "${MINUTES}m" \
   $RESUME
 mkdir -p "$OUT"
 head -n 500 "$DATA/valid.words.txt" > "$OUT/dev500.words"
 zcat -f "$CRAFT/dev.trees.gz" > "$OUT/dev.trees"  # (whole: head would cut zcat off, a pipe error)
 head -n 500 "$OUT/dev.trees" > "$OUT/dev500.trees"
 dev_f1() {  # weights, alpha -> F1 on the 500 development sentences
-  transduce parse "$1" --input "$OUT/dev500.words" --output "$OUT/dev500.parsed" --beam "$BEAM" --alpha "$2" \
+  transduce parse "$1" --input "$OUT/dev500.words" \
+    --output "$OUT/dev500.parsed" --beam "$BEAM" --alpha "$2" \
     2> /dev/null
   transduce parseval "$OUT/dev500.trees" "$OUT/dev500.parsed" --json \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["all"]["f1"])'
@@ -49,7 +52,8 @@ for a in 0.6 1.0; do
 done
 echo "chosen on the development set: $best, alpha $alpha ($best_f1)"
 start=$(date +%s)
-transduce parse "$best" --input "$DATA/test.words.txt" --output "$OUT/test.parsed" --beam "$BEAM" --alpha "$alpha"
+transduce parse "$best" --input "$DATA/test.words.txt" \
+  --output "$OUT/test.parsed" --beam "$BEAM" --alpha "$alpha"
 echo "parsed the test set in $(( $(date +%s) - start )) s"
 echo "test, transduce (beam $BEAM, alpha $alpha):"
 transduce parseval "$CRAFT/test.trees.gz" "$OUT/test.parsed" | head -n 8

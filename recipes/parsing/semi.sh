@@ -18,8 +18,11 @@ SILVER=data/craft-silver
 mkdir -p "$SILVER"
 python3 recipes/parsing/silver.py words "$UNLABELED" "$SENTENCES" > "$SILVER/unlabeled.words"
 start=$(date +%s)
-transduce parse "$FIRST" --input "$SILVER/unlabeled.words" --output "$SILVER/unlabeled.scored" --beam 1 --scores
-echo "parsed $(wc -l < "$SILVER/unlabeled.words") unlabeled sentences in $(( $(date +%s) - start )) s"
+transduce parse "$FIRST" --input "$SILVER/unlabeled.words" \
+  --output "$SILVER/unlabeled.scored" --beam 1 --scores
+echo "parsed $(wc -l < "$SILVER/unlabeled.words")" \
+  "unlabeled sentences in $(( $(date +%s) - start )) s"
 zcat -f "$CRAFT/train.trees.gz" > "$SILVER/train.trees"
 python3 recipes/parsing/silver.py keep "$SILVER/unlabeled.scored" "$KEEP" >> "$SILVER/train.trees"
-TRAIN=$SILVER/train DATA=data/craft-semi RUN=runs/craft-semi bash recipes/parsing/run.sh "$CRAFT" "$MINUTES" "$BEAM"
+TRAIN=$SILVER/train DATA=data/craft-semi RUN=runs/craft-semi \
+  bash recipes/parsing/run.sh "$CRAFT" "$MINUTES" "$BEAM"

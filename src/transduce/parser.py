@@ -129,7 +129,7 @@ class Parser:
         """Refuse a sentence whose tree cannot fit the output the search allows it."""
         positions = self.translator.model.config.max_positions
         for ids, w, number in zip(sources, words, numbers):
-            allowed = min(int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b), positions)
+            allowed = self.translator.output_room(ids, decode)
             need = BracketRules.shortest(len(w))
             if need > allowed:
                 raise TransduceError(f"input line {number}: a tree over its {len(w)} words needs "

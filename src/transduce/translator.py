@@ -177,6 +177,12 @@ class Translator:
                 ids[n] = row[:limit]
         return ids
 
+    def output_room(self, ids: Sequence[int], decode: DecodeConfig) -> int:
+        """The most output tokens (eos included) search allows a source of ``ids`` (without eos):
+        --max-len-a x its length with eos + --max-len-b, capped by the model's positions."""
+        return min(int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b),
+                   self.model.config.max_positions)
+
     def _check_lengths(
         self, sources: Sequence[Sequence[int]], decode: DecodeConfig, numbers: Sequence[int]
     ) -> None:
@@ -184,10 +190,7 @@ class Translator:
         if not decode.min_len:
             return
         for ids, number in zip(sources, numbers):
-            allowed = min(
-                int(decode.max_len_a * (len(ids) + 1) + decode.max_len_b),
-                self.model.config.max_positions,
-            )
+            allowed = self.output_room(ids, decode)
             if decode.min_len > allowed - 1:
                 raise TransduceError(f"input line {number}: --min-len {decode.min_len} leaves no "
                                      f"room for the end of the sentence: at most {allowed} output "

@@ -203,6 +203,15 @@ def linearize(tree: Tree, tags: bool = False) -> tuple[list[str], list[str]]:
     return tree.words(), target
 
 
+def is_word(token: str, tags: bool = False) -> bool:
+    """Whether a target token stands for a word: the placeholder, or (``tags``) any token that is
+    neither a bracket nor a special one like ``<unk>``."""
+    if token == PLACEHOLDER:
+        return True
+    special = token[:1] == "<" and token[-1:] == ">"
+    return tags and bool(token) and token[0] not in "()" and not special
+
+
 def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOLDER,
                 tags: bool = False) -> Tree:
     """The tree a bracket sequence describes over ``words``: each placeholder becomes the
@@ -212,7 +221,7 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
     root = Tree("")
     stack, used = [root], 0
     for k, token in enumerate(target):
-        if token == PLACEHOLDER or tags and token and token[0] not in "()":
+        if is_word(token, tags):
             if used == len(words):
                 raise TreeError(f"token {k}: a placeholder past the sentence's {len(words)} words")
             stack[-1].children.append(Tree(token if tags else tag, [words[used]]))
@@ -265,7 +274,7 @@ def repair(target: Sequence[str], words: int, root: str = "S", tags: bool = Fals
     used = 0
     for token in target:
         closed = bool(out) and not stack
-        if token == PLACEHOLDER or tags and token and token[0] not in "()<":
+        if is_word(token, tags):
             if used == words or closed:
                 continue
             if not stack:

@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..data.trees import PLACEHOLDER
+from ..data.trees import PLACEHOLDER, is_word
 
 NEG_INF = float("-inf")
 OTHER, OPEN, CLOSE, WORD = 0, 1, 2, 3
@@ -55,12 +55,7 @@ class BracketVocabulary:
         self.tagged = PLACEHOLDER not in tokens
         if self.tagged:
             for i, t in enumerate(tokens):
-                if (
-                    self.kind[i] == OTHER
-                    and t
-                    and t[0] not in "()"
-                    and not (t[0] == "<" and t[-1] == ">")
-                ):
+                if self.kind[i] == OTHER and is_word(t, tags=True):
                     self.kind[i] = WORD
         # a label without its closing token could never close: it never opens
         self.open_ids = [i for i, t in enumerate(tokens) if self.kind[i] == OPEN
