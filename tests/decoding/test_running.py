@@ -55,7 +55,7 @@ def assert_same(alone, running, tolerance=1e-4):
             ), f"sentence {number}"
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi"])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi", "relative"])
 @pytest.mark.parametrize("name", list(SEARCHES))
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-step", "model-decode"])
 def test_each_sentence_equals_its_search_alone(positional, name, fast, device):

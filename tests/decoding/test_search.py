@@ -258,7 +258,7 @@ def test_beam_one_equals_greedy_and_scores_equal_forced_decoding(device):
     )
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("positional", ["sinusoidal", "rope", "alibi", "relative"])
 def test_cached_equals_uncached_and_batch_equals_alone(positional, device):
     model = Transformer(tiny_config(positional=positional)).to(device).eval()
     src, _ = random_batch(4, 8, 40, device=device)

@@ -14,6 +14,18 @@ ARCHITECTURES = [
         "attention_scale": "none",
     },
     {"positional": "none", "norm_position": "pre", "activation": "gelu", "scale_embedding": False},
+    {  # T5 1.1's choices
+        "positional": "relative",
+        "norm_position": "pre",
+        "norm_type": "rmsnorm",
+        "linear_bias": False,
+        "attention_scale": "none",
+        "activation": "geglu",
+        "tying": "embeddings",
+        "scale_output": True,
+        "scale_embedding": False,
+        "init": "t5",
+    },
 ]
 
 

@@ -41,6 +41,8 @@ SAMPLES = {
     "unk_id": [3, 8],
     "decoder_start_id": [None, 0, 9],
     "max_positions": [64, 20],
+    "relative_buckets": [32, 8],
+    "relative_max_distance": [128, 20],
     "mask_id": [None, 4],
     "moe_experts": [1, 3],
     "moe_top_k": [1, 2],

@@ -8,7 +8,7 @@ from transduce import ModelConfig, Transformer
 
 from ..conftest import random_batch
 
-POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none"]
+POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "relative", "none"]
 
 
 def gpt(**overrides):

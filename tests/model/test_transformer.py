@@ -9,7 +9,7 @@ from transduce.model.positions import sinusoidal_table
 
 from ..conftest import random_batch, tiny_config
 
-POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none"]
+POSITIONALS = ["sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "relative", "none"]
 
 
 def test_shapes_and_padding_from_config():

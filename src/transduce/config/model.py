@@ -11,113 +11,20 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from .fields import ConfigMixin, check_numbers, choice, unknown_key_error
+from .presets import PRESETS
 
 ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu")
 NORM_POSITIONS = ("post", "pre")
 NORM_TYPES = ("layernorm", "rmsnorm")
-POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "none")
-TYINGS = ("none", "decoder", "all")
+POSITIONALS = ("sinusoidal", "sinusoidal_concat", "learned", "rope", "alibi", "relative", "none")
+TYINGS = ("none", "decoder", "embeddings", "all")
+INITS = ("paper", "t5")
 ATTENTION_SCALES = ("sqrt_dk", "none")
 FFNS = ("dense", "moe")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 MAX_LAYERS = 1024  # per stack
 MAX_EXPERTS = 4096  # per layer
-
-# Each preset is a set of overrides on the paper's defaults (which are the `base` row).
-_PRESETS: dict[str, dict[str, Any]] = {
-    "base": {},
-    "big": {"d_model": 1024, "d_ff": 4096, "n_heads": 16, "dropout": 0.3},
-    "small": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "n_heads": 4, "d_ff": 1024},
-    "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 64, "n_heads": 4, "d_ff": 256,
-             "max_positions": 256},
-}
-
-# The descendants: GPT keeps the decoder without cross-attention; GPT-2's choices are
-# pre-LN, learned positions, tanh-GELU, unscaled embeddings, the output tied to the embedding.
-_GPT = {
-    "architecture": "decoder-only",
-    "encoder_layers": 0,
-    "norm_position": "pre",
-    "positional": "learned",
-    "activation": "gelu_tanh",
-    "scale_embedding": False,
-    "tying": "decoder",
-}
-# BERT keeps the encoder and fills in masked tokens: post-LN (as the paper), learned positions,
-# GELU.
-_BERT = {
-    "architecture": "encoder-only",
-    "decoder_layers": 0,
-    "positional": "learned",
-    "activation": "gelu",
-    "scale_embedding": False,
-    "tying": "all",
-    "output_bias": True,
-    "embed_norm": True,
-    "output_transform": True,
-    "mask_id": 4,
-}
-_PRESETS.update(
-    {
-        "gpt-tiny": {
-            **_GPT,
-            "decoder_layers": 2,
-            "d_model": 64,
-            "n_heads": 4,
-            "d_ff": 256,
-            "max_positions": 256,
-        },
-        "gpt-small": {
-            **_GPT,
-            "decoder_layers": 6,
-            "d_model": 384,
-            "n_heads": 6,
-            "d_ff": 1536,
-            "max_positions": 512,
-        },
-        "gpt2": {
-            **_GPT,
-            "decoder_layers": 12,
-            "d_model": 768,
-            "n_heads": 12,
-            "d_ff": 3072,
-            "max_positions": 1024,
-            "vocab_size": 50257,
-            "pad_id": 50256,
-            "bos_id": 50256,
-            "eos_id": 50256,
-            "unk_id": 50256,
-        },
-        "bert-tiny": {
-            **_BERT,
-            "encoder_layers": 2,
-            "d_model": 128,
-            "n_heads": 2,
-            "d_ff": 512,
-            "max_positions": 512,
-        },
-        "bert-small": {
-            **_BERT,
-            "encoder_layers": 4,
-            "d_model": 512,
-            "n_heads": 8,
-            "d_ff": 2048,
-            "max_positions": 512,
-        },
-        "bert-base": {
-            **_BERT,
-            "encoder_layers": 12,
-            "d_model": 768,
-            "n_heads": 12,
-            "d_ff": 3072,
-            "max_positions": 512,
-            "vocab_size": 30522,
-            "norm_eps": 1e-12,
-        },
-    }
-)
-
 
 @dataclass(frozen=True)
 class ModelConfig(ConfigMixin):
@@ -125,44 +32,58 @@ class ModelConfig(ConfigMixin):
 
     Defaults are the paper's base model. Fields:
         architecture: "encoder-decoder" (the paper), "decoder-only" (GPT: the decoder stack without
-            cross-attention, a causal language model) or "encoder-only" (BERT: the encoder stack and
-    a
-            masked-token output). The stack a family drops has 0 layers.
+            cross-attention, a causal language model) or "encoder-only" (BERT: the encoder stack
+            and a masked-token output). The stack a family drops has 0 layers.
         encoder_layers, decoder_layers: N, layers per stack (6).
         d_model: model width (512). n_heads: h (8).
         head_dim: d_k = d_v, the width of each head; None: d_model / h (the paper). Table 3 rows
             (A) and (B) vary it; the projections are then d_model x h*d_k (``d_k`` property).
         n_kv_heads: heads of the keys and values; None: n_heads (the paper). Fewer share each
-    key/value
-            head among n_heads / n_kv_heads query heads: grouped-query attention (Ainslie et al.
-    2023),
-            multi-query at 1 (Shazeer 2019); the decoding cache holds only these heads.
+            key/value head among n_heads / n_kv_heads query heads: grouped-query attention
+            (Ainslie et al. 2023), multi-query at 1 (Shazeer 2019); the decoding cache holds only
+            these heads.
         attention_window: 0 (the paper: every position) or W: a query sees only the W most recent
             positions (itself included) in causal self-attention, and positions within W - 1 of it
             in the encoder (sliding-window attention, as Longformer and Mistral); the decoding cache
             then keeps at most W positions. Cross-attention always sees the whole source.
-        attention_scale: "sqrt_dk" (the paper: softmax(QK^T / sqrt(d_k))) or "none" (no scaling,
-            to test the argument of §3.2.1).
+        attention_scale: "sqrt_dk" (the paper: softmax(QK^T / sqrt(d_k))) or "none" (no scaling:
+            T5's, or a test of the argument of §3.2.1).
         d_ff: inner width of the position-wise feed-forward network (2048).
         dropout: on sub-layer outputs and on embeddings + positions (0.1).
         attention_dropout: on attention weights (0.0; a tensor2tensor addition).
         activation_dropout: inside the FFN, after the activation (0.0; a fairseq addition).
         activation: "relu" (paper), "gelu", "gelu_tanh" (GPT-2's tanh approximation), "silu"
-    (Marian's "swish") or "swiglu" (Shazeer 2020).
+            (Marian's "swish"), "swiglu" (Shazeer 2020: W2(silu(x W1) * x W3)) or "geglu"
+            (W2(gelu_tanh(x W1) * x W3): T5 1.1's and flan-t5's "gated-gelu").
+        linear_bias: biases in the attention and feed-forward projections (paper: yes; T5: no).
         norm_position: "post" (paper: LayerNorm(x + Sublayer(x))) or "pre" (x + Sublayer(LN(x)),
             with a final norm after each stack; Wang et al. 2019).
-        norm_type: "layernorm" (paper) or "rmsnorm" (Zhang & Sennrich 2019).
-        norm_eps: epsilon of the norms (1e-5, PyTorch's; tensor2tensor used 1e-6).
+        norm_type: "layernorm" (paper) or "rmsnorm" (Zhang & Sennrich 2019; T5's: no centring,
+            no bias).
+        norm_eps: epsilon of the norms (1e-5, PyTorch's; tensor2tensor and T5 use 1e-6).
         positional: "sinusoidal" (paper, interleaved sin/cos), "sinusoidal_concat" ([sin | cos],
-            fairseq and Marian), "learned", "rope" (Su et al. 2021), "alibi" (Press et al. 2022) or
-            "none".
+            fairseq and Marian), "learned", "rope" (Su et al. 2021), "alibi" (Press et al. 2022),
+            "relative" (T5's relative position buckets, Raffel et al. 2020) or "none".
+        relative_buckets, relative_max_distance: with positional="relative", a learned bias per
+            head and bucket of the key's distance from the query, added to the self-attention
+            logits (none in cross-attention), one table per stack shared by its layers. Distances
+            below half the buckets (a quarter in the encoder, which gives each direction half)
+            have a bucket each, longer ones share logarithmically wider buckets up to
+            ``relative_max_distance``, beyond which all share the last (T5: 32 and 128).
         scale_embedding: multiply embeddings by sqrt(d_model) (paper: yes).
         tying: "all" (source embedding = target embedding = output projection; needs a shared
-            vocabulary, paper), "decoder" (target embedding = output projection), "none".
+            vocabulary, paper), "embeddings" (source = target embedding, the output its own: T5
+            1.1), "decoder" (target embedding = output projection), "none".
+        scale_output: multiply the decoder's output by d_model^-0.5 before the output projection
+            (T5 1.0, whose output shares the unscaled embedding).
+        init: "paper" (Xavier-uniform projections, N(0, d_model^-1/2) embeddings, as fairseq and
+            torch.nn.Transformer; the paper does not say) or "t5" (Mesh TensorFlow's normal
+            initialization, with the 1/sqrt(d_k) that attention_scale="none" drops folded into
+            the query projection).
         vocab_size: the shared vocabulary's size, or the source vocabulary's when
             ``tgt_vocab_size`` is set. tgt_vocab_size: None for a shared vocabulary.
         pad_id, bos_id, eos_id, unk_id: special ids (SentencePiece is trained to agree).
-        decoder_start_id: the first decoder input; None means bos_id (Marian uses pad_id).
+        decoder_start_id: the first decoder input; None means bos_id (Marian and T5 use pad_id).
         max_positions: the longest sequence the model accepts (and the learned table size).
         output_bias: a bias on the output projection (Marian's final_logits_bias, BERT's MLM bias).
         embed_norm: a LayerNorm on token + position embeddings, before dropout (BERT's).
@@ -178,8 +99,7 @@ class ModelConfig(ConfigMixin):
         moe_experts: E, experts per layer (8). moe_top_k: k, experts per token (2).
         moe_aux_weight: the weight of the router's load-balancing loss in training (Switch's:
             E * sum_e f_e * P_e, f_e the share of routing choices and P_e the mean router
-    probability
-            of expert e; 0.01).
+            probability of expert e; 0.01).
     """
 
     architecture: str = field(default="encoder-decoder", metadata={"choices": ARCHITECTURES})
@@ -196,12 +116,17 @@ class ModelConfig(ConfigMixin):
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     activation: str = field(default="relu", metadata={"choices": ACTIVATIONS})
+    linear_bias: bool = True
     norm_position: str = field(default="post", metadata={"choices": NORM_POSITIONS})
     norm_type: str = field(default="layernorm", metadata={"choices": NORM_TYPES})
     norm_eps: float = 1e-5
     positional: str = field(default="sinusoidal", metadata={"choices": POSITIONALS})
+    relative_buckets: int = 32
+    relative_max_distance: int = 128
     scale_embedding: bool = True
     tying: str = field(default="all", metadata={"choices": TYINGS})
+    scale_output: bool = False
+    init: str = field(default="paper", metadata={"choices": INITS})
     vocab_size: int = 37000
     tgt_vocab_size: Optional[int] = None
     pad_id: int = 0
@@ -267,10 +192,17 @@ class ModelConfig(ConfigMixin):
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.tying == "all" and self.tgt_vocab_size is not None:
-            raise ValueError("tying='all' shares one matrix across source, target and output, so "
-                             "it needs a shared vocabulary: set tgt_vocab_size=None, or use "
-                             "tying='decoder'")
+        if self.tying in ("all", "embeddings") and self.tgt_vocab_size is not None:
+            raise ValueError(f"tying={self.tying!r} shares one embedding between source and "
+                             "target, so it needs a shared vocabulary: set tgt_vocab_size=None, "
+                             "or use tying='decoder'")
+        if self.positional == "relative" and not (
+            self.relative_buckets >= 4 and self.relative_buckets % 2 == 0
+            and self.relative_max_distance > self.relative_buckets // 2
+        ):
+            raise ValueError("positional='relative' needs an even relative_buckets of at least 4 "
+                             "and relative_max_distance above half of it (T5: 32 and 128), got "
+                             f"{self.relative_buckets} and {self.relative_max_distance}")
         if self.ffn == "moe" and not 1 <= self.moe_top_k <= self.moe_experts:
             raise ValueError("ffn='moe' needs 1 <= moe_top_k <= moe_experts (at least one expert, "
                              "and each token sent to at most all of them), got "
@@ -322,7 +254,11 @@ class ModelConfig(ConfigMixin):
             ("embed_norm", False),
             ("output_transform", False),
             ("ffn", "dense"),
+            ("linear_bias", True),
+            ("scale_output", False),
         ]
+        if self.positional == "relative":
+            return "positional='relative'"
         for name, paper in checks:
             if getattr(self, name) != paper and not (
                 name == "n_kv_heads" and self.kv_heads == self.n_heads
@@ -338,16 +274,19 @@ class ModelConfig(ConfigMixin):
         (within a few percent of ``Transformer.num_parameters``; biases and norms approximated)."""
         D, F, inner, kv = self.d_model, self.d_ff, self.n_heads * self.d_k, self.kv_heads * self.d_k
         attention = D * (inner + 2 * kv) + inner * D + 2 * (inner + kv) + D
-        ffn = D * F * (3 if self.activation == "swiglu" else 2) + F + D
+        ffn = D * F * (3 if self.activation in ("swiglu", "geglu") else 2) + F + D
         if self.ffn == "moe":
             ffn = self.moe_experts * (ffn + D)  # the experts and the router
         layer = attention + ffn + 4 * D
         cross = (attention + 2 * D) if self.architecture == "encoder-decoder" else 0
-        shared = self.tying == "all" or self.architecture != "encoder-decoder"  # one token table
+        # one token table
+        shared = self.tying in ("all", "embeddings") or self.architecture != "encoder-decoder"
         embeddings = self.vocab_size * D + (0 if shared else self.target_vocab_size * D)
-        output = 0 if self.tying != "none" else self.target_vocab_size * D
+        output = 0 if self.tying in ("decoder", "all") else self.target_vocab_size * D
         # (+ the encoder's table)
         positions = self.max_positions * D * (2 if self.positional == "learned" else 1)
+        if self.positional == "relative":  # a bucket table per stack
+            positions = 2 * self.relative_buckets * self.n_heads
         return (
             self.encoder_layers * layer
             + self.decoder_layers * (layer + cross)
@@ -373,17 +312,17 @@ class ModelConfig(ConfigMixin):
     def preset(cls, name: str, **overrides: Any) -> "ModelConfig":
         """A named preset (``base``, ``big``, ``small``, ``tiny``; ``gpt-*``, ``bert-*``) with field
         overrides."""
-        if name not in _PRESETS:
-            raise unknown_key_error(name, list(_PRESETS), "preset")
+        if name not in PRESETS:
+            raise unknown_key_error(name, list(PRESETS), "preset")
         known = [f.name for f in fields(cls)]
         for key in overrides:
             if key not in known:
                 raise unknown_key_error(key, known, "ModelConfig")
-        return cls(**{**_PRESETS[name], **overrides})
+        return cls(**{**PRESETS[name], **overrides})
 
     @staticmethod
     def preset_names() -> list[str]:
-        return list(_PRESETS)
+        return list(PRESETS)
 
 
 def _divisor_near(d_model: int, heads: int) -> int:

@@ -115,9 +115,7 @@ class CapturedDecoder(FastDecoder):
                 lambda h: self._cross_attention(layer, h, cross_k[i], cross_v[i], cross_bias),
             )
             x = self._block(layer, 2, x, lambda h: self._rows_feed_forward(layer, h))
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return self._dense(self.output, x)  # (N, V)
+        return self._logits(x)  # (N, V)
 
     def _dense(self, linear: TunedLinear, x: Tensor) -> Tensor:
         return linear.plain(x)

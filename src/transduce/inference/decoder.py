@@ -109,7 +109,6 @@ class _Layer:
         ]
 
 
-
 class FastDecoder:
     """A snapshot of a ``Transformer``'s decoder for search; see the module docstring.
 
@@ -153,7 +152,8 @@ class FastDecoder:
         self.positions = (embed.table if embed.kind in ("sinusoidal", "sinusoidal_concat") else
                           embed.learned.weight.detach() if embed.kind == "learned" else None)
         self.rotary = model.rotary
-        self.alibi = model.alibi
+        self.distance_bias = model.alibi or model.decoder_relative  # a bias by distance, or None
+        self.output_scale = c.d_model**-0.5 if c.scale_output else None
         # every layer's encoder-decoder keys and values in one product, once per sentence (fp32 at
         # every precision, as the model's own projections)
         projections = [layer.cross_attn.kv for layer in model.decoder]
@@ -243,8 +243,15 @@ class FastDecoder:
             x = self._block(layer, 1, x, lambda h: self._cross_attention(
                 layer, h, cross_k[i], cross_v[i], cross_bias))
             x = self._block(layer, 2, x, lambda h: self._feed_forward(layer, h))
+        return self._logits(x)
+
+    def _logits(self, x: Tensor) -> Tensor:
+        """The decoder's output ``(N, D)`` -> logits ``(N, V)``: the final norm (pre-LN), T5's
+        rescaling, the output projection."""
         if self.final_norm is not None:
             x = self.final_norm(x)
+        if self.output_scale is not None:
+            x = x * self.output_scale
         return self._dense(self.output, x)  # (N, V)
 
     def _dense(self, linear: TunedLinear, x: Tensor) -> Tensor:
@@ -274,9 +281,8 @@ class FastDecoder:
         one ``(N*H, 1, keys)``, or None: ALiBi's distances and ``_hidden``'s slots."""
         keys = torch.arange(first, length, device=x.device)  # the slots of the attended keys
         bias = self._hidden(x, t, keys, starts)
-        if self.alibi is not None:
-            # (H, 1, keys)
-            distances = -(self.alibi.slopes[:, None] * (t - keys)).to(x.dtype)[:, None]
+        if self.distance_bias is not None:  # ALiBi's or the relative buckets', (H, 1, keys)
+            distances = self.distance_bias.by_distance(t - keys).to(x.dtype)[:, None]
             bias = distances if bias is None else bias + distances
         if bias is None:
             return None

@@ -63,7 +63,8 @@ class FastEncoder:
         self.pad_id, self.heads, self.head_dim = c.pad_id, c.n_heads, c.d_k
         self.factor = c.d_k**-0.5 if c.attention_scale == "sqrt_dk" else 1.0
         self.pre = c.norm_position == "pre"
-        self.embed, self.rotary, self.alibi = model.src_embed, model.rotary, model.alibi
+        self.embed, self.rotary = model.src_embed, model.rotary
+        self.position_bias = model.position_bias  # ALiBi's or the relative buckets', or None
         with torch.no_grad():
             self.layers = [_EncoderLayer(layer, precision == "int8") for layer in model.encoder]
         self.final_norm = (
@@ -80,8 +81,9 @@ class FastEncoder:
         # the additive mask: -inf at padded keys (every source has its eos, no row is all padding)
         bias = torch.zeros(B, 1, 1, S, dtype=x.dtype, device=x.device).masked_fill_(
             (src == self.pad_id)[:, None, None, :], float("-inf"))
-        if self.alibi is not None:
-            bias = bias + self.alibi(S, S).to(x.dtype)  # (B, H, S, S)
+        positions = self.position_bias("encoder", S, S)
+        if positions is not None:
+            bias = bias + positions.to(x.dtype)  # (B, H, S, S)
         bias = bias.expand(B, H, -1, S).reshape(B * H, -1, S)  # (B*H, 1 or S, S)
         for layer in self.layers:
             h = layer.norms[0](x) if self.pre else x

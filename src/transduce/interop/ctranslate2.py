@@ -32,14 +32,14 @@ def _spec(model, info: dict, folder: Path):
     c = model.config
     if (
         c.norm_type != "layernorm"
-        or c.activation == "swiglu"
+        or c.activation in ("swiglu", "geglu")
         or c.positional not in ("sinusoidal", "sinusoidal_concat")
     ):
         option = (
             "norm_type"
             if c.norm_type != "layernorm"
             else "activation"
-            if c.activation == "swiglu"
+            if c.activation in ("swiglu", "geglu")
             else "positional"
         )
         raise TransduceError(f"{option}={getattr(c, option)!r} cannot be exported to CTranslate2 "

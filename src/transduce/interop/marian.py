@@ -194,7 +194,10 @@ def check_exportable(config: ModelConfig) -> None:
     _require(config.positional in ("sinusoidal", "sinusoidal_concat"),
              f"positional={config.positional!r} cannot be expressed in Marian (sinusoidal "
              "positions only)")
-    _require(config.activation != "swiglu", "activation='swiglu' cannot be expressed in Marian")
+    _require(config.activation not in ("swiglu", "geglu"),
+             f"activation={config.activation!r} cannot be expressed in Marian")
+    _require(config.tying != "embeddings", "tying='embeddings' cannot be expressed in Marian "
+                                           "(tying 'all', 'decoder' or 'none')")
     _require(config.d_model % 2 == 0, "an odd d_model cannot be expressed in Marian")
     _require(config.norm_eps == 1e-5, f"norm_eps={config.norm_eps} cannot be expressed in Marian "
                                       "(1e-5)")

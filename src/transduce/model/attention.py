@@ -125,8 +125,8 @@ class SelfAttention(nn.Module):
         self.sizes = (inner, config.kv_heads * config.d_k, config.kv_heads * config.d_k)
         self.dropout = config.attention_dropout
         self.scale = attention_scale(config)
-        self.qkv = nn.Linear(D, sum(self.sizes))
-        self.out = nn.Linear(inner, D)
+        self.qkv = nn.Linear(D, sum(self.sizes), bias=config.linear_bias)
+        self.out = nn.Linear(inner, D, bias=config.linear_bias)
 
     def forward(
         self,
@@ -168,9 +168,9 @@ class CrossAttention(nn.Module):
         self.heads, self.kv_heads = config.n_heads, config.kv_heads
         self.dropout = config.attention_dropout
         self.scale = attention_scale(config)
-        self.q = nn.Linear(D, inner)
-        self.kv = nn.Linear(D, 2 * config.kv_heads * config.d_k)
-        self.out = nn.Linear(inner, D)
+        self.q = nn.Linear(D, inner, bias=config.linear_bias)
+        self.kv = nn.Linear(D, 2 * config.kv_heads * config.d_k, bias=config.linear_bias)
+        self.out = nn.Linear(inner, D, bias=config.linear_bias)
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Encoder output ``(B, S, D)`` -> keys and values ``(B, G, S, Dh)`` each (once per

@@ -9,26 +9,30 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 
+
 def _gelu_tanh(x: Tensor) -> Tensor:
     return F.gelu(x, approximate="tanh")  # GPT-2's "gelu_new"
 
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh, "silu": F.silu}
+_GATES = {"swiglu": F.silu, "geglu": _gelu_tanh}  # the activation on the gate's branch
 
 
 class FeedForward(nn.Module):
     """FFN(x) = act(x W1 + b1) W2 + b2 (paper: act = ReLU, d_ff = 4 d_model).
 
-    ``activation="swiglu"`` (Shazeer 2020) is W2(silu(x W1) * x W3): a third matrix, same d_ff.
+    ``activation="swiglu"`` (Shazeer 2020) is W2(silu(x W1) * x W3): a third matrix, same d_ff;
+    ``"geglu"`` the same with tanh-GELU (T5 1.1's "gated-gelu").
     """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.w1 = nn.Linear(config.d_model, config.d_ff)
-        self.w2 = nn.Linear(config.d_ff, config.d_model)
-        self.gated = config.activation == "swiglu"
-        self.w3 = nn.Linear(config.d_model, config.d_ff) if self.gated else None
-        self.act = F.silu if self.gated else _ACTIVATIONS[config.activation]
+        bias = config.linear_bias
+        self.w1 = nn.Linear(config.d_model, config.d_ff, bias=bias)
+        self.w2 = nn.Linear(config.d_ff, config.d_model, bias=bias)
+        self.gated = config.activation in _GATES
+        self.w3 = nn.Linear(config.d_model, config.d_ff, bias=bias) if self.gated else None
+        self.act = _GATES.get(config.activation) or _ACTIVATIONS[config.activation]
         self.dropout = nn.Dropout(config.activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -1,7 +1,10 @@
 """Token embeddings and positional information (§3.4, §3.5) and their modern alternatives.
 
 Absolute encodings (sinusoidal, sinusoidal_concat, learned) are added to the scaled embeddings;
-relative ones (RoPE, ALiBi) act inside self-attention, so the embedding adds nothing for them.
+relative ones (RoPE, ALiBi, T5's buckets) act inside self-attention, so the embedding adds nothing
+for them. ALiBi and the buckets are both a bias on the attention logits that depends only on the
+query's distance from the key: ``by_distance`` gives it for any distances (the decode step's), and
+calling the module gives it for a block of queries against a block of keys.
 Positions count from 0 in both stacks and ignore padding (padding is always on the right).
 """
 
@@ -118,10 +121,68 @@ class ALiBi(nn.Module):
     def forward(self, queries: int, keys: int, offset: int = 0, key_offset: int = 0) -> Tensor:
         """Bias for queries at ``offset ..`` against keys at ``key_offset ..`` -> ``(1, H, T,
         S)``."""
-        q = torch.arange(queries, device=self.slopes.device)[:, None] + offset
-        k = torch.arange(keys, device=self.slopes.device)[None, :] + key_offset
-        distance = (q - k).abs().float()  # (T, S)
-        return -(self.slopes[:, None, None] * distance)[None]  # (1, H, T, S)
+        return self.by_distance(distances(queries, keys, offset, key_offset, self.slopes))[None]
+
+    def by_distance(self, distance: Tensor) -> Tensor:
+        """Query position minus key position ``(...)`` -> the bias of every head ``(H, ...)``."""
+        slopes = self.slopes.view(-1, *[1] * distance.dim())
+        return -(slopes * distance.abs().float())
+
+
+class RelativeBuckets(nn.Module):
+    """T5's relative position buckets (Raffel et al. 2020): a learned scalar per head and bucket of
+    the query's distance from the key, added to the self-attention logits.
+
+    Each distance below ``exact`` (half the buckets) has a bucket of its own; longer ones share
+    buckets whose width grows logarithmically up to ``max_distance``, and all beyond share the
+    last. Bidirectional (the encoder): half the buckets for keys before the query, half for keys
+    after it. Causal (the decoder): keys after the query are masked anyway, so their distance
+    counts as 0.
+    """
+
+    def __init__(self, config: ModelConfig, bidirectional: bool) -> None:
+        super().__init__()
+        self.buckets = nn.Embedding(config.relative_buckets, config.n_heads)
+        self.bidirectional = bidirectional
+        self.max_distance = config.relative_max_distance
+
+    def forward(self, queries: int, keys: int, offset: int = 0, key_offset: int = 0) -> Tensor:
+        """Bias for queries at ``offset ..`` against keys at ``key_offset ..`` -> ``(1, H, T,
+        S)``."""
+        weight = self.buckets.weight
+        return self.by_distance(distances(queries, keys, offset, key_offset, weight))[None]
+
+    def by_distance(self, distance: Tensor) -> Tensor:
+        """Query position minus key position ``(...)`` -> the bias of every head ``(H, ...)``."""
+        bucket = relative_bucket(distance, self.bidirectional, self.buckets.num_embeddings,
+                                 self.max_distance)
+        return self.buckets(bucket).movedim(-1, 0)
+
+
+def relative_bucket(distance: Tensor, bidirectional: bool, buckets: int, max_distance: int
+                    ) -> Tensor:
+    """The bucket of each query-minus-key ``distance`` (integers, any shape), as T5 numbers them."""
+    offset = torch.zeros_like(distance)
+    if bidirectional:
+        buckets //= 2
+        offset = (distance < 0).long() * buckets  # keys after the query: the upper half
+        distance = distance.abs()
+    else:
+        distance = distance.clamp(min=0)
+    exact = buckets // 2
+    # (log of 0 below `exact` is never used: those distances are their own bucket)
+    far = exact + (
+        torch.log(distance.float() / exact) / math.log(max_distance / exact) * (buckets - exact)
+    ).long()
+    far = far.clamp(max=buckets - 1)
+    return offset + torch.where(distance < exact, distance, far)
+
+
+def distances(queries: int, keys: int, offset: int, key_offset: int, like: Tensor) -> Tensor:
+    """Query position minus key position, ``(T, S)``, on ``like``'s device."""
+    q = torch.arange(queries, device=like.device)[:, None] + offset
+    k = torch.arange(keys, device=like.device)[None, :] + key_offset
+    return q - k
 
 
 def _alibi_slopes(n: int) -> list[float]:

@@ -19,7 +19,7 @@ from .cache import DecoderCache, LayerCache
 from .feed_forward import MixtureOfExperts, make_norm
 from .layers import DecoderLayer, EncoderLayer
 from .masks import local_mask, padding_mask
-from .positions import ALiBi, Embeddings, Rotary
+from .positions import ALiBi, Embeddings, RelativeBuckets, Rotary
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Transformer(nn.Module):
         tokens = nn.Embedding(c.vocab_size, c.d_model)  # the source's, or the only one
         tgt_tokens = (
             tokens
-            if c.tying == "all" or not c.has_encoder
+            if c.tying in ("all", "embeddings") or not c.has_encoder
             else nn.Embedding(c.target_vocab_size, c.d_model)
         )
         self.src_embed = Embeddings(c, tokens) if c.has_encoder else None
@@ -72,23 +72,25 @@ class Transformer(nn.Module):
         self.output_transform = OutputTransform(c) if c.output_transform else None
         self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
-        self._init_weights()
+        # T5's buckets: one table per stack, bidirectional in the encoder, causal in the decoder
+        relative = c.positional == "relative"
+        self.encoder_relative = RelativeBuckets(c, True) if relative and c.has_encoder else None
+        self.decoder_relative = RelativeBuckets(c, False) if relative and c.has_decoder else None
+        (t5_init if c.init == "t5" else paper_init)(self)
         if c.tying in ("decoder", "all"):  # the output shares the (target's, or only) embedding
             self.output.weight = tgt_tokens.weight if c.has_decoder else tokens.weight
         # the mixture-of-experts layers, found once (a tuple: not registered twice), for the train
         # step
         self._experts = tuple(m for m in self.modules() if isinstance(m, MixtureOfExperts))
 
-    def _init_weights(self) -> None:
-        # The paper does not say; Xavier for projections (as torch.nn.Transformer) and N(0, D^-1/2)
-        # for embeddings, so that scaled embeddings have unit variance (as fairseq).
-        for name, p in self.named_parameters():
-            if p.dim() == 2 and "embed" not in name:
-                nn.init.xavier_uniform_(p)
-            elif p.dim() == 2:
-                nn.init.normal_(p, std=self.config.d_model**-0.5)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+    def position_bias(self, stack: str, queries: int, keys: int, offset: int = 0,
+                      key_offset: int = 0) -> Optional[Tensor]:
+        """The self-attention bias of ``stack`` ("encoder" or "decoder") for queries at ``offset
+        ..`` against keys at ``key_offset ..``: ALiBi's or the stack's relative buckets ``(1, H, T,
+        S)``, computed once and shared by the stack's layers; None for the other positions."""
+        source = self.alibi or (self.encoder_relative if stack == "encoder" else
+                                self.decoder_relative)
+        return None if source is None else source(queries, keys, offset, key_offset)
 
     # --- encoder -------------------------------------------------------------------------------
 
@@ -99,7 +101,7 @@ class Transformer(nn.Module):
         S = src.size(1)
         if self.config.attention_window:
             mask = mask & local_mask(S, S, self.config.attention_window, False, device=src.device)
-        bias = self.alibi(S, S) if self.alibi is not None else None
+        bias = self.position_bias("encoder", S, S)
         x = self.src_embed(src)  # (B, S, D)
         weights = []
         for layer in self.encoder:
@@ -117,6 +119,8 @@ class Transformer(nn.Module):
             x = final_norm(x)
         if self.output_transform is not None:
             x = self.output_transform(x)
+        if self.config.scale_output:
+            x = x * self.config.d_model**-0.5
         logits = self.output(x)  # (N, T, V)
         return logits if self.output_bias is None else logits + self.output_bias
 
@@ -150,7 +154,7 @@ class Transformer(nn.Module):
         else:
             memory, enc_w, memory_mask = None, [], None
         T = tgt_in.size(1)
-        bias = self.alibi(T, T) if self.alibi is not None else None
+        bias = self.position_bias("decoder", T, T)
         self_mask = (
             local_mask(T, T, c.attention_window, True, device=tgt_in.device)
             if c.attention_window
@@ -211,7 +215,7 @@ class Transformer(nn.Module):
             if T > 1
             else None
         )
-        bias = self.alibi(T, keys, offset, start) if self.alibi is not None else None
+        bias = self.position_bias("decoder", T, keys, offset, start)
         x = self.tgt_embed(tokens, offset)  # (N, T, D)
         cross_w = []
         for layer, lc in zip(self.decoder, cache.layers):
@@ -246,8 +250,8 @@ class Transformer(nn.Module):
         counts = {"embeddings": 0, "encoder": 0, "decoder": 0, "output": 0}
         groups = [
             ("embeddings", [self.src_embed, self.tgt_embed]),
-            ("encoder", [self.encoder, self.encoder_norm]),
-            ("decoder", [self.decoder, self.decoder_norm]),
+            ("encoder", [self.encoder, self.encoder_norm, self.encoder_relative]),
+            ("decoder", [self.decoder, self.decoder_norm, self.decoder_relative]),
             ("output", [self.output, self.output_transform]),
         ]
         for name, modules in groups:
@@ -296,3 +300,63 @@ def _select(x: Tensor, select: Optional[Tensor]) -> Tensor:
     if select.dtype == torch.bool:
         return x[select]  # (N, D)
     return x.flatten(0, 1).index_select(0, select)  # (N, D)
+
+
+# --- initial weights: the paper does not give its initialization --------------------------------
+
+
+def paper_init(model: nn.Module) -> None:
+    """Xavier-uniform projections (as torch.nn.Transformer), N(0, d_model^-1/2) embeddings so that
+    embeddings scaled by sqrt(d_model) have unit variance (as fairseq), zero biases."""
+    for name, p in model.named_parameters():
+        if p.dim() == 2 and "embed" not in name:
+            nn.init.xavier_uniform_(p)
+        elif p.dim() == 2:
+            nn.init.normal_(p, std=model.config.d_model**-0.5)
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+
+
+def t5_init(model: nn.Module) -> None:
+    """Normal weights whose standard deviation is the inverse square root of the width they read
+    (d_model, d_ff, or h * d_k), unit-variance embeddings and output, zero biases, unit norms.
+
+    The query projection reads d_model but gets (d_model * d_k)^-1/2: T5 computes its attention
+    without the 1/sqrt(d_k) of §3.2.1 and puts that factor into the initial queries instead.
+    """
+    c = model.config
+    D, inner = c.d_model, c.n_heads * c.d_k
+
+    def normal(weight, std: float) -> None:
+        nn.init.normal_(weight, std=std)
+
+    for name, p in model.named_parameters():  # vectors first: norms 1, biases 0
+        if p.dim() == 1:
+            (nn.init.zeros_ if name.endswith("bias") else nn.init.ones_)(p)
+    for layer in [*model.encoder, *model.decoder]:
+        normal(layer.self_attn.qkv.weight, D**-0.5)
+        normal(layer.self_attn.qkv.weight[:inner], (D * c.d_k) ** -0.5)
+        normal(layer.self_attn.out.weight, inner**-0.5)
+        cross = getattr(layer, "cross_attn", None)
+        if cross is not None:
+            normal(cross.q.weight, (D * c.d_k) ** -0.5)
+            normal(cross.kv.weight, D**-0.5)
+            normal(cross.out.weight, inner**-0.5)
+        for expert in getattr(layer.ffn, "experts", [layer.ffn]):
+            normal(expert.w1.weight, D**-0.5)
+            if expert.w3 is not None:
+                normal(expert.w3.weight, D**-0.5)
+            normal(expert.w2.weight, c.d_ff**-0.5)
+        if hasattr(layer.ffn, "router"):
+            normal(layer.ffn.router.weight, D**-0.5)
+    for table in (model.encoder_relative, model.decoder_relative):
+        if table is not None:
+            normal(table.buckets.weight, D**-0.5)
+    for embed in (model.src_embed, model.tgt_embed):
+        if embed is not None:
+            normal(embed.tokens.weight, 1.0)
+            if embed.kind == "learned":
+                normal(embed.learned.weight, D**-0.5)
+    normal(model.output.weight, 1.0)  # (the embedding itself when tied: tying comes after)
+    if model.output_transform is not None:
+        normal(model.output_transform.dense.weight, D**-0.5)

@@ -1,0 +1,143 @@
+"""The named presets of ``ModelConfig``: each a set of overrides on the paper's defaults (which are
+the ``base`` row of Table 3), the descendants' (GPT, BERT, T5) included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "base": {},
+    "big": {"d_model": 1024, "d_ff": 4096, "n_heads": 16, "dropout": 0.3},
+    "small": {"encoder_layers": 3, "decoder_layers": 3, "d_model": 256, "n_heads": 4, "d_ff": 1024},
+    "tiny": {"encoder_layers": 2, "decoder_layers": 2, "d_model": 64, "n_heads": 4, "d_ff": 256,
+             "max_positions": 256},
+}
+
+# The descendants: GPT keeps the decoder without cross-attention; GPT-2's choices are
+# pre-LN, learned positions, tanh-GELU, unscaled embeddings, the output tied to the embedding.
+_GPT = {
+    "architecture": "decoder-only",
+    "encoder_layers": 0,
+    "norm_position": "pre",
+    "positional": "learned",
+    "activation": "gelu_tanh",
+    "scale_embedding": False,
+    "tying": "decoder",
+}
+# BERT keeps the encoder and fills in masked tokens: post-LN (as the paper), learned positions,
+# GELU.
+_BERT = {
+    "architecture": "encoder-only",
+    "decoder_layers": 0,
+    "positional": "learned",
+    "activation": "gelu",
+    "scale_embedding": False,
+    "tying": "all",
+    "output_bias": True,
+    "embed_norm": True,
+    "output_transform": True,
+    "mask_id": 4,
+}
+PRESETS.update(
+    {
+        "gpt-tiny": {
+            **_GPT,
+            "decoder_layers": 2,
+            "d_model": 64,
+            "n_heads": 4,
+            "d_ff": 256,
+            "max_positions": 256,
+        },
+        "gpt-small": {
+            **_GPT,
+            "decoder_layers": 6,
+            "d_model": 384,
+            "n_heads": 6,
+            "d_ff": 1536,
+            "max_positions": 512,
+        },
+        "gpt2": {
+            **_GPT,
+            "decoder_layers": 12,
+            "d_model": 768,
+            "n_heads": 12,
+            "d_ff": 3072,
+            "max_positions": 1024,
+            "vocab_size": 50257,
+            "pad_id": 50256,
+            "bos_id": 50256,
+            "eos_id": 50256,
+            "unk_id": 50256,
+        },
+        "bert-tiny": {
+            **_BERT,
+            "encoder_layers": 2,
+            "d_model": 128,
+            "n_heads": 2,
+            "d_ff": 512,
+            "max_positions": 512,
+        },
+        "bert-small": {
+            **_BERT,
+            "encoder_layers": 4,
+            "d_model": 512,
+            "n_heads": 8,
+            "d_ff": 2048,
+            "max_positions": 512,
+        },
+        "bert-base": {
+            **_BERT,
+            "encoder_layers": 12,
+            "d_model": 768,
+            "n_heads": 12,
+            "d_ff": 3072,
+            "max_positions": 512,
+            "vocab_size": 30522,
+            "norm_eps": 1e-12,
+        },
+    }
+)
+
+# T5 (Raffel et al. 2020) keeps both stacks and changes the details: relative position buckets
+# instead of absolute positions, RMS norms before each sub-layer, no biases, no 1/sqrt(d_k) (folded
+# into the initialization instead), unscaled embeddings shared three ways with the output rescaled
+# by d_model^-0.5, dropout everywhere. This is T5 1.0; T5 1.1 and flan-t5 differ in
+# activation="geglu", tying="embeddings" and scale_output=False.
+_T5 = {
+    "norm_position": "pre",
+    "norm_type": "rmsnorm",
+    "norm_eps": 1e-6,
+    "positional": "relative",
+    "attention_scale": "none",
+    "linear_bias": False,
+    "scale_embedding": False,
+    "tying": "all",
+    "scale_output": True,
+    "init": "t5",
+    "attention_dropout": 0.1,
+    "activation_dropout": 0.1,
+}
+PRESETS.update(
+    {
+        "t5-tiny": {
+            **_T5,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "d_model": 64,
+            "n_heads": 4,
+            "d_ff": 256,
+            "max_positions": 512,
+        },
+        "t5-small": {
+            **_T5,
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "d_model": 512,
+            "n_heads": 8,
+            "head_dim": 64,
+            "d_ff": 2048,
+            "vocab_size": 32128,
+            "max_positions": 512,
+        },
+    }
+)
