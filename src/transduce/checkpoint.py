@@ -33,7 +33,8 @@ from .reading import load_torch, read_json
 from .runtime import check_fits
 
 CHECKPOINT_RE = re.compile(r"^step_(\d+)$")
-TOKENIZER_KEYS = ("src", "tgt", "vocab", "tgt_vocab")
+# (added: pieces beyond the SentencePiece model, such as T5's sentinels, in an added_tokens.json)
+TOKENIZER_KEYS = ("src", "tgt", "vocab", "tgt_vocab", "added")
 
 
 class CheckpointError(TransduceError):
@@ -145,12 +146,14 @@ def tokenizer_paths(folder: str | Path, info: dict) -> dict[str, Path]:
 def tokenizer_fingerprint(paths: dict[str, Path]) -> str:
     """What identifies a mapping from text to ids: a SHA-256 over the bytes of the files that define
     it, each under its role (``TOKENIZER_KEYS``: the SentencePiece models of each side and, for
-    imported Marian models, the ``vocab.json`` files that map pieces to ids). A vocabulary trained
-    again differs in its bytes even at the same size, so two datasets or checkpoints encode text to
-    the same ids when their fingerprints agree."""
+    imported Marian models, the ``vocab.json`` files that map pieces to ids, for T5 its
+    sentinels). A vocabulary trained again differs in its bytes even at the same size, so two
+    datasets or checkpoints encode text to the same ids when their fingerprints agree."""
     digest = hashlib.sha256()
     roles = {**paths, "tgt_vocab": paths.get("tgt_vocab", paths.get("vocab"))}
     for role in TOKENIZER_KEYS:
+        if role == "added" and roles.get(role) is None:
+            continue  # (a role added later counts only where it is used: older digests hold)
         data = Path(roles[role]).read_bytes() if roles.get(role) is not None else b""
         digest.update(f"{role}:{len(data)}:".encode() + data)
     return digest.hexdigest()[:16]

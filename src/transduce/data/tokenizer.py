@@ -75,7 +75,11 @@ class Tokenizer:
 
     Models trained here use SentencePiece's own ids. Imported Hugging Face Marian models map
     SentencePiece *pieces* to ids through a ``vocab.json`` instead; pass it as ``vocab`` (and
-    ``tgt_vocab`` when the target has its own).
+    ``tgt_vocab`` when the target has its own). ``added`` (an ``added_tokens.json``: piece -> id)
+    holds pieces outside the SentencePiece model, such as T5's sentinels ``<extra_id_0>`` ...: each
+    is found literally in the text and encoded as its one id, the text between is encoded as
+    SentencePiece encodes a sentence (as Hugging Face's tokenizers do), and decoding writes them
+    back.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class Tokenizer:
         vocab: str | Path | None = None,
         tgt_vocab: str | Path | None = None,
         unk_id: int = SPECIAL_IDS["unk_id"],
+        added: str | Path | None = None,
     ) -> None:
         self.src_path = Path(src_model)
         self.tgt_path = Path(tgt_model) if tgt_model is not None else self.src_path
@@ -99,24 +104,42 @@ class Tokenizer:
         self.tgt_vocab = _read_vocab(tgt_vocab) if tgt_vocab else self.src_vocab
         self._src_inverse = {i: p for p, i in self.src_vocab.items()} if self.src_vocab else None
         self._tgt_inverse = {i: p for p, i in self.tgt_vocab.items()} if self.tgt_vocab else None
+        self.added = _read_vocab(added) if added else {}
+        self._added_inverse = {i: p for p, i in self.added.items()}
+        # longest first, so that one added piece that begins another never splits it
+        self._added_pattern = re.compile(
+            "(" + "|".join(map(re.escape, sorted(self.added, key=len, reverse=True))) + ")"
+        ) if self.added else None
 
     @classmethod
     def from_roles(cls, files: dict, unk_id: int = SPECIAL_IDS["unk_id"]) -> "Tokenizer":
         """From tokenizer files by role (``checkpoint.TOKENIZER_KEYS``: src, tgt, and the optional
         vocab, tgt_vocab), as checkpoints and prepared datasets name them."""
-        return cls(
-            files["src"], files["tgt"], files.get("vocab"), files.get("tgt_vocab"), unk_id=unk_id
-        )
+        return cls(files["src"], files["tgt"], files.get("vocab"), files.get("tgt_vocab"),
+                   unk_id=unk_id, added=files.get("added"))
 
     @property
     def joint(self) -> bool:
         return self.src is self.tgt and self.src_vocab is self.tgt_vocab
 
     def _encode(self, processor, vocab, lines: Sequence[str], threads: int) -> list[list[int]]:
+        if self._added_pattern is not None and any(
+            self._added_pattern.search(line) for line in lines
+        ):
+            return [self._encode_added(processor, vocab, line) for line in lines]
         if vocab is None:
             return processor.encode(list(lines), num_threads=threads)
         pieces = processor.encode(list(lines), out_type=str, num_threads=threads)
         return [[vocab.get(p, self.unk_id) for p in row] for row in pieces]
+
+    def _encode_added(self, processor, vocab, line: str) -> list[int]:
+        ids: list[int] = []
+        for n, part in enumerate(self._added_pattern.split(line)):
+            if n % 2:  # (split keeps the matches at the odd places)
+                ids.append(self.added[part])
+            elif part.strip():
+                ids.extend(self._encode(processor, vocab, [part], 1)[0])
+        return ids
 
     def encode_src(self, lines: Sequence[str], threads: int = 2) -> list[list[int]]:
         return self._encode(self.src, self.src_vocab, lines, threads)
@@ -125,19 +148,47 @@ class Tokenizer:
         return self._encode(self.tgt, self.tgt_vocab, lines, threads)
 
     def decode_tgt(self, ids: Sequence[int]) -> str:
+        if self.added and any(int(i) in self._added_inverse for i in ids):
+            return self._decode_added(ids)
         if self._tgt_inverse is None:
             return self.tgt.decode(list(ids))
         return self.tgt.decode_pieces([self._tgt_inverse.get(int(i), "<unk>") for i in ids])
 
+    def _decode_added(self, ids: Sequence[int]) -> str:
+        """Runs of SentencePiece ids decoded as text, the added pieces written between them; a run
+        after the first keeps the space its first piece begins with."""
+        text, run = "", []
+        for i in [*map(int, ids), None]:
+            if i is not None and i not in self._added_inverse:
+                run.append(i)
+                continue
+            if run:
+                spaced = text and self.tgt_pieces(run[:1])[0].startswith("\u2581")
+                text += (" " if spaced else "") + self.decode_tgt(run)
+                run = []
+            if i is not None:
+                text += self._added_inverse[i]
+        return text
+
     def src_pieces(self, ids: Sequence[int]) -> list[str]:
-        if self._src_inverse is not None:
-            return [self._src_inverse.get(int(i), "<unk>") for i in ids]
-        return [self.src.id_to_piece(int(i)) for i in ids]
+        return self._pieces(self.src, self._src_inverse, ids)
 
     def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
-        if self._tgt_inverse is not None:
-            return [self._tgt_inverse.get(int(i), "<unk>") for i in ids]
-        return [self.tgt.id_to_piece(int(i)) for i in ids]
+        return self._pieces(self.tgt, self._tgt_inverse, ids)
+
+    def _pieces(self, processor, inverse, ids: Sequence[int]) -> list[str]:
+        """Each id's piece: an added one, the vocab.json's, or SentencePiece's own (``<unk>`` for an
+        id beyond all of them, as the rows a model pads its vocabulary with)."""
+        size = processor.get_piece_size()
+        pieces = []
+        for i in map(int, ids):
+            if i in self._added_inverse:
+                pieces.append(self._added_inverse[i])
+            elif inverse is not None:
+                pieces.append(inverse.get(i, "<unk>"))
+            else:
+                pieces.append(processor.id_to_piece(i) if 0 <= i < size else "<unk>")
+        return pieces
 
 
 def _read_vocab(path: str | Path) -> dict[str, int]:
@@ -230,3 +281,43 @@ def model_tokenizer(path: str | Path) -> ModelTokenizer:
                         f"({error})") from None
     found.fingerprint = tokenizer_fingerprint(found.files)
     return found
+
+
+SPM_MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+
+
+def spm_model_type(processor) -> str:
+    """The algorithm of a SentencePiece model ("unigram", "bpe", "word", "char"), read from its
+    serialized form (the model's field 2, its trainer spec; that one's field 3, the type) with the
+    few lines of protobuf's wire format this needs, rather than a dependency on protobuf."""
+
+    def fields(data: bytes):
+        at = 0
+        while at < len(data):
+            key, at = _varint(data, at)
+            number, wire = key >> 3, key & 7
+            if wire == 0:
+                value, at = _varint(data, at)
+            elif wire == 2:
+                size, at = _varint(data, at)
+                value, at = data[at : at + size], at + size
+            elif wire in (1, 5):
+                value, at = data[at : at + (8 if wire == 1 else 4)], at + (8 if wire == 1 else 4)
+            else:
+                raise ValueError(f"a SentencePiece model with wire type {wire}")
+            yield number, value
+
+    spec = next((v for n, v in fields(processor.serialized_model_proto()) if n == 2), b"")
+    kind = next((v for n, v in fields(spec) if n == 3), 1)  # (absent: the default, unigram)
+    return SPM_MODEL_TYPES.get(kind, f"type {kind}")
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at

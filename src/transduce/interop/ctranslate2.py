@@ -108,6 +108,8 @@ def export_ctranslate2(
                              "pip install 'transduce[ctranslate2]'") from None
     folder = resolve(model_path)
     model, info = load_model_from(folder)
+    if model.config.positional == "relative":
+        return _export_t5(folder, out, quantization)
 
     class _TransduceConverter(Converter):
         def _load(self):
@@ -122,4 +124,27 @@ def export_ctranslate2(
         for item in staging.iterdir():
             os.replace(item, tmp / item.name)
         staging.rmdir()
+    return Path(out)
+
+
+def _export_t5(folder: Path, out: str | Path, quantization: str | None) -> Path:
+    """A T5 model through its Hugging Face export and CTranslate2's own T5 converter (which
+    expresses the relative buckets, RMS norms and gated feed-forward networks the spec route
+    above does not build), with spiece.model and the sentinels beside it for tokenizing."""
+    import tempfile
+
+    from ctranslate2.converters import TransformersConverter
+
+    from .t5 import export_t5
+
+    with tempfile.TemporaryDirectory() as scratch:
+        hf = export_t5(folder, Path(scratch) / "hf")
+        with output_dir(out, "ctranslate2 export", [folder], what="the export folder") as tmp:
+            staging = tmp / "ct2"
+            TransformersConverter(str(hf)).convert(str(staging), quantization=quantization,
+                                                   force=True)
+            for item in staging.iterdir():
+                os.replace(item, tmp / item.name)
+            staging.rmdir()
+            shutil.copyfile(hf / "spiece.model", tmp / "spiece.model")
     return Path(out)

@@ -1,7 +1,8 @@
 """Hugging Face model folders -> transduce runs: reading ``config.json`` and the weights, writing
 the imported checkpoint, and choosing the converter by ``model_type``: Marian (``interop.marian``,
 with its tokenizer files), GPT-2 and BERT (``interop.gpt2``, ``interop.bert``: tables of names over
-``import_family``). Export to Marian is ``interop.marian.export_hf``.
+``import_family``), T5 (``interop.t5``, with its SentencePiece model and sentinels). Export goes to
+Marian (``interop.marian``) or T5 (``interop.t5``), as the model's options say.
 
 ``transformers`` is an optional dependency, needed only to *export* (to write its config class);
 importing reads plain JSON and safetensors (or a ``pytorch_model.bin`` loaded with
@@ -24,8 +25,9 @@ from ..files import check_output_dir, member, output_dir
 from ..reading import load_torch, read_json
 from ..model import Transformer
 from ..runtime import check_fits
-from . import bert, gpt2
-from .marian import config_from_hf, export_hf, hf_to_transduce
+from . import bert, gpt2, t5
+from .marian import config_from_hf, hf_to_transduce
+from .marian import export_hf as export_marian
 
 __all__ = [
     "FAMILIES",
@@ -123,6 +125,8 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
     _require(config_path.is_file(), f"{folder}: no config.json; is this a Hugging Face model "
                                     "folder?")
     hf = read_json(config_path)
+    if hf.get("model_type") in ("t5", "mt5", "umt5"):
+        return import_t5(folder, hf, run)
     if hf.get("model_type") in FAMILIES:
         return import_family(folder, hf, run, FAMILIES[hf["model_type"]])
     config = read_hf_config(config_path)
@@ -150,6 +154,59 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
     return run / "checkpoints" / "step_00000000"
 
 
+def import_t5(folder: Path, hf: dict, out: Path) -> Path:
+    """Write a T5ForConditionalGeneration folder as a new run directory ``out``, its tokenizer
+    ``spiece.model`` and the sentinels (``added_tokens.json``); returns its checkpoint folder."""
+    import tempfile
+
+    import sentencepiece as spm
+
+    config_path = folder / "config.json"
+    state = read_hf_weights(folder)
+    shared = state.get("shared.weight", state.get("encoder.embed_tokens.weight"))
+    head = state.get("lm_head.weight")
+    untied = head is not None and not (shared is not None and torch.equal(head, shared))
+    config = t5.config_from_t5(hf, str(config_path), untied)
+    spiece = hf_file(folder, "spiece.model")
+    _require(spiece.is_file(), f"{folder}: spiece.model is missing (T5's SentencePiece model is "
+                               "needed)")
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(spiece))
+    except (OSError, RuntimeError) as error:
+        raise TransduceError(f"{spiece} is damaged ({error})") from None
+    for name, piece in (("pad", "<pad>"), ("eos", "</s>")):
+        wanted = getattr(config, f"{name}_id")
+        _require(sp.piece_to_id(piece) == wanted, f"{spiece}: {piece} has the id "
+                 f"{sp.piece_to_id(piece)}, config.json says {name} is {wanted}")
+    found = t5.sentinels(folder, sp.get_piece_size())
+    outside = [p for p, i in found.items() if not 0 <= i < config.vocab_size]
+    _require(not outside, f"{folder}: {outside[:1]} has an id outside the model's vocabulary "
+                          f"({config.vocab_size})")
+    try:
+        weights = t5.t5_to_transduce(state, config)
+    except KeyError as error:
+        raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a "
+                             "T5ForConditionalGeneration folder, and config.json the one of these "
+                             "weights?") from None
+    with tempfile.TemporaryDirectory() as scratch:
+        added = Path(scratch) / "added_tokens.json"
+        t5.write_sentinels(found, added)
+        tok = {"src": "spiece.model", "tgt": "spiece.model", "added": "added_tokens.json"}
+        return write_imported(folder, config, weights, out, tokenizer=(tok, [spiece, added]))
+
+
+def export_hf(model_path: str | Path, out: str | Path) -> Path:
+    """Write a Hugging Face folder for the model at ``model_path``: a T5ForConditionalGeneration
+    for a model with T5's relative positions, a MarianMTModel for the paper's encoder-decoder."""
+    from ..checkpoint import read_info
+    from ..choice import resolve
+
+    config = ModelConfig.from_dict(read_info(resolve(model_path))["model"])
+    if config.positional == "relative":
+        return t5.export_t5(model_path, out)
+    return export_marian(model_path, out)
+
+
 def import_family(folder: Path, hf: dict, out: Path, family: Family) -> Path:
     """Write a folder of ``family`` (GPT-2, BERT) as a new run directory ``out``; returns its
     checkpoint folder."""
@@ -168,10 +225,11 @@ def import_family(folder: Path, hf: dict, out: Path, family: Family) -> Path:
 
 
 def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.Tensor], out: Path,
-                   tied: tuple[str, ...] = ()) -> Path:
-    """A new run ``out`` holding ``weights`` as a model of ``config``, without a tokenizer (the
-    language models' tokenizers are not SentencePiece); ``tied`` may be missing (shared tensors).
-    Returns its checkpoint folder; nothing is written when the weights do not fit."""
+                   tied: tuple[str, ...] = (), tokenizer: tuple[dict, list] = ({}, [])) -> Path:
+    """A new run ``out`` holding ``weights`` as a model of ``config``, with the ``tokenizer``
+    (model.json's roles, and the files) or none (the language models' tokenizers are not
+    SentencePiece); ``tied`` may be missing (shared tensors). Returns its checkpoint folder;
+    nothing is written when the weights do not fit."""
     check_fits(config, source=str(folder / "config.json"))
     model = Transformer(config)
     check_weights(weights, model, folder)
@@ -179,8 +237,10 @@ def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.T
     _require(not [m for m in missing if m not in tied] and not unexpected,
              f"{folder}: weights do not fit the config (missing {missing[:5]}, unexpected "
              f"{unexpected[:5]})")
-    info = {"model": config.to_dict(), "src": "text", "tgt": "text", "tokenizer": {}, "step": 0,
-            "imported_from": str(folder)}
+    roles, files = tokenizer
+    languages = ("src", "tgt") if roles else ("text", "text")
+    info = {"model": config.to_dict(), "src": languages[0], "tgt": languages[1],
+            "tokenizer": roles, "step": 0, "imported_from": str(folder)}
     with output_dir(out, "run", [folder]) as tmp:
-        write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, [])
+        write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, files)
     return out / "checkpoints" / "step_00000000"
