@@ -66,6 +66,21 @@ def test_averaging_is_the_elementwise_mean(tmp_path, spm_file):
         )
 
 
+def test_a_checkpoint_from_before_a_field_existed_averages_with_a_newer_one(tmp_path, spm_file):
+    """A run resumed by a newer transduce: its older checkpoints' model.json lack the fields added
+    since, which hold their defaults."""
+    import json
+
+    torch.manual_seed(0)
+    folders = [_write(tmp_path / name, Transformer(tiny_config()).eval(), spm_file)
+               for name in ("old", "new")]
+    meta = json.loads((folders[0] / "model.json").read_text())
+    for field in ("linear_bias", "relative_buckets", "init"):
+        del meta["model"][field]
+    (folders[0] / "model.json").write_text(json.dumps(meta))
+    average_checkpoints(folders, tmp_path / "avg")
+
+
 def test_damaged_and_escaping_checkpoints_are_named(tmp_path, spm_file):
     folder = _write(tmp_path / "ckpt", Transformer(tiny_config()).eval(), spm_file)
     info = read_info(folder)

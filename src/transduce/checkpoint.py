@@ -331,7 +331,9 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
     if not folders:
         raise TransduceError("no checkpoints to average")
     infos = [read_info(f) for f in folders]
-    if any(i["model"] != infos[0]["model"] for i in infos):
+    # (as configs, not dicts: one written before a field existed holds its default)
+    configs = [ModelConfig.from_dict(i["model"]) for i in infos]
+    if any(c != configs[0] for c in configs):
         raise TransduceError("the checkpoints have different model configurations; they cannot be "
                              "averaged")
     model, _ = load_model_from(folders[-1])  # the shapes every checkpoint's weights must have
