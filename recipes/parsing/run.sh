@@ -55,6 +55,7 @@ for a in 0.6 1.0; do
   if better "$f1" "$best_f1"; then alpha=$a; best_f1=$f1; fi
 done
 echo "chosen on the development set: $best, alpha $alpha ($best_f1)"
+echo "$best" > "$OUT/chosen"  # (semi.sh parses with it)
 start=$(date +%s)
 transduce parse "$best" --input "$DATA/test.words.txt" \
   --output "$OUT/test.parsed" --beam "$BEAM" --alpha "$alpha"

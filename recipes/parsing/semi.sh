@@ -13,8 +13,8 @@ BEAM=${3:-4}
 UNLABELED=${4:-../shared/data/multi30k/train.en.gz}
 SENTENCES=${5:-10000}
 KEEP=${6:-0.5}
-FIRST=runs/craft-small
-SILVER=data/craft-silver
+FIRST=$(cat "${FIRST_RUN:-runs/craft-small}/eval/chosen")  # run.sh's choice
+SILVER=${SILVER:-data/craft-silver}
 mkdir -p "$SILVER"
 python3 recipes/parsing/silver.py words "$UNLABELED" "$SENTENCES" > "$SILVER/unlabeled.words"
 start=$(date +%s)
@@ -24,5 +24,5 @@ echo "parsed $(wc -l < "$SILVER/unlabeled.words")" \
   "unlabeled sentences in $(( $(date +%s) - start )) s"
 zcat -f "$CRAFT/train.trees.gz" > "$SILVER/train.trees"
 python3 recipes/parsing/silver.py keep "$SILVER/unlabeled.scored" "$KEEP" >> "$SILVER/train.trees"
-TRAIN=$SILVER/train DATA=data/craft-semi RUN=runs/craft-semi \
+TRAIN=$SILVER/train DATA=${DATA:-data/craft-semi} RUN=${RUN:-runs/craft-semi} \
   bash recipes/parsing/run.sh "$CRAFT" "$MINUTES" "$BEAM"

@@ -43,6 +43,24 @@ class Translator:
         self.precision = precision
         self.folder = folder  # the checkpoint folder the model came from
         self.compile = compile
+        self.task_prefix = info.get("task_prefix", "")
+
+    @property
+    def task_prefix(self) -> str:
+        """Text put before every source sentence (a T5-style task, "translate English to German:
+        "): by default the one the model was trained with (``prepare --task-prefix``)."""
+        return self._task_prefix
+
+    @task_prefix.setter
+    def task_prefix(self, text: str) -> None:
+        if "\n" in text:
+            raise TransduceError("a task prefix is one line of text; it holds a line break")
+        size = len(self.tokenizer.encode_src([text])[0]) if text else 0
+        if size >= self.max_source_tokens:
+            raise TransduceError(f"the task prefix {text!r} has {size} tokens: with eos, no room "
+                                 f"is left for a sentence in the model's "
+                                 f"{self.model.config.max_positions} positions")
+        self._task_prefix = text
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
@@ -163,6 +181,8 @@ class Translator:
 
         ``numbers`` are the lines' numbers in the user's input, for messages (default 1, 2, ...).
         """
+        if self.task_prefix:
+            lines = [self.task_prefix + line for line in lines]
         ids = self.tokenizer.encode_src(lines)
         limit = self.max_source_tokens
         for n, row in enumerate(ids):

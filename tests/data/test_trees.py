@@ -194,3 +194,14 @@ def test_tags_in_the_target_read_back_as_the_trees_own():
     assert " ".join(target) == "(S (NP DT NN )NP (VP VBZ )VP . )S"
     assert str(delinearize(target, words, tags=True)) == str(tree)
     assert " ".join(repair("(S DT NN <unk> )S".split(), 3, tags=True)) == "(S DT NN XX )S"
+
+
+def test_brackets_in_the_input_words_are_written_as_the_treebank_writes_them():
+    """A sentence with "(" or ")" among its words (as raw text has them) still gives a tree that
+    reads back: the leaves are -LRB- and -RRB-, inside a word too."""
+    words = ["cells", "(", "IL-2", ")", "f(x)"]
+    target = ["(S", "(NP", "XX", "XX", "XX", "XX", ")NP", "XX", ")S"]
+    text = str(delinearize(target, words))
+    assert text == "( (S (NP (XX cells) (XX -LRB-) (XX IL-2) (XX -RRB-)) (XX f-LRB-x-RRB-)) )"
+    [(_, tree)] = list(parse_trees(text))
+    assert tree.words() == ["cells", "-LRB-", "IL-2", "-RRB-", "f-LRB-x-RRB-"]

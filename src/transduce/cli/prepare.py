@@ -24,6 +24,10 @@ def add_parser(sub) -> None:
     p.add_argument("--tags", action="store_true",
                    help="with --trees: each word's part-of-speech tag in the target instead of the "
                         "placeholder XX (a parser that tags as it parses)")
+    p.add_argument("--task-prefix", default="", metavar="TEXT",
+                   help="put TEXT before every source sentence (T5's text-to-text tasks, e.g. "
+                        "\"translate English to German: \"); a model trained on the data puts it "
+                        "there when it translates too")
     p.add_argument("--monolingual", action="store_true",
                    help="one text for a language model: --train FILE (and --valid FILE), no "
                         "languages")
@@ -31,6 +35,9 @@ def add_parser(sub) -> None:
                                    "a sentence or paragraph)")
     p.add_argument("--valid", help="with --monolingual: the validation text (for validation "
                                    "perplexity)")
+    p.add_argument("--sentinels", type=number(int, 0, 10_000), default=0,
+                   help="with --monolingual: that many sentinel pieces <extra_id_0> ... in the "
+                        "vocabulary, for T5's span corruption (T5: 100; default 0)")
     p.add_argument("--out", required=True, help="the prepared dataset's folder")
     p.add_argument("--tokenizer", metavar="MODEL",
                    help="encode with the tokenizer of this run or checkpoint (one trained here or "
@@ -105,6 +112,7 @@ def run(args) -> int:
                 ("--test-prefix", args.test_prefix),
                 ("--src", args.src),
                 ("--tgt", args.tgt),
+                ("--task-prefix", args.task_prefix),
             )
             if value
         ]
@@ -115,6 +123,9 @@ def run(args) -> int:
             raise TransduceError("--monolingual needs --train FILE (and, for validation "
                                  "perplexity, --valid FILE)")
         return _monolingual(args)
+    if args.sentinels:
+        raise TransduceError("--sentinels are for monolingual text (T5's span corruption): add "
+                             "--monolingual")
     if args.train or args.valid:
         raise TransduceError("--train/--valid name the files of monolingual text: add "
                              "--monolingual, or give parallel text with "
@@ -149,6 +160,7 @@ def run(args) -> int:
         tokenizer=args.tokenizer,
         trees=args.trees,
         tags=args.tags,
+        task_prefix=args.task_prefix,
     )
     meta = prepare(options, args.out, force=args.force)
     print(f"prepared {args.out}: "
@@ -194,8 +206,10 @@ def _monolingual(args) -> int:
         encoding_errors=args.encoding_errors,
         threads=args.threads,
         force=args.force,
+        sentinels=args.sentinels,
     )
+    extra = f" and {args.sentinels} sentinels" if args.sentinels else ""
     print(f"prepared {args.out}: monolingual, vocabulary {meta['vocab_size']['src']} (with "
-          "<mask>), splits "
+          f"<mask>{extra}), splits "
           + ", ".join(f"{k} {v['tokens']:,} tokens" for k, v in meta["splits"].items()))
     return 0

@@ -354,6 +354,14 @@ def next_commands(run, data_dir, meta: dict, architecture: str = "encoder-decode
         return f"next: transduce generate {run} --prompt \"...\""
     if architecture == "encoder-only":
         return f"next: transduce fill-mask {run} \"... <mask> ...\""
+    if meta.get("kind") == "monolingual":  # T5's pretraining: fill in spans, then fine-tune
+        return "\n".join([
+            "next:",
+            f"  echo \"... <extra_id_0> ... <extra_id_1> ...\" | transduce translate {run}",
+            f"  transduce prepare --tokenizer {run} --train-prefix PREFIX --src SRC --tgt TGT "
+            "--out DATA",
+            f"  transduce train DATA --init-from {run} --recipe finetune --out RUN",
+        ])
     split = (
         "test"
         if "test" in meta.get("splits", {})

@@ -40,6 +40,9 @@ def add_parser(sub) -> None:
     p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, "
                                     "renamed at the end")
     p.add_argument("--prefix", help="force every translation to start with this text")
+    p.add_argument("--task-prefix", metavar="TEXT",
+                   help="put TEXT before every source sentence (default: the task prefix the "
+                        "model was trained with, if any; \"\" for none)")
     p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
                    help="translate at most this many lines at a time (sorted by length within the "
                         "window)")
@@ -116,6 +119,8 @@ def run(args) -> int:
         args.model, device=args.device, precision=args.precision, compile=args.compile
     )
     announce(args.model)
+    if args.task_prefix is not None:
+        translator.task_prefix = args.task_prefix
     interactive = args.input is None and sys.stdin.isatty()
     if interactive:
         print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)

@@ -55,13 +55,17 @@ class TrainConfig(ConfigMixin):
             (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
         ema: decay of an exponential moving average of the weights, written as ``RUN/ema/`` at
             each checkpoint (0: off; e.g. 0.999; see ``training.ema``).
-        block_size: language models (decoder-only, encoder-only) train on contiguous blocks of this
-            many tokens of the text stream; a batch holds max_tokens // block_size blocks.
+        block_size: models on monolingual text (GPT, BERT, T5's pretraining) train on contiguous
+            blocks of this many tokens of the text stream; a batch holds max_tokens // block_size
+            blocks.
         mask_prob: encoder-only (BERT's objective): the share of tokens to predict (0.15); of those
             80% are replaced by <mask>, 10% by a random token and 10% left unchanged.
+        noise_density, mean_span: an encoder-decoder on monolingual text (T5's span corruption):
+            the share of each block's tokens dropped (0.15) and the mean length of the spans they
+            are dropped in (3), each span one sentinel in the input.
         train_max_len: train only on the pairs whose source and target have at most this many
             tokens (0: all); validation keeps every sentence (to study extrapolation to longer
-    ones).
+            ones).
     """
 
     max_tokens: int = option(4096, low=1, high=10**9)
@@ -95,6 +99,8 @@ class TrainConfig(ConfigMixin):
     ema: float = option(0.0, low=0, high=0.999999)
     block_size: int = 128
     mask_prob: float = 0.15
+    noise_density: float = 0.15
+    mean_span: float = 3.0
     train_max_len: int = 0
 
     def __post_init__(self) -> None:
@@ -113,8 +119,11 @@ class TrainConfig(ConfigMixin):
             "max_bad_steps",
             "block_size",
         )
-        if not 0.0 < self.mask_prob < 1.0:
-            raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        for name in ("mask_prob", "noise_density"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+        if self.mean_span < 1:
+            raise ValueError(f"mean_span must be at least 1, got {self.mean_span}")
         at_least(
             self,
             0,

@@ -76,7 +76,8 @@ def encode_split(tmp: Path, split: str, src_path: Path, tgt_path: Path, tokenize
                 lines += len(chunk)
                 bar.update(len(chunk))
                 srcs, tgts = [s for s, _ in chunk], [t for _, t in chunk]
-                src_ids = tokenizer.encode_src(srcs, o.threads)
+                src_ids = tokenizer.encode_src(
+                    [o.task_prefix + s for s in srcs] if o.task_prefix else srcs, o.threads)
                 tgt_ids = tokenizer.encode_tgt(tgts, o.threads)
                 if filtered:
                     keep = [

@@ -144,7 +144,8 @@ class EncodedPairs:
     ``tokenizer``: a second validation set (``train --valid-extra``) with the part of
     ``ParallelDataset``'s interface that validation reads."""
 
-    def __init__(self, prefix: str | Path, src: str, tgt: str, tokenizer: Tokenizer) -> None:
+    def __init__(self, prefix: str | Path, src: str, tgt: str, tokenizer: Tokenizer,
+                 task_prefix: str = "") -> None:
         src_file, tgt_file = find_files(
             [("", f"{prefix}.{src}"), ("", f"{prefix}.{tgt}")], "check the prefix"
         )
@@ -152,7 +153,8 @@ class EncodedPairs:
         if not pairs:
             raise DataError(f"{prefix}.{src} and {prefix}.{tgt} hold no sentence pairs")
         self._text = {"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]}
-        self._src = [np.asarray(ids, np.int32) for ids in tokenizer.encode_src(self._text["src"])]
+        sources = [task_prefix + s for s in self._text["src"]]
+        self._src = [np.asarray(ids, np.int32) for ids in tokenizer.encode_src(sources)]
         self._tgt = [np.asarray(ids, np.int32) for ids in tokenizer.encode_tgt(self._text["tgt"])]
         self.src_lengths = np.array([len(ids) for ids in self._src], np.int64)
         self.tgt_lengths = np.array([len(ids) for ids in self._tgt], np.int64)

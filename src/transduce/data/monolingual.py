@@ -30,6 +30,7 @@ from ..files import check_output_dir, output_dir
 from ..reading import read_json
 from .corpus import fingerprint, read_lines
 from .dataset import Batch
+from .spans import SENTINEL
 from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 1
@@ -48,11 +49,13 @@ def prepare_monolingual(
     threads: int = 2,
     force: bool = False,
     log=print,
+    sentinels: int = 0,
 ) -> dict:
     """Prepare ``out`` from one text file per split (plain or .gz, one line a sentence or
     paragraph).
 
-    Reuses ``out`` when the inputs and options are unchanged; returns the metadata.
+    Reuses ``out`` when the inputs and options are unchanged; returns the metadata. ``sentinels``:
+    that many ``<extra_id_N>`` pieces after ``<mask>``, for T5's span corruption.
     """
     out = Path(out)
     print_ = log or (lambda *a, **k: None)
@@ -75,6 +78,8 @@ def prepare_monolingual(
         "format": FORMAT_VERSION,
         "splits": sorted(files),
     }
+    if sentinels:  # (only then: the fingerprints of datasets prepared without hold)
+        options["sentinels"] = sentinels
     check_output_dir(out, "prepared dataset", list(files.values()))
     fp = fingerprint(list(files.values()), options)
     if (out / "meta.json").is_file() and not force:
@@ -90,8 +95,9 @@ def prepare_monolingual(
         sample = _sample(read_lines(files["train"], encoding_errors), vocab_sample)
         if not sample:
             raise DataError(f"{files['train']}: the training text has no non-empty lines")
+        names = [SENTINEL.format(n) for n in range(sentinels)]
         train_sentencepiece(
-            sample, tmp / "spm.model", vocab_size, model_type, threads, user_symbols=[MASK]
+            sample, tmp / "spm.model", vocab_size, model_type, threads, user_symbols=[MASK, *names]
         )
         del sample
         tokenizer = Tokenizer(tmp / "spm.model")
@@ -112,6 +118,7 @@ def prepare_monolingual(
                 "tgt": tokenizer.src.get_piece_size(),
             },
             "special_ids": {**SPECIAL_IDS, "mask_id": MASK_ID},
+            "sentinel_ids": [tokenizer.src.piece_to_id(name) for name in names],
             "fingerprint": fp,
             "splits": {},
             "inputs": {k: str(v) for k, v in files.items()},

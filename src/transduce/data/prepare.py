@@ -60,6 +60,9 @@ class PrepareOptions:
     # target a closed vocabulary of its brackets and placeholder, no length-ratio filter
     trees: bool = False
     tags: bool = False  # (trees) the part-of-speech tags in the target instead of the placeholder
+    # text put before every source sentence (T5's tasks: "translate English to German: "); the
+    # models trained on the data put it there too when they translate
+    task_prefix: str = ""
 
 
 # the share of a side's pieces unknown to a model's tokenizer above which prepare warns
@@ -94,6 +97,8 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
         for k, v in vars(o).items()
         if k not in ("chunk_lines", "threads", "train_prefix", "valid_prefix", "test_prefix")
     }
+    if not o.task_prefix:  # (only when given: the fingerprints of datasets prepared without hold)
+        shaping.pop("task_prefix")
     shaping["format"] = FORMAT_VERSION
     shaping["splits"] = sorted(files)
     print_ = log or (lambda *a, **k: None)
@@ -153,6 +158,8 @@ def _check_options(o: PrepareOptions) -> None:
     if o.src == o.tgt:
         raise DataError(f"--src and --tgt are both {o.src!r}; give the two languages' file "
                         "suffixes")
+    if any(c in o.task_prefix for c in "\n\r\t"):
+        raise DataError(f"--task-prefix {o.task_prefix!r}: one line of text, without tabs")
 
 
 def _missing_files(out: Path, meta: dict) -> list[str]:
@@ -295,6 +302,8 @@ def _encode_splits(
     start: float,
     n_lines: Optional[int],
 ) -> dict:
+    if o.task_prefix:
+        meta["task_prefix"] = o.task_prefix
     meta["tokenizer_fingerprint"] = tokenizer_fingerprint(
         {role: tmp / name for role, name in meta["spm"].items()}
     )

@@ -216,7 +216,7 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
                 tags: bool = False) -> Tree:
     """The tree a bracket sequence describes over ``words``: each placeholder becomes the
     preterminal ``(tag word)`` (``tags``: every token that is not a bracket is a word's tag), the
-    words in order, under a root without a label. A sequence that does not describe a tree over
+    words in order (``escape``d), under a root without a label. A sequence that does not describe a tree over
     exactly these words is an error saying where."""
     root = Tree("")
     stack, used = [root], 0
@@ -224,7 +224,7 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
         if is_word(token, tags):
             if used == len(words):
                 raise TreeError(f"token {k}: a placeholder past the sentence's {len(words)} words")
-            stack[-1].children.append(Tree(token if tags else tag, [words[used]]))
+            stack[-1].children.append(Tree(token if tags else tag, [escape(words[used])]))
             used += 1
         elif token.startswith("(") and len(token) > 1:
             node = Tree(token[1:])
@@ -244,6 +244,12 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
     if used != len(words):
         raise TreeError(f"{used} placeholders for {len(words)} words")
     return root
+
+
+def escape(word: str) -> str:
+    """A word as a leaf of Penn bracketing: its round brackets written ``-LRB-`` and ``-RRB-``, as
+    the treebank writes them (a bracket in a leaf would open or close a constituent)."""
+    return word.replace("(", "-LRB-").replace(")", "-RRB-")
 
 
 def tree_pairs(

@@ -22,6 +22,7 @@ from ..data import (
     load_tokenizer,
 )
 from ..data.dataset import EncodedPairs, dataset_fingerprint, tokenizer_files
+from ..data.spans import collate_spans, span_counts
 from ..data.tokenizer import named_languages
 from ..errors import TrainingError
 
@@ -76,10 +77,14 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
     """A model and a prepared dataset fit: the kind of text, vocabulary sizes and special ids agree.
     ``origin``: where the model comes from (see ``refusal``)."""
     kind = meta.get("kind", "parallel")
-    if config.architecture == "encoder-decoder" and kind != "parallel":
-        raise TrainingError(f"{data_dir} holds monolingual text, which an encoder-decoder cannot "
-                            "learn to translate: prepare parallel text, or train a language model "
-                            "on it (--preset gpt-small or bert-small)")
+    if config.architecture == "encoder-decoder" and kind != "parallel" and not meta.get(
+        "sentinel_ids"
+    ):
+        raise TrainingError(f"{data_dir} holds monolingual text without sentinel tokens: an "
+                            "encoder-decoder pretrains on monolingual text with T5's span "
+                            "corruption, which needs them (prepare it again with --sentinels "
+                            "100), or train a language model on it (--preset gpt-small or "
+                            "bert-small)")
     if config.architecture != "encoder-decoder" and kind != "monolingual":
         raise TrainingError(f"the {config.architecture} model is a language model and trains on "
                             f"monolingual text: {data_dir} holds parallel text; prepare one with "
@@ -161,7 +166,9 @@ class TrainingData:
         self.world_size, self.rank, self.log = world_size, rank, log
         self.meta = load_meta(data_dir)
         check_model_against_data(cfg, self.meta, data_dir, origin)
-        self.lm = cfg.architecture != "encoder-decoder"  # a language model on a token stream
+        # a token stream: a language model's text, or an encoder-decoder's for span corruption
+        self.lm = self.meta.get("kind") == "monolingual"
+        self.sentinels = self.meta.get("sentinel_ids", [])
         self.train_indices = None  # with train_max_len: the training pairs used
         if self.lm:
             self.train_set, self.valid_set, self.sampler = self._language_data()
@@ -194,9 +201,8 @@ class TrainingData:
             if self.lm:
                 raise TrainingError("--valid-extra: a second validation set is for translation "
                                     "models")
-            self.extra_set = EncodedPairs(
-                valid_extra, self.meta["src"], self.meta["tgt"], self.tokenizer
-            )
+            self.extra_set = EncodedPairs(valid_extra, self.meta["src"], self.meta["tgt"],
+                                          self.tokenizer, self.meta.get("task_prefix", ""))
             self.extra_name = Path(valid_extra).name
             check_lengths_against_model(cfg, {"--valid-extra": self.extra_set}, valid_extra)
 
@@ -210,6 +216,12 @@ class TrainingData:
         shifted = cfg.architecture == "decoder-only"
         train = TokenStream(data_dir, "train")
         valid = TokenStream(data_dir, "valid") if "valid" in self.meta["splits"] else None
+        if cfg.architecture == "encoder-decoder":
+            _, spans = span_counts(tc.block_size, tc.noise_density, tc.mean_span)
+            if spans > len(self.sentinels):
+                raise TrainingError(f"block_size={tc.block_size} makes {spans} spans a block, "
+                                    f"but {data_dir} has {len(self.sentinels)} sentinel tokens: "
+                                    "lower block_size, or prepare with more --sentinels")
         for name, stream in (("train", train), ("valid", valid)):
             if stream is not None and stream.num_blocks(tc.block_size, shifted) < (
                 self.world_size if name == "train" else 1
@@ -238,9 +250,12 @@ class TrainingData:
         if cfg.architecture == "decoder-only":
             return collate_next_token(data, indices, tc.block_size, cfg.pad_id)
         # the masks depend on (seed, epoch, batch): resume is exact
+        rng = np.random.default_rng([tc.seed, epoch, number, int(split is not None)])
         if cfg.architecture == "encoder-only":
-            rng = np.random.default_rng([tc.seed, epoch, number, int(split is not None)])
             return collate_masked(data, indices, tc.block_size, cfg, tc.mask_prob, rng)
+        if self.lm:  # T5's pretraining
+            return collate_spans(data, indices, tc.block_size, cfg, self.sentinels,
+                                 tc.noise_density, tc.mean_span, rng)
         if split is None and self.train_indices is not None:
             indices = self.train_indices[indices]  # positions among the short pairs -> in the split
         return collate(data, indices, cfg.pad_id, cfg.start_id, cfg.eos_id)

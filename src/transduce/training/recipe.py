@@ -80,9 +80,9 @@ def auto_schedule(
     train: TrainConfig, model: ModelConfig, data_dir: str, finetune: bool = False
 ) -> TrainConfig:
     """``auto``'s schedule scaled to the data in ``data_dir`` (``finetune``: ``finetune``'s)."""
-    from ..data import ParallelDataset, TokenBatchSampler, TokenStream
+    from ..data import ParallelDataset, TokenBatchSampler, TokenStream, load_meta
 
-    if model.architecture != "encoder-decoder":  # blocks of a token stream
+    if load_meta(data_dir).get("kind") == "monolingual":  # blocks of a token stream
         blocks = TokenStream(data_dir, "train").num_blocks(
             train.block_size, model.architecture == "decoder-only"
         )

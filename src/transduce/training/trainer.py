@@ -181,8 +181,11 @@ class Trainer:
 
     def checkpoint_info(self) -> dict:
         """What a checkpoint of this run says of it: the model, the languages, the tokenizer."""
-        return {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
+        info = {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
                 "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
+        if self.meta.get("task_prefix"):  # (translation puts it before every sentence too)
+            info["task_prefix"] = self.meta["task_prefix"]
+        return info
 
     def save(self) -> None:
         """A checkpoint of the run as it stands (atomic; the last ``keep_last`` are kept)."""
