@@ -216,8 +216,8 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
                 tags: bool = False) -> Tree:
     """The tree a bracket sequence describes over ``words``: each placeholder becomes the
     preterminal ``(tag word)`` (``tags``: every token that is not a bracket is a word's tag), the
-    words in order (``escape``d), under a root without a label. A sequence that does not describe a tree over
-    exactly these words is an error saying where."""
+    words in order (``escape``d), under a root without a label. A sequence that does not
+    describe a tree over exactly these words is an error saying where."""
     root = Tree("")
     stack, used = [root], 0
     for k, token in enumerate(target):

@@ -180,12 +180,10 @@ class Trainer:
     progress = property(lambda self: self.state.progress)
 
     def checkpoint_info(self) -> dict:
-        """What a checkpoint of this run says of it: the model, the languages, the tokenizer."""
-        info = {"model": self.cfg.to_dict(), "src": self.meta["src"], "tgt": self.meta["tgt"],
+        """What a checkpoint says of its run: model, languages, tokenizer, task prefix."""
+        keys = ("src", "tgt", "task_prefix")
+        return {"model": self.cfg.to_dict(), **{k: self.meta[k] for k in keys if k in self.meta},
                 "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
-        if self.meta.get("task_prefix"):  # (translation puts it before every sentence too)
-            info["task_prefix"] = self.meta["task_prefix"]
-        return info
 
     def save(self) -> None:
         """A checkpoint of the run as it stands (atomic; the last ``keep_last`` are kept)."""
