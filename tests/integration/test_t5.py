@@ -114,6 +114,11 @@ def test_a_task_prefix_goes_before_every_source_sentence(reverse_run, tmp_path):
     result = cli("translate", run, "--task-prefix", "word " * 300, input=sentence + "\n",
                  check=False)
     assert result.returncode == 2 and "no room is left" in result.stderr
+    result = cli("prepare", "--train-prefix", str(raw / "train"), "--src", "en", "--tgt", "de",
+                 "--vocab-size", "64", "--max-len", "20", "--task-prefix", "word " * 30,
+                 "--out", str(tmp_path / "long"), check=False)
+    assert result.returncode == 2 and "no sentence fits in --max-len 20" in result.stderr
+    assert not (tmp_path / "long").exists()
 
 
 @pytest.mark.parametrize("command, message", [

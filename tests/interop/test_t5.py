@@ -284,3 +284,32 @@ def test_export_refuses_what_t5_cannot_express(tmp_path):
                          ({"positional": "rope"}, "positional")]:
         with pytest.raises(TransduceError, match=f"{name}="):
             check_exportable(ModelConfig.preset("t5-tiny", vocab_size=50, **change))
+
+
+def test_an_imported_t5_fine_tunes_with_its_own_tokenizer_and_exports_back(imported, tmp_path):
+    """Hugging Face T5 -> transduce (prepare --tokenizer, train --init-from --recipe finetune) ->
+    Hugging Face, with a task prefix; the export gives the fine-tuned model's logits."""
+    from ..helpers import cli
+
+    folder, run = imported
+    for split, lines in (("train", TEXT[:160]), ("valid", TEXT[160:180])):
+        (tmp_path / f"{split}.en").write_text("".join(f"{x}\n" for x in lines))
+        (tmp_path / f"{split}.de").write_text("".join(f"{' '.join(x.split()[::-1])}\n"
+                                                      for x in lines))
+    cli("prepare", "--tokenizer", str(run), "--task-prefix", "reverse: ", "--train-prefix",
+        str(tmp_path / "train"), "--valid-prefix", str(tmp_path / "valid"), "--src", "en", "--tgt",
+        "de", "--out", str(tmp_path / "data"))
+    cli("train", str(tmp_path / "data"), "--init-from", str(run), "--recipe", "finetune",
+        "--max-steps", "6", "--quiet", "--out", str(tmp_path / "ft"))
+    last = sorted((tmp_path / "ft" / "checkpoints").iterdir())[-1]  # (random: best may be the first)
+    tuned = load(last, device="cpu")
+    assert tuned.task_prefix == "reverse: " and tuned.tokenizer.added  # the sentinels came along
+    before = load(run, device="cpu").model.state_dict()
+    assert any(not torch.equal(v, before[k]) for k, v in tuned.model.state_dict().items())
+    export_hf(last, tmp_path / "hf")
+    src, tgt = padded_batch(100)
+    tgt[:, 0] = 0
+    with torch.no_grad():
+        theirs = hf_model(tmp_path / "hf")(input_ids=src, attention_mask=(src != 0).long(),
+                                           decoder_input_ids=tgt).logits
+        torch.testing.assert_close(tuned.model(src, tgt), theirs, atol=1e-4, rtol=1e-4)

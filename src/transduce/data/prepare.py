@@ -190,6 +190,7 @@ def _copy_tokenizer(tmp: Path, borrowed: ModelTokenizer, o: PrepareOptions) -> d
         "tgt": "spm.model" if shared else f"spm.{o.tgt}.model",
         "vocab": "vocab.json",
         "tgt_vocab": f"vocab.{o.tgt}.json",
+        "added": "added_tokens.json",
     }
     names = {role: names[role] for role in borrowed.files}
     for role, name in names.items():
@@ -303,6 +304,11 @@ def _encode_splits(
     n_lines: Optional[int],
 ) -> dict:
     if o.task_prefix:
+        size = len(tokenizer.encode_src([o.task_prefix])[0])
+        if size >= o.max_len:
+            raise DataError(f"--task-prefix {o.task_prefix!r} has {size} tokens: with eos no "
+                            f"sentence fits in --max-len {o.max_len} (for a model's tokenizer: "
+                            "its positions) after it; shorten it")
         meta["task_prefix"] = o.task_prefix
     meta["tokenizer_fingerprint"] = tokenizer_fingerprint(
         {role: tmp / name for role, name in meta["spm"].items()}
