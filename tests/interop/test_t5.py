@@ -301,7 +301,7 @@ def test_an_imported_t5_fine_tunes_with_its_own_tokenizer_and_exports_back(impor
         "de", "--out", str(tmp_path / "data"))
     cli("train", str(tmp_path / "data"), "--init-from", str(run), "--recipe", "finetune",
         "--max-steps", "6", "--quiet", "--out", str(tmp_path / "ft"))
-    last = sorted((tmp_path / "ft" / "checkpoints").iterdir())[-1]  # (random: best may be the first)
+    last = sorted((tmp_path / "ft" / "checkpoints").iterdir())[-1]  # (best: maybe the first)
     tuned = load(last, device="cpu")
     assert tuned.task_prefix == "reverse: " and tuned.tokenizer.added  # the sentinels came along
     before = load(run, device="cpu").model.state_dict()
