@@ -313,3 +313,18 @@ def test_an_imported_t5_fine_tunes_with_its_own_tokenizer_and_exports_back(impor
         theirs = hf_model(tmp_path / "hf")(input_ids=src, attention_mask=(src != 0).long(),
                                            decoder_input_ids=tgt).logits
         torch.testing.assert_close(tuned.model(src, tgt), theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_hugging_face_to_transduce_to_hugging_face_gives_the_same_model(imported, tmp_path):
+    folder, run = imported
+    export_hf(run, tmp_path / "hf")
+    src, tgt = padded_batch(100)
+    tgt[:, 0] = 0
+    with torch.no_grad():
+        logits = [hf_model(f)(input_ids=src, attention_mask=(src != 0).long(),
+                              decoder_input_ids=tgt).logits for f in (folder, tmp_path / "hf")]
+    torch.testing.assert_close(logits[1], logits[0], atol=1e-5, rtol=1e-5)
+    tokenizers = [transformers.AutoTokenizer.from_pretrained(str(f))
+                  for f in (folder, tmp_path / "hf")]
+    line = "the quick <extra_id_0> fox jumps<extra_id_9>over"
+    assert tokenizers[1](line).input_ids == tokenizers[0](line).input_ids
