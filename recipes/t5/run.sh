@@ -22,27 +22,33 @@ zcat -f "$RAW/val.en.gz" "$RAW/val.de.gz" > "$WORK/mono.valid.txt"
 transduce prepare --monolingual --sentinels 100 --vocab-size 8000 \
   --train "$WORK/mono.train.txt" --valid "$WORK/mono.valid.txt" --out "$WORK/mono"
 resume() { [ -f "$1/config.json" ] && echo "--resume" || true; }
+# (fp32: at this size bf16 autocast trained slower on the CPUs we measured; docs/parsing.md)
 transduce train "$WORK/mono" --out "$RUNS/pretrained" --config recipes/t5/pretrain.toml \
-  --max-time "${MINUTES}m" $(resume "$RUNS/pretrained")
+  --precision fp32 --max-time "${MINUTES}m" $(resume "$RUNS/pretrained")
 # the first PAIRS pairs (sed reads to the end: head would cut zcat off, a pipe error)
 for lang in en de; do zcat -f "$RAW/train.$lang.gz" | sed -n "1,${PAIRS}p" > "$WORK/pairs.$lang"; done
 transduce prepare --tokenizer "$RUNS/pretrained" --task-prefix "translate English to German: " \
   --train-prefix "$WORK/pairs" --valid-prefix "$RAW/val" --test-prefix "$RAW/test_2016_flickr" \
   --src en --tgt de --out "$WORK/pairs"
 transduce train "$WORK/pairs" --out "$RUNS/finetuned" --init-from "$RUNS/pretrained" \
-  --config recipes/t5/finetune.toml --max-steps "$UPDATES" $(resume "$RUNS/finetuned")
+  --config recipes/t5/finetune.toml --precision fp32 --max-steps "$UPDATES" \
+  $(resume "$RUNS/finetuned")
 transduce train "$WORK/pairs" --out "$RUNS/scratch" --config recipes/t5/scratch.toml \
-  --max-steps "$UPDATES" $(resume "$RUNS/scratch")
+  --precision fp32 --max-steps "$UPDATES" $(resume "$RUNS/scratch")
 valid_bleu() {
   transduce evaluate "$1" --src "$RAW/val.en.gz" --ref "$RAW/val.de.gz" --json \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])'
 }
 better() { python3 -c "import sys; sys.exit(0 if $1 > $2 else 1)"; }
 for run in finetuned scratch; do
-  transduce average "$RUNS/$run" --last 3 --out "$RUNS/$run/avg3" > /dev/null
   last=$(ls -d "$RUNS/$run"/checkpoints/step_* | tail -n 1)
+  candidates="$last"
+  if [ "$(ls -d "$RUNS/$run"/checkpoints/step_* | wc -l)" -ge 3 ]; then
+    transduce average "$RUNS/$run" --last 3 --out "$RUNS/$run/avg3" > /dev/null
+    candidates="$last $RUNS/$run/avg3"
+  fi
   best=""; best_bleu=-1
-  for candidate in "$last" "$RUNS/$run/avg3"; do
+  for candidate in $candidates; do
     bleu=$(valid_bleu "$candidate")
     echo "$run: valid BLEU (beam 4), $candidate: $bleu"
     if better "$bleu" "$best_bleu"; then best=$candidate; best_bleu=$bleu; fi

@@ -227,3 +227,21 @@ def test_training_returns_freed_memory_to_the_system_as_it_goes(data, tmp_path, 
     _trainer(data, tmp_path / "run").train()
     assert len(calls) == STEPS // trainer_module.TRIM_EVERY
     assert isinstance(release_memory(), bool)  # (True with glibc; elsewhere nothing to do)
+
+
+def test_a_finished_run_resumed_does_not_validate_its_last_step_again(data, tmp_path, monkeypatch):
+    """Running a recipe again resumes its finished runs: their last step was validated (and saved)
+    already; a run stopped by a signal before its final validation still gets it."""
+    calls = []
+    real = Validation.validate
+
+    def counting(self, state):
+        calls.append(state.progress.step)
+        return real(self, state)
+
+    monkeypatch.setattr(Validation, "validate", counting)
+    _trainer(data, tmp_path / "run").train()
+    assert calls[-1] == STEPS
+    calls.clear()
+    _trainer(data, tmp_path / "run", resume=True).train()
+    assert calls == []

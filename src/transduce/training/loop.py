@@ -87,7 +87,7 @@ def finish(trainer, reason, signals) -> dict[str, Any]:
             reason
             and not reason.startswith(("interrupted", "terminated"))
             and tc.valid_every >= 0
-            and trainer.validation.validated_at != p.step
+            and p.validated_step != p.step
             and p.step > 0
         ):
             # the final weights always get their say for best/

@@ -55,6 +55,7 @@ class Progress:
     validations_since_best: int = 0
     skipped_updates: int = 0
     valid_seconds: float = 0.0  # time spent validating, over every process
+    validated_step: int = -1  # the step of the last validation (a finished run resumed skips it)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Progress":

@@ -35,7 +35,7 @@ class Validation:
         self.device, self.precision, self.dist = device, precision, dist
         self.folder, self.checkpoint_info = folder, checkpoint_info
         self.log, self.on_validate = log, on_validate
-        self.validated_at = -1  # the step of the last validation
+        # (the step of the last validation: ``Progress.validated_step``, saved with the run)
         self.stop_reason: Optional[str] = None  # what on_validate returned, if anything
 
     def track(self, state, scheduled: bool = True) -> None:
@@ -54,7 +54,7 @@ class Validation:
             and p.valid_seconds > tc.valid_share * p.elapsed
         ):
             return
-        self.validated_at = p.step
+        p.validated_step = p.step
         result = self.validate(state) if self.dist.is_main else None
         distributed.barrier(self.dist)
         if not self.dist.is_main:
