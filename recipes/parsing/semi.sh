@@ -5,7 +5,9 @@
 # UNLABELED: English text, one sentence a line, plain or .gz (default: Multi30k's English
 # training side, ../shared/data/multi30k/train.en.gz); SENTENCES of them are parsed greedily
 # (default 10000) and the KEEP share with the highest length-normalized log-probability is kept
-# (default 0.5). Run run.sh first: its parser makes the silver trees.
+# (default 0.5). Run run.sh first: the parser it chose makes the silver trees (FIRST_RUN: its run,
+# runs/craft-small by default; SILVER, DATA and RUN: where the silver trees, the new dataset and
+# the new run go).
 set -euo pipefail
 CRAFT=${1:-../shared/data/craft}
 MINUTES=${2:-55}
