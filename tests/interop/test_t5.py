@@ -328,3 +328,22 @@ def test_hugging_face_to_transduce_to_hugging_face_gives_the_same_model(imported
                   for f in (folder, tmp_path / "hf")]
     line = "the quick <extra_id_0> fox jumps<extra_id_9>over"
     assert tokenizers[1](line).input_ids == tokenizers[0](line).input_ids
+
+
+def test_an_mt5_folder_imports_as_t5(tmp_path):
+    """mT5 is T5 1.1's layout under another model_type (its vocabulary is larger, not different in
+    kind), and its class never rescales the decoder's output."""
+    folder = t5_folder(tmp_path / "hf", "1.1")
+    hf = json.loads((folder / "config.json").read_text())
+    hf = {**hf, "model_type": "mt5", "architectures": ["MT5ForConditionalGeneration"]}
+    (folder / "config.json").write_text(json.dumps(hf))
+    import_hf(folder, tmp_path / "run")
+    theirs = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(folder)).eval()
+    assert type(theirs).__name__ == "MT5ForConditionalGeneration"
+    src, tgt = padded_batch(100)
+    tgt[:, 0] = 0
+    with torch.no_grad():
+        expected = theirs(input_ids=src, attention_mask=(src != 0).long(),
+                          decoder_input_ids=tgt).logits
+        torch.testing.assert_close(load(tmp_path / "run", device="cpu").model(src, tgt), expected,
+                                   atol=1e-4, rtol=1e-4)

@@ -44,6 +44,8 @@ def config_from_t5(hf: dict, source: str, untied: bool) -> ModelConfig:
         if not isinstance(hf.get(key), int) or isinstance(hf[key], bool):
             raise TransduceError(f"{source}: {key} = {hf.get(key)!r} should be an integer")
     scale = hf.get("scale_decoder_outputs", hf.get("tie_word_embeddings", True) is not False)
+    if hf.get("model_type") == "mt5":  # (mT5's class never rescales: its checkpoints are T5 1.1's)
+        scale = False
     dropout = hf.get("dropout_rate", 0.1)
     pad = hf.get("pad_token_id", 0)
     try:
