@@ -39,7 +39,7 @@ def started_batcher(translator, **kwargs) -> ContinuousBatcher:
     return batcher
 
 
-def wait_for(condition, timeout: float = 60.0) -> None:
+def wait_for(condition, timeout: float = 300.0) -> None:  # (a guard against a hang only)
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
