@@ -126,11 +126,12 @@ class FastDecoder:
         self.precision = precision
         int8 = precision == "int8"
         device = model.output.weight.device
-        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (see
-        # ``TunedLinear``)
+        # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (``TunedLinear``)
         self.bf16 = precision == "bf16" and device.type == "cpu"
         self.heads, self.head_dim = c.n_heads, c.d_k
         self.pre = c.norm_position == "pre"
+        # ALiBi's or the relative buckets' bias of every distance a step can meet, once: (H, P)
+        source = model.alibi or model.decoder_relative
         with torch.no_grad():
             self.layers = [_Layer(layer, c, int8, self.bf16) for layer in model.decoder]
             self.final_norm = (
@@ -146,24 +147,22 @@ class FastDecoder:
                 )
                 for d in denses:
                     d.float_candidates = small
+            self.distance_bias = None if source is None else source.by_distance(
+                torch.arange(c.max_positions, device=device))
         embed = model.tgt_embed
         self.embed_weight = embed.tokens.weight.detach()
         self.embed_scale = embed.scale
         self.positions = (embed.table if embed.kind in ("sinusoidal", "sinusoidal_concat") else
                           embed.learned.weight.detach() if embed.kind == "learned" else None)
         self.rotary = model.rotary
-        self.distance_bias = model.alibi or model.decoder_relative  # a bias by distance, or None
         self.output_scale = c.d_model**-0.5 if c.scale_output else None
         # every layer's encoder-decoder keys and values in one product, once per sentence (fp32 at
         # every precision, as the model's own projections)
         projections = [layer.cross_attn.kv for layer in model.decoder]
         with torch.no_grad():
             weight = torch.cat([m.weight.detach() for m in projections])  # (layers * 2 * H * Dh, D)
-            bias = (
-                None
-                if projections[0].bias is None
-                else torch.cat([m.bias.detach() for m in projections])
-            )
+            bias = None if projections[0].bias is None else torch.cat(
+                [m.bias.detach() for m in projections])
         self.cross_kv = TunedLinear(weight, bias)
 
     def denses(self) -> list[TunedLinear]:
@@ -281,8 +280,9 @@ class FastDecoder:
         one ``(N*H, 1, keys)``, or None: ALiBi's distances and ``_hidden``'s slots."""
         keys = torch.arange(first, length, device=x.device)  # the slots of the attended keys
         bias = self._hidden(x, t, keys, starts)
-        if self.distance_bias is not None:  # ALiBi's or the relative buckets', (H, 1, keys)
-            distances = self.distance_bias.by_distance(t - keys).to(x.dtype)[:, None]
+        if self.distance_bias is not None:  # (H, 1, keys); keys past t are hidden anyway
+            seen = (t - keys).clamp(0, self.distance_bias.size(1) - 1)
+            distances = self.distance_bias[:, seen].to(x.dtype)[:, None]
             bias = distances if bias is None else bias + distances
         if bias is None:
             return None
