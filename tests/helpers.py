@@ -52,6 +52,18 @@ def prepare_reverse_task(folder: Path, valid: bool = True, vocab_size: int = 64,
     return out
 
 
+def write_counting(root: Path, n_train: int) -> dict:
+    """The built-in counting text as ``root/train.txt`` and ``root/valid.txt`` (100 lines), one
+    count a line; returns the splits (start, length) as ``counting_splits`` gives them."""
+    from transduce.demo.counting import counting_line, counting_splits
+
+    splits = counting_splits(n_train, 100, 100, seed=1)
+    for split in ("train", "valid"):
+        (root / f"{split}.txt").write_text(
+            "".join(counting_line(s, n) + "\n" for s, n in splits[split]))
+    return splits
+
+
 def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: bool = False,
         env=None) -> subprocess.CompletedProcess:
     """Run ``transduce ARGS`` (in this process, or in a fresh one) and return what it did."""

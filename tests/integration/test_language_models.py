@@ -11,11 +11,10 @@ from safetensors.torch import load_file
 from transduce.cli.demo import next_number_accuracy
 from transduce.config import DecodeConfig
 from transduce.data import TokenStream, collate_masked
-from transduce.demo.counting import counting_line, counting_splits
 from transduce.demo.numbers import english
 from transduce.lm import LanguageModel
 
-from ..helpers import cli
+from ..helpers import cli, write_counting
 
 FAST = [
     "--threads",
@@ -47,11 +46,7 @@ FAST = [
 @pytest.fixture(scope="module")
 def counting(tmp_path_factory):
     root = tmp_path_factory.mktemp("counting")
-    splits = counting_splits(3000, 100, 100, seed=1)
-    for split in ("train", "valid"):
-        (root / f"{split}.txt").write_text(
-            "".join(counting_line(s, n) + "\n" for s, n in splits[split])
-        )
+    splits = write_counting(root, 3000)
     cli(
         "prepare",
         "--monolingual",

@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 
 from transduce import load
 from transduce.data import TokenStream
+from transduce.data.corpus import read_lines
 from transduce.data.spans import collate_spans
-from transduce.demo.counting import counting_line, counting_splits
 from transduce.demo.numbers import english
 
-from ..helpers import cli
+from ..helpers import cli, write_counting
 
 FAST = ["--threads", "1", "--quiet", "--precision", "fp32", "--max-tokens", "2048", "--recipe",
         "paper", "--set", "dropout=0", "--set", "attention_dropout=0", "--set",
@@ -28,10 +28,7 @@ FAST = ["--threads", "1", "--quiet", "--precision", "fp32", "--max-tokens", "204
 @pytest.fixture(scope="module")
 def counting(tmp_path_factory):
     root = tmp_path_factory.mktemp("t5-counting")
-    splits = counting_splits(2000, 100, 100, seed=1)
-    for split in ("train", "valid"):
-        (root / f"{split}.txt").write_text(
-            "".join(counting_line(s, n) + "\n" for s, n in splits[split]))
+    write_counting(root, 2000)
     cli("prepare", "--monolingual", "--train", str(root / "train.txt"), "--valid",
         str(root / "valid.txt"), "--out", str(root / "data"), "--vocab-size", "200", "--threads",
         "1", "--sentinels", "20")
@@ -99,7 +96,7 @@ def test_a_task_prefix_goes_before_every_source_sentence(reverse_run, tmp_path):
         "--max-steps", "2", "--quiet")
     translator = load(tmp_path / "run", device="cpu")
     assert translator.task_prefix == prefix
-    sentence = (raw / "valid.en").read_text().splitlines()[0]
+    sentence = next(iter(read_lines(raw / "valid.en")))
     with_prefix = translator.tokenizer.encode_src([prefix + sentence])[0]
     assert translator.encode([sentence]) == [with_prefix]
     # the prepared validation ids are the same: the sentences with the prefix

@@ -121,16 +121,23 @@ def export_ctranslate2(
         _TransduceConverter().convert(str(staging), quantization=quantization, force=True)
         for path in set(paths[k] for k in ("src", "tgt")):
             shutil.copyfile(path, staging / path.name)
-        for item in staging.iterdir():
-            os.replace(item, tmp / item.name)
-        staging.rmdir()
+        _unstage(staging)
     return Path(out)
+
+
+def _unstage(staging: Path) -> None:
+    """The converter's output moved up into the export folder (the converter writes a folder of
+    its own, which must not exist yet)."""
+    for item in staging.iterdir():
+        os.replace(item, staging.parent / item.name)
+    staging.rmdir()
 
 
 def _export_t5(folder: Path, out: str | Path, quantization: str | None) -> Path:
     """A T5 model through its Hugging Face export and CTranslate2's own T5 converter (which
     expresses the relative buckets, RMS norms and gated feed-forward networks the spec route
-    above does not build), with spiece.model and the sentinels beside it for tokenizing."""
+    above does not build), with spiece.model beside it for tokenizing (the sentinels are in the
+    vocabulary CTranslate2 takes from the exported tokenizer)."""
     import tempfile
 
     from ctranslate2.converters import TransformersConverter
@@ -143,8 +150,6 @@ def _export_t5(folder: Path, out: str | Path, quantization: str | None) -> Path:
             staging = tmp / "ct2"
             TransformersConverter(str(hf)).convert(str(staging), quantization=quantization,
                                                    force=True)
-            for item in staging.iterdir():
-                os.replace(item, tmp / item.name)
-            staging.rmdir()
-            shutil.copyfile(hf / "spiece.model", tmp / "spiece.model")
+            shutil.copyfile(hf / "spiece.model", staging / "spiece.model")
+            _unstage(staging)
     return Path(out)
