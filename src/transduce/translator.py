@@ -181,9 +181,7 @@ class Translator:
 
         ``numbers`` are the lines' numbers in the user's input, for messages (default 1, 2, ...).
         """
-        if self.task_prefix:
-            lines = [self.task_prefix + line for line in lines]
-        ids = self.tokenizer.encode_src(lines)
+        ids = self.source_ids(lines)
         limit = self.max_source_tokens
         for n, row in enumerate(ids):
             if len(row) > limit:
@@ -196,6 +194,13 @@ class Translator:
                 warnings.warn(message + "; it is truncated", stacklevel=2)
                 ids[n] = row[:limit]
         return ids
+
+    def source_ids(self, lines: Sequence[str]) -> list[list[int]]:
+        """The source ids of ``lines``, each with the task prefix before it (lengths unchecked:
+        ``encode`` checks them, the server answers its own error)."""
+        if self.task_prefix:
+            lines = [self.task_prefix + line for line in lines]
+        return self.tokenizer.encode_src(lines)
 
     def output_room(self, ids: Sequence[int], decode: DecodeConfig) -> int:
         """The most output tokens (eos included) search allows a source of ``ids`` (without eos):

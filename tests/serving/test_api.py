@@ -64,6 +64,18 @@ def test_translations_equal_transduce_translate(translator, served_run):
         assert answer["hypotheses"][1] == [] and len(answer["hypotheses"][0]) == 3
 
 
+def test_the_model_s_task_prefix_goes_before_each_sentence(served_run):
+    """A model trained with ``prepare --task-prefix`` is served as it translates: the prefix
+    before every sentence."""
+    prefixed = load(served_run)
+    prefixed.task_prefix = "red blue "
+    with client_for(prefixed) as client:
+        answer = client.post("/v1/translate", json={"text": SENTENCES}).json()["translations"]
+    assert answer == prefixed.translate(SENTENCES)
+    prefixed.task_prefix = ""
+    assert answer != prefixed.translate(SENTENCES)
+
+
 def test_attention_is_each_sentences_own_cross_attention(translator):
     """Sentences of different lengths share a batch; each gets the weights a single-sentence
     teacher-forced pass over its own output gives, cut to its own pieces."""

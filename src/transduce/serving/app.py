@@ -242,7 +242,7 @@ def create_app(
         ask = parse_request(await request.body())
         search = check_request(ask, settings, decode)
         todo = [i for i, line in enumerate(ask.text) if line.strip()]
-        sources = tokenizer.encode_src([ask.text[i] for i in todo])
+        sources = translator.source_ids([ask.text[i] for i in todo])
         for i, ids in zip(todo, sources):
             if len(ids) > translator.max_source_tokens:
                 raise ApiError(413, f"text[{i}] is {len(ids)} tokens long, more than the model's "
