@@ -21,10 +21,11 @@ from pathlib import Path
 import torch
 
 from ..config import ModelConfig
+from ..data.spans import SENTINEL
 from ..errors import TransduceError
 
 ACTIVATIONS = {"relu": "relu", "gated-gelu": "geglu"}
-SENTINEL = re.compile(r"<extra_id_(\d+)>")
+SENTINEL_PATTERN = re.compile(r"<extra_id_\d+>")  # (data.spans.SENTINEL's names)
 
 
 def config_from_t5(hf: dict, source: str, untied: bool) -> ModelConfig:
@@ -221,14 +222,14 @@ def sentinels(folder: Path, pieces: int) -> dict[str, int]:
     if path.is_file():
         added = read_json(path).get("added_tokens", [])
         found = {t["content"]: int(t["id"]) for t in added
-                 if isinstance(t, dict) and SENTINEL.fullmatch(str(t.get("content", "")))}
+                 if isinstance(t, dict) and SENTINEL_PATTERN.fullmatch(str(t.get("content", "")))}
         if found:
             return found
     config = folder / "tokenizer_config.json"
     extra = read_json(config).get("extra_ids", 100) if config.is_file() else 100
     if not isinstance(extra, int) or extra < 0:
         raise TransduceError(f"{config}: extra_ids = {extra!r} should be a count")
-    return {f"<extra_id_{n}>": pieces + extra - 1 - n for n in range(extra)}
+    return {SENTINEL.format(n): pieces + extra - 1 - n for n in range(extra)}
 
 
 def write_sentinels(found: dict[str, int], path: Path) -> None:
