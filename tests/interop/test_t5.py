@@ -347,3 +347,10 @@ def test_an_mt5_folder_imports_as_t5(tmp_path):
                           decoder_input_ids=tgt).logits
         torch.testing.assert_close(load(tmp_path / "run", device="cpu").model(src, tgt), expected,
                                    atol=1e-4, rtol=1e-4)
+
+
+def test_an_id_of_the_rows_a_model_pads_its_vocabulary_with_decodes_as_unknown(imported):
+    """T5 models have more rows than tokens (t5-small: 32,128 for 32,100): a search may write one."""
+    tokenizer = load(imported[1], device="cpu").tokenizer
+    ids = tokenizer.encode_src(["the quick fox"])[0]
+    assert tokenizer.decode_tgt(ids + [111]) == tokenizer.decode_tgt(ids + [2])

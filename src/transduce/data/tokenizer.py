@@ -150,8 +150,9 @@ class Tokenizer:
     def decode_tgt(self, ids: Sequence[int]) -> str:
         if self.added and any(int(i) in self._added_inverse for i in ids):
             return self._decode_added(ids)
-        if self._tgt_inverse is None:
-            return self.tgt.decode(list(ids))
+        if self._tgt_inverse is None:  # (an id past the pieces, a row a model pads with: unknown)
+            size = self.tgt.get_piece_size()
+            return self.tgt.decode([i if 0 <= i < size else self.unk_id for i in map(int, ids)])
         return self.tgt.decode_pieces([self._tgt_inverse.get(int(i), "<unk>") for i in ids])
 
     def _decode_added(self, ids: Sequence[int]) -> str:
