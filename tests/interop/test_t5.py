@@ -350,7 +350,7 @@ def test_an_mt5_folder_imports_as_t5(tmp_path):
 
 
 def test_an_id_of_the_rows_a_model_pads_its_vocabulary_with_decodes_as_unknown(imported):
-    """T5 models have more rows than tokens (t5-small: 32,128 for 32,100): a search may write one."""
+    """T5 has more rows than tokens (t5-small: 32,128 for 32,100): a search may write one."""
     tokenizer = load(imported[1], device="cpu").tokenizer
     ids = tokenizer.encode_src(["the quick fox"])[0]
     assert tokenizer.decode_tgt(ids + [111]) == tokenizer.decode_tgt(ids + [2])
