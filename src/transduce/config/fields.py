@@ -38,7 +38,9 @@ class ConfigMixin:
     """JSON round trips and checked overrides shared by the config dataclasses."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[arg-type]
+        """The fields as JSON would give them back (a tuple as a list)."""
+        data = dataclasses.asdict(self)  # type: ignore[arg-type]
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)

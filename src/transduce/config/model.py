@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
+from .inputs import check_inputs
 from .fields import ConfigMixin, check_numbers, choice, unknown_key_error
 from .presets import PRESETS
 
@@ -22,6 +23,8 @@ TYINGS = ("none", "decoder", "embeddings", "all")
 INITS = ("paper", "t5")
 ATTENTION_SCALES = ("sqrt_dk", "none")
 FFNS = ("dense", "moe")
+INPUTS = ("tokens", "image")
+POOLINGS = ("cls", "mean")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 MAX_LAYERS = 1024  # per stack
 MAX_EXPERTS = 4096  # per layer
@@ -100,6 +103,17 @@ class ModelConfig(ConfigMixin):
         moe_aux_weight: the weight of the router's load-balancing loss in training (Switch's:
             E * sum_e f_e * P_e, f_e the share of routing choices and P_e the mean router
             probability of expert e; 0.01).
+        input: what the encoder reads: "tokens" (ids, the paper) or "image" (the Vision
+            Transformer, Dosovitskiy et al. 2021: pixels cut into patches, ``model.inputs``).
+        image_size, patch_size, channels: with input="image", square images of image_size pixels
+            (a multiple of patch_size) and that many channels, cut into patches of patch_size x
+            patch_size: (image_size / patch_size)^2 positions, plus [CLS].
+        image_mean, image_std: per channel, the normalization of pixels scaled to 0-1 (ViT's 0.5).
+        classes: 0 (a sequence model) or C: an encoder-only classifier, whose output is the C
+            classes' logits from one pooled vector per input (``pooling``), not a token per
+            position; the output has its own weights and a bias (output_bias).
+        pooling: the classifier's vector: "cls" (a learned [CLS] position first, ViT's and BERT's)
+            or "mean" (the mean of the encoder's outputs).
     """
 
     architecture: str = field(default="encoder-decoder", metadata={"choices": ARCHITECTURES})
@@ -143,6 +157,14 @@ class ModelConfig(ConfigMixin):
     moe_experts: int = 8
     moe_top_k: int = 2
     moe_aux_weight: float = 0.01
+    input: str = field(default="tokens", metadata={"choices": INPUTS})
+    image_size: int = 224
+    patch_size: int = 16
+    channels: int = 3
+    image_mean: tuple = (0.5, 0.5, 0.5)
+    image_std: tuple = (0.5, 0.5, 0.5)
+    classes: int = 0
+    pooling: str = field(default="cls", metadata={"choices": POOLINGS})
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -178,7 +200,8 @@ class ModelConfig(ConfigMixin):
         if self.attention_window < 0:
             raise ValueError("attention_window must be 0 (off) or a number of positions, got "
                              f"{self.attention_window}")
-        if self.architecture == "encoder-only" and self.mask_id is None:
+        check_inputs(self)
+        if self.architecture == "encoder-only" and self.mask_id is None and not self.classes:
             raise ValueError("an encoder-only (masked language) model needs mask_id, the id of "
                              "its <mask> token")
         if self.head_dim is None and self.d_model % self.n_heads:
@@ -218,10 +241,20 @@ class ModelConfig(ConfigMixin):
         }
         if self.mask_id is not None:
             specials["mask_id"] = self.mask_id
-        for name, value in specials.items():
+        for name, value in specials.items() if self.input == "tokens" else ():
             if not 0 <= value < min(self.vocab_size, self.target_vocab_size):
                 raise ValueError(f"{name}={value} is outside the vocabulary (size "
                                  f"{self.vocab_size})")
+
+    @property
+    def num_patches(self) -> int:
+        """An image input's patches (its positions, without [CLS])."""
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def output_size(self) -> int:
+        """The width of the output: the classes of a classifier, else the target vocabulary."""
+        return self.classes or self.target_vocab_size
 
     @property
     def has_encoder(self) -> bool:
@@ -259,6 +292,8 @@ class ModelConfig(ConfigMixin):
         ]
         if self.positional == "relative":
             return "positional='relative'"
+        if self.input != "tokens" or self.classes:
+            return f"input={self.input!r}, classes={self.classes}"
         for name, paper in checks:
             if getattr(self, name) != paper and not (
                 name == "n_kv_heads" and self.kv_heads == self.n_heads
@@ -287,13 +322,18 @@ class ModelConfig(ConfigMixin):
         positions = self.max_positions * D * (2 if self.positional == "learned" else 1)
         if self.positional == "relative":  # a bucket table per stack
             positions = 2 * self.relative_buckets * self.n_heads
+        if self.input == "image":  # the patches' projection, [CLS] and positions; no tokens
+            embeddings = (self.channels * self.patch_size**2 + 1) * D
+            positions = (self.num_patches + 1) * D
+        if self.classes:
+            output = self.classes * D
         return (
             self.encoder_layers * layer
             + self.decoder_layers * (layer + cross)
             + embeddings
             + output
             + positions
-            + self.target_vocab_size
+            + self.output_size
         )
 
     @property
@@ -328,3 +368,4 @@ class ModelConfig(ConfigMixin):
 def _divisor_near(d_model: int, heads: int) -> int:
     divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
     return min(divisors, key=lambda h: abs(h - heads))
+

@@ -141,3 +141,46 @@ PRESETS.update(
         },
     }
 )
+
+# The Vision Transformer (Dosovitskiy et al. 2021) keeps the encoder and reads an image: its
+# patches through a linear map, a learned [CLS] vector first and learned positions; pre-LN and GELU
+# as ViT-B/16, a classifier on [CLS]'s final vector. (classes: ImageNet's 1,000.)
+_VIT = {
+    "architecture": "encoder-only",
+    "decoder_layers": 0,
+    "input": "image",
+    "norm_position": "pre",
+    "norm_eps": 1e-12,
+    "positional": "learned",
+    "activation": "gelu",
+    "tying": "none",
+    "output_bias": True,
+    "pooling": "cls",
+    "dropout": 0.0,
+    "image_size": 224,
+    "patch_size": 16,
+    "channels": 3,
+    "classes": 1000,
+    "max_positions": 197,
+}
+PRESETS.update(
+    {
+        # small enough to train on MNIST's 28x28 digits on a CPU: 7x7 patches of 4x4 pixels
+        "vit-tiny": {
+            **_VIT,
+            "encoder_layers": 6,
+            "d_model": 128,
+            "n_heads": 4,
+            "d_ff": 256,
+            "image_size": 28,
+            "patch_size": 4,
+            "channels": 1,
+            "image_mean": (0.5,),
+            "image_std": (0.5,),
+            "classes": 10,
+            "max_positions": 50,
+        },
+        "vit-ti16": {**_VIT, "encoder_layers": 12, "d_model": 192, "n_heads": 3, "d_ff": 768},
+        "vit-b16": {**_VIT, "encoder_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 3072},
+    }
+)

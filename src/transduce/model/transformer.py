@@ -17,8 +17,9 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from .cache import DecoderCache, LayerCache
 from .feed_forward import MixtureOfExperts, make_norm
+from .inputs import make_front_end, pool
 from .layers import DecoderLayer, EncoderLayer
-from .masks import local_mask, padding_mask
+from .masks import local_mask
 from .positions import ALiBi, Embeddings, RelativeBuckets, Rotary
 
 
@@ -52,13 +53,15 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         c = config
-        tokens = nn.Embedding(c.vocab_size, c.d_model)  # the source's, or the only one
+        # the source's, or the only one (an image has none)
+        tokens = nn.Embedding(c.vocab_size, c.d_model) if c.input == "tokens" else None
         tgt_tokens = (
             tokens
             if c.tying in ("all", "embeddings") or not c.has_encoder
             else nn.Embedding(c.target_vocab_size, c.d_model)
         )
-        self.src_embed = Embeddings(c, tokens) if c.has_encoder else None
+        # what the encoder reads: token ids, or an image's patches (model.inputs)
+        self.src_embed = make_front_end(c, tokens) if c.has_encoder else None
         self.tgt_embed = Embeddings(c, tgt_tokens) if c.has_decoder else None
         self.encoder = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
         cross = c.has_encoder
@@ -67,8 +70,8 @@ class Transformer(nn.Module):
         pre = c.norm_position == "pre"
         self.encoder_norm = make_norm(c) if pre and c.has_encoder else None
         self.decoder_norm = make_norm(c) if pre and c.has_decoder else None
-        self.output = nn.Linear(c.d_model, c.target_vocab_size, bias=False)
-        self.output_bias = nn.Parameter(torch.zeros(c.target_vocab_size)) if c.output_bias else None
+        self.output = nn.Linear(c.d_model, c.output_size, bias=False)
+        self.output_bias = nn.Parameter(torch.zeros(c.output_size)) if c.output_bias else None
         self.output_transform = OutputTransform(c) if c.output_transform else None
         self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
@@ -95,14 +98,15 @@ class Transformer(nn.Module):
     # --- encoder -------------------------------------------------------------------------------
 
     def encode(self, src: Tensor, need_weights: bool = False):
-        """``src (B, S)`` token ids -> encoder output ``(B, S, D)`` (and per-layer weights if
-        asked)."""
-        mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
-        S = src.size(1)
-        if self.config.attention_window:
-            mask = mask & local_mask(S, S, self.config.attention_window, False, device=src.device)
-        bias = self.position_bias("encoder", S, S)
+        """``src`` (token ids ``(B, S)``, or images) -> encoder output ``(B, S, D)`` (and per-layer
+        weights if asked)."""
         x = self.src_embed(src)  # (B, S, D)
+        mask = self.src_embed.mask(src)  # (B, 1, 1, S), or None: every position is real
+        S = x.size(1)
+        if self.config.attention_window:
+            local = local_mask(S, S, self.config.attention_window, False, device=x.device)
+            mask = local if mask is None else mask & local
+        bias = self.position_bias("encoder", S, S)
         weights = []
         for layer in self.encoder:
             x, w = layer(x, mask, self.rotary, bias, need_weights)
@@ -136,6 +140,13 @@ class Transformer(nn.Module):
         Indices computed on the host avoid the device sync a boolean mask costs on a GPU.
         """
         c = self.config
+        if c.classes:  # one vector per input -> (B, 1, classes)
+            x, enc_w = (
+                self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
+            )
+            x = pool(x, c.pooling, self.src_embed.mask(src))
+            logits = self._project(_select(x, select), norm=None)
+            return (logits, Attention(enc_w, [], [])) if need_weights else logits
         if c.architecture == "encoder-only":
             x, enc_w = (
                 self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
@@ -150,7 +161,7 @@ class Transformer(nn.Module):
             memory, enc_w = (
                 self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
             )
-            memory_mask = padding_mask(src, c.pad_id)
+            memory_mask = self.src_embed.mask(src)
         else:
             memory, enc_w, memory_mask = None, [], None
         T = tgt_in.size(1)
@@ -196,7 +207,7 @@ class Transformer(nn.Module):
             layers.append(
                 LayerCache(empty, torch.empty_like(empty), k, v, window=c.attention_window)
             )
-        return DecoderCache(layers, padding_mask(src, c.pad_id) if c.has_encoder else None, beam)
+        return DecoderCache(layers, self.src_embed.mask(src) if c.has_encoder else None, beam)
 
     def decode(self, tokens: Tensor, cache: DecoderCache, need_weights: bool = False):
         """Incremental decoding: ``tokens (N, T)`` continue the hypotheses in ``cache``.
@@ -353,7 +364,7 @@ def t5_init(model: nn.Module) -> None:
         if table is not None:
             normal(table.buckets.weight, D**-0.5)
     for embed in (model.src_embed, model.tgt_embed):
-        if embed is not None:
+        if isinstance(embed, Embeddings):
             normal(embed.tokens.weight, 1.0)
             if embed.kind == "learned":
                 normal(embed.learned.weight, D**-0.5)
