@@ -38,6 +38,17 @@ def add_parser(sub) -> None:
     p.add_argument("--sentinels", type=number(int, 0, 10_000), default=0,
                    help="with --monolingual: that many sentinel pieces <extra_id_0> ... in the "
                         "vocabulary, for T5's span corruption (T5: 100; default 0)")
+    p.add_argument("--images", metavar="DIR",
+                   help="images for a classifier (the Vision Transformer): DIR holds one folder "
+                        "per class, named by its label, with the class's images")
+    p.add_argument("--valid-images", metavar="DIR", help="with --images: the validation images, "
+                                                         "in class folders as DIR")
+    p.add_argument("--hold-out", type=number(int, 1, 10**9), metavar="N",
+                   help="with --images and no --valid-images: N training images drawn at random "
+                        "(seeded, the same every time) as the validation split")
+    p.add_argument("--image-size", type=number(int, 1, 65536), metavar="N",
+                   help="with --images: resize every image to N x N pixels (Pillow's bicubic "
+                        "filter); default: keep the size, which every image must share")
     p.add_argument("--out", required=True, help="the prepared dataset's folder")
     p.add_argument("--tokenizer", metavar="MODEL",
                    help="encode with the tokenizer of this run or checkpoint (one trained here or "
@@ -81,6 +92,8 @@ def run(args) -> int:
     from ..data.prepare import PrepareOptions, prepare
     from ..errors import TransduceError
 
+    if args.images or args.valid_images or args.hold_out or args.image_size:
+        return _images(args)
     vocabulary = [
         flag
         for flag, value in (
@@ -212,4 +225,31 @@ def _monolingual(args) -> int:
     print(f"prepared {args.out}: monolingual, vocabulary {meta['vocab_size']['src']} (with "
           f"<mask>{extra}), splits "
           + ", ".join(f"{k} {v['tokens']:,} tokens" for k, v in meta["splits"].items()))
+    return 0
+
+
+def _images(args) -> int:
+    from ..data.images import prepare_images
+    from ..errors import TransduceError
+
+    text = [flag for flag, value in (
+        ("--train-prefix", args.train_prefix), ("--valid-prefix", args.valid_prefix),
+        ("--test-prefix", args.test_prefix), ("--src", args.src), ("--tgt", args.tgt),
+        ("--trees", args.trees), ("--monolingual", args.monolingual), ("--train", args.train),
+        ("--valid", args.valid), ("--tokenizer", args.tokenizer), ("--vocab-size", args.vocab_size),
+        ("--task-prefix", args.task_prefix), ("--sentinels", args.sentinels)) if value]
+    if text:
+        raise TransduceError(f"--images prepares images: {', '.join(text)} belong to text; leave "
+                             f"{'them' if len(text) > 1 else 'it'} out")
+    if not args.images:
+        raise TransduceError("--valid-images, --hold-out and --image-size go with --images DIR "
+                             "(the training images, one folder per class)")
+    if args.valid_images and args.hold_out:
+        raise TransduceError("give --valid-images DIR or --hold-out N for the validation split, "
+                             "not both")
+    meta = prepare_images(args.images, args.out, args.valid_images, args.hold_out or 0,
+                          args.image_size, force=args.force)
+    print(f"prepared {args.out}: {len(meta['classes'])} classes, {meta['channels']} channel(s) of "
+          f"{meta['image_size']}x{meta['image_size']} pixels, splits "
+          + ", ".join(f"{k} {v['images']:,} images" for k, v in meta["splits"].items()))
     return 0

@@ -126,7 +126,14 @@ def _read_toml(path: str) -> dict:
         raise TransduceError(f"--config {path}: not valid TOML ({error})") from None
 
 
-def _data_fields(meta: dict) -> dict:
+def _data_fields(meta: dict, preset: str) -> dict:
+    if meta.get("kind") == "images":  # the classes and shape of the images; positions to fit
+        patch = ModelConfig.preset(preset).patch_size
+        size = meta["image_size"]
+        fields = dict(classes=len(meta["classes"]), channels=meta["channels"], image_size=size)
+        if size % patch == 0:
+            fields["max_positions"] = (size // patch) ** 2 + 1
+        return fields
     vocab = meta["vocab_size"]
     fields = dict(vocab_size=vocab["src"], tgt_vocab_size=None if meta["joint"] else vocab["tgt"],
                   **meta["special_ids"])
@@ -183,8 +190,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
         model = ModelConfig.from_dict(start.info["model"])
         train = TrainConfig(label_smoothing=start.label_smoothing)
     else:
-        preset = preset or ("gpt-small" if meta.get("kind") == "monolingual" else "base")
-        model = ModelConfig.preset(preset, **_data_fields(meta))
+        preset = preset or {"monolingual": "gpt-small", "images": "vit-tiny"}.get(meta.get("kind"),
+                                                                                 "base")
+        model = ModelConfig.preset(preset, **_data_fields(meta, preset))
         train = TrainConfig()
     model = model.with_overrides(toml.get("model", {}))
     train = train.with_overrides(toml.get("train", {}))
@@ -324,6 +332,8 @@ def run(args) -> int:
         + (
             f"{len(trainer.train_set):,} tokens in blocks of {trainer.tc.block_size}"
             if trainer.lm
+            else f"{len(trainer.train_set):,} images"
+            if trainer.data.images
             else f"{len(_train_pairs(trainer)):,} pairs"
         )
         + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}"
@@ -339,47 +349,12 @@ def run(args) -> int:
         )
     )
     trainer.train()
-    trainer.log(next_commands(args.out, args.data_dir, meta, model_config.architecture))
+    from .next_steps import next_commands
+
+    trainer.log(next_commands(args.out, args.data_dir, meta, model_config))
     return 0
 
 
 def _train_pairs(trainer):
     """The training pairs a run draws from (the indices it kept, or the whole set)."""
     return trainer.train_indices if trainer.train_indices is not None else trainer.train_set
-
-
-def next_commands(run, data_dir, meta: dict, architecture: str = "encoder-decoder") -> str:
-    """What to run with what was trained, as the demo ends (the prepared test split, if any)."""
-    if architecture == "decoder-only":
-        return f"next: transduce generate {run} --prompt \"...\""
-    if architecture == "encoder-only":
-        return f"next: transduce fill-mask {run} \"... <mask> ...\""
-    if meta.get("kind") == "monolingual":  # T5's pretraining: fill in spans, then fine-tune
-        return "\n".join([
-            "next:",
-            f"  echo \"... <extra_id_0> ... <extra_id_1> ...\" | transduce translate {run}",
-            f"  transduce prepare --tokenizer {run} --train-prefix PREFIX --src SRC --tgt TGT "
-            "--out DATA",
-            f"  transduce train DATA --init-from {run} --recipe finetune --out RUN",
-        ])
-    split = (
-        "test"
-        if "test" in meta.get("splits", {})
-        else "valid"
-        if "valid" in meta.get("splits", {})
-        else None
-    )
-    lines = ["next:"]
-    if meta.get("trees"):
-        if split:
-            words, gold = Path(data_dir) / f"{split}.{meta['src']}.txt", meta["inputs"][split][0]
-            lines.append(f"  transduce parse {run} --input {words} --output {split}.parsed")
-            lines.append(f"  transduce parseval {gold} {split}.parsed")
-        lines.append(f"  transduce parse {run} < sentences.txt > trees.txt")
-        return "\n".join(lines)
-    if split:
-        src, ref = (Path(data_dir) / f"{split}.{meta[side]}.txt" for side in ("src", "tgt"))
-        lines.append(f"  transduce evaluate {run} --src {src} --ref {ref}")
-    lines.append(f"  transduce translate {run} < input.{meta.get('src', 'src')} > "
-                 f"output.{meta.get('tgt', 'tgt')}")
-    return "\n".join(lines)

@@ -66,6 +66,12 @@ class TrainConfig(ConfigMixin):
         train_max_len: train only on the pairs whose source and target have at most this many
             tokens (0: all); validation keeps every sentence (to study extrapolation to longer
             ones).
+        batch_size: images (image data: a classifier) per batch (128); text is batched by
+            max_tokens.
+        crop_padding, flip: image data's augmentation in training (never in validation or use):
+            each image padded with crop_padding black pixels on each side and cropped back to its
+            size at a random place (4; 0: off), and, with flip, mirrored left to right half of the
+            time (off: it would turn digits and letters into others).
     """
 
     max_tokens: int = option(4096, low=1, high=10**9)
@@ -102,6 +108,9 @@ class TrainConfig(ConfigMixin):
     noise_density: float = 0.15
     mean_span: float = 3.0
     train_max_len: int = 0
+    batch_size: int = option(128, low=1, high=10**7)
+    crop_padding: int = option(4, low=0, high=4096)
+    flip: bool = False
 
     def __post_init__(self) -> None:
         check_numbers(self)

@@ -34,7 +34,9 @@ def load_meta(data_dir: str | Path) -> dict:
                         f"prepare ... --out {data_dir}` first")
     try:
         meta = json.loads(path.read_text())
-        meta["splits"], meta["src"], meta["tgt"]
+        meta["splits"]
+        if meta.get("kind") != "images":  # (images have classes, not languages)
+            meta["src"], meta["tgt"]
     except (ValueError, KeyError) as error:
         raise DataError(f"{path} is damaged or from an incompatible version ({error}); prepare the "
                         "data again") from None

@@ -22,6 +22,7 @@ from ..data import (
     load_tokenizer,
 )
 from ..data.dataset import EncodedPairs, dataset_fingerprint, tokenizer_files
+from ..data.images import ImageSet, collate_images
 from ..data.spans import collate_spans, span_counts
 from ..data.tokenizer import named_languages
 from ..errors import TrainingError
@@ -77,6 +78,8 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
     """A model and a prepared dataset fit: the kind of text, vocabulary sizes and special ids agree.
     ``origin``: where the model comes from (see ``refusal``)."""
     kind = meta.get("kind", "parallel")
+    if kind == "images" or config.input == "image":
+        return check_model_against_images(config, meta, data_dir)
     if config.architecture == "encoder-decoder" and kind != "parallel" and not meta.get(
         "sentinel_ids"
     ):
@@ -106,12 +109,34 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
                           f"{name}={getattr(config, name)}")
 
 
+def check_model_against_images(config: ModelConfig, meta: dict, data_dir: str) -> None:
+    """An image classifier and a prepared image dataset fit: classes, channels and size agree."""
+    if meta.get("kind") != "images":
+        raise TrainingError(f"the model reads images (input='image'): {data_dir} holds text; "
+                            "prepare images with `transduce prepare --images DIR --out DATA`")
+    if config.input != "image":
+        raise TrainingError(f"{data_dir} holds images: train an image model on it (--preset "
+                            "vit-tiny, or input='image' with classes, image_size, patch_size)")
+    for name, theirs, ours in (("classes", len(meta["classes"]), config.classes),
+                               ("channels", meta["channels"], config.channels),
+                               ("image_size", meta["image_size"], config.image_size)):
+        if theirs != ours:
+            raise TrainingError(f"{data_dir} has {name} {theirs} but the model has {name}={ours}; "
+                                f"set {name}={theirs} (--set {name}={theirs})")
+
+
 def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: str,
                          warn: Callable[[str], None]) -> None:
     """The weights of ``folder`` were trained on the ids ``data`` holds: the same tokenizer
     (fingerprint) and, where the model names them, the same languages. A checkpoint or dataset
     written before fingerprints is compared by its tokenizer files, with a warning."""
     data_dir, meta = data.data_dir, data.meta
+    if data.images or "classes" in info:  # a classifier: the same classes in the same order
+        ours, theirs = info.get("classes") or [], meta.get("classes") or []
+        if ours != theirs:
+            raise TrainingError(f"{flag} {folder}: its classes ({', '.join(ours[:10])}) are not "
+                                f"those of {data_dir} ({', '.join(theirs[:10])})")
+        return
     origin = (flag, str(folder))
     pair, theirs = named_languages(meta), named_languages(info)
     if pair and theirs and pair != theirs:
@@ -170,6 +195,15 @@ class TrainingData:
         self.lm = self.meta.get("kind") == "monolingual"
         self.sentinels = self.meta.get("sentinel_ids", [])
         self.train_indices = None  # with train_max_len: the training pairs used
+        # an image classifier's: class folders' images (no tokenizer: checkpoints name the classes)
+        self.images = self.meta.get("kind") == "images"
+        self.extra_set, self.extra_name = None, None  # --valid-extra: a second validation set
+        if self.images:
+            if valid_extra:
+                raise TrainingError("--valid-extra: a second validation set is for translation "
+                                    "models")
+            self._image_data()
+            return
         if self.lm:
             self.train_set, self.valid_set, self.sampler = self._language_data()
         else:
@@ -196,7 +230,6 @@ class TrainingData:
         self.tokenizer_roles = tokenizer_files(data_dir, self.meta)
         self.tokenizer_files = list(dict.fromkeys(self.tokenizer_roles.values()))
         self.tokenizer = load_tokenizer(data_dir, self.meta)  # for validation BLEU, loaded once
-        self.extra_set, self.extra_name = None, None  # --valid-extra: a second validation set
         if valid_extra:
             if self.lm:
                 raise TrainingError("--valid-extra: a second validation set is for translation "
@@ -205,6 +238,19 @@ class TrainingData:
                                           self.tokenizer, self.meta.get("task_prefix", ""))
             self.extra_name = Path(valid_extra).name
             check_lengths_against_model(cfg, {"--valid-extra": self.extra_set}, valid_extra)
+
+    def _image_data(self) -> None:
+        """The image splits, the sampler of shuffled batches of ``batch_size`` images."""
+        self.train_set = ImageSet(self.data_dir, "train")
+        splits = self.meta["splits"]
+        self.valid_set = ImageSet(self.data_dir, "valid") if "valid" in splits else None
+        if len(self.train_set) < self.world_size:
+            raise TrainingError(f"{self.data_dir}: {len(self.train_set)} training images for "
+                                f"{self.world_size} processes")
+        self.sampler = BlockSampler(len(self.train_set), self.tc.batch_size, seed=self.tc.seed,
+                                    world_size=self.world_size, rank=self.rank)
+        self.fingerprint = (self.meta["fingerprint"], True)
+        self.tokenizer_roles, self.tokenizer_files, self.tokenizer = {}, [], None
 
     def _language_data(self):
         """The token streams of a language model and the sampler of the training blocks."""
@@ -247,6 +293,9 @@ class TrainingData:
         """The batch of the examples (or blocks) ``indices``, the ``number``-th of ``epoch``."""
         cfg, tc = self.cfg, self.tc
         data = split if split is not None else self.train_set
+        if self.images:  # augmented in training only, the same way on a resume
+            rng = np.random.default_rng([tc.seed, epoch, number]) if split is None else None
+            return collate_images(data, indices, tc.crop_padding, tc.flip, rng)
         if cfg.architecture == "decoder-only":
             return collate_next_token(data, indices, tc.block_size, cfg.pad_id)
         # the masks depend on (seed, epoch, batch): resume is exact

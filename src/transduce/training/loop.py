@@ -62,14 +62,16 @@ def log_train(trainer, window: Window, last: dict, bar) -> None:
         "ppl": round(math.exp(min(nll, 50)), 2),
         "lr": float(f"{last['lr']:.4g}"),
         "grad_norm": round(float(last["grad_norm"]), 4),
-        "tokens_per_s": round(window.tokens / seconds, 1),
+        # (a classifier's "tokens" are its images)
+        "images_per_s" if trainer.data.images else "tokens_per_s":
+            round(window.tokens / seconds, 1),
         "elapsed": round(trainer.progress.elapsed, 1),
     }
     # the last update's load-balancing loss (1: uniform routing)
     if last.get("moe_aux") is not None:
         record["moe_aux"] = round(float(last["moe_aux"]), 4)
     bar.set_postfix(step=trainer.progress.step, loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}",
-                    tok_s=f"{record['tokens_per_s']:.0f}")
+                    tok_s=f"{record.get('tokens_per_s', record.get('images_per_s')):.0f}")
     if bar.disable:
         trainer.log(" ".join(f"{k}={v}" for k, v in record.items() if k != "type"))
     trainer.folder.write_metrics(record)
@@ -108,13 +110,14 @@ def finish(trainer, reason, signals) -> dict[str, Any]:
         "best_bleu": p.best_bleu,
         "best_step": p.best_step,
     }
-    if trainer.lm:
-        summary = {
-            **{k: v for k, v in summary.items() if k != "best_bleu"},
-            "best_ppl": p.best_ppl,
-        }
+    if trainer.lm or trainer.data.images:
+        summary = {k: v for k, v in summary.items() if k != "best_bleu"}
+        summary.update({"best_accuracy": p.best_accuracy} if trainer.data.images else
+                       {"best_ppl": p.best_ppl})
     trainer.folder.write_metrics({"type": "end", **summary})
-    best = (f"; best valid perplexity {p.best_ppl:.2f} at step "
+    best = (f"; best valid accuracy {100 * p.best_accuracy:.2f}% at step "
+            f"{p.best_step}" if trainer.data.images and p.best_accuracy >= 0 else
+            f"; best valid perplexity {p.best_ppl:.2f} at step "
             f"{p.best_step}" if trainer.lm and p.best_ppl else
             f"; best valid BLEU {p.best_bleu:.2f} at step "
             f"{p.best_step}" if not trainer.lm and p.best_bleu >= 0 else "")

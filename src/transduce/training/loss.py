@@ -13,7 +13,8 @@ def label_smoothed_nll(
 
     Convention: the target gets 1 - eps, and eps is spread uniformly over the V - 1 classes that
     are not padding (the target among them), so padding gets no probability mass and padded
-    positions contribute nothing. For ``logits (N, V)`` and ``target (N,)``:
+    positions contribute nothing (a negative ``pad_id``: no class is padding, as for a
+    classifier's labels). For ``logits (N, V)`` and ``target (N,)``:
 
         loss = (1 - eps) * NLL + eps * mean_{c != pad} (-log p(c))
 
@@ -23,7 +24,10 @@ def label_smoothed_nll(
     keep = target != pad_id  # (N,)
     nll = -logprobs.gather(1, target[:, None]).squeeze(1)  # (N,)
     V = logprobs.size(-1)
-    smooth = -(logprobs.sum(-1) - logprobs[:, pad_id]) / (V - 1)  # (N,) mean over non-pad classes
+    if pad_id < 0:
+        smooth = -logprobs.mean(-1)  # (N,) mean over every class
+    else:
+        smooth = -(logprobs.sum(-1) - logprobs[:, pad_id]) / (V - 1)  # (N,) mean over non-pad
     loss = (1.0 - epsilon) * nll + epsilon * smooth
     keep = keep.to(loss.dtype)  # a product, not boolean indexing: no device sync
     return (loss * keep).sum(), (nll * keep).sum()

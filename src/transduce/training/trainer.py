@@ -180,8 +180,8 @@ class Trainer:
     progress = property(lambda self: self.state.progress)
 
     def checkpoint_info(self) -> dict:
-        """What a checkpoint says of its run: model, languages, tokenizer, task prefix."""
-        keys = ("src", "tgt", "task_prefix")
+        """What a checkpoint says of its run: model, languages, tokenizer, task prefix, classes."""
+        keys = ("src", "tgt", "task_prefix", "classes")
         return {"model": self.cfg.to_dict(), **{k: self.meta[k] for k in keys if k in self.meta},
                 "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
 
@@ -210,7 +210,7 @@ class Trainer:
         moe_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(micro_batches):
             # (B*T,) on the host: no device sync
-            real = (batch.tgt_out != self.cfg.pad_id).flatten()
+            real = (batch.tgt_out != batch.pad_id).flatten()
             # Under torch.compile the whole (B, T) is projected: a varying number of real positions
             # would recompile; the loss masks the padding either way.
             select = None if self.settings.compile else real.nonzero().squeeze(1)
@@ -227,7 +227,7 @@ class Trainer:
             ):
                 logits = self.forward_model(*batch.inputs, select=select)  # (N, V)
                 loss, nll = label_smoothed_nll(
-                    logits.flatten(0, -2), target, tc.label_smoothing, self.cfg.pad_id
+                    logits.flatten(0, -2), target, tc.label_smoothing, batch.pad_id
                 )
                 # the experts' load-balancing loss (None: dense layers)
                 balance = self.model.moe_loss()

@@ -59,7 +59,11 @@ class Validation:
         distributed.barrier(self.dist)
         if not self.dist.is_main:
             return
-        if self.data.lm:
+        if self.data.images:
+            better = result["accuracy"] > p.best_accuracy
+            if better:
+                p.best_accuracy = result["accuracy"]
+        elif self.data.lm:
             better = p.best_ppl == 0 or result["ppl"] < p.best_ppl
             if better:
                 p.best_ppl = result["ppl"]
@@ -74,7 +78,11 @@ class Validation:
                              best=True)
         else:
             p.validations_since_best += 1
-        if self.data.lm:
+        if self.data.images:
+            self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, accuracy "
+                     f"{100 * result['accuracy']:.2f}% ({result['images']:,} images, "
+                     f"{result['seconds']:.1f} s)")
+        elif self.data.lm:
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f} "
                      f"({result['tokens']:,} "
                      f"tokens{' masked' if self.cfg.architecture == 'encoder-only' else ''}, "
@@ -96,7 +104,9 @@ class Validation:
         perplexity of its objective on every validation block)."""
         start, p, model = time.time(), state.progress, state.model
         model.eval()
-        if self.data.lm:
+        if self.data.images:
+            result = self._classification_scores(model)
+        elif self.data.lm:
             result = self._language_model_scores(model)
         else:
             result = self._translation_scores(model, self.data.valid_set)
@@ -168,3 +178,21 @@ class Validation:
             )
         return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
                 "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "tokens": int(tokens)}
+
+    def _classification_scores(self, model) -> dict:
+        """A classifier's loss and accuracy on the validation images (never augmented)."""
+        ds, tc = self.data.valid_set, self.tc
+        loss_sum = nll_sum = 0.0
+        correct = 0
+        for start in range(0, len(ds), tc.batch_size):
+            indices = range(start, min(start + tc.batch_size, len(ds)))
+            batch = self.data.collate(indices, 0, 0, split=ds).to(self.device)
+            with autocast(self.device, self.precision):
+                logits = model(batch.tgt_in)[:, 0]  # (B, classes)
+            loss, nll = label_smoothed_nll(logits, batch.tgt_out[:, 0], tc.label_smoothing,
+                                           batch.pad_id)
+            loss_sum, nll_sum = loss_sum + float(loss), nll_sum + float(nll)
+            correct += int((logits.argmax(-1) == batch.tgt_out[:, 0]).sum())
+        n = max(len(ds), 1)
+        return {"loss": round(loss_sum / n, 4), "nll": round(nll_sum / n, 4),
+                "accuracy": round(correct / n, 6), "images": len(ds)}
