@@ -9,7 +9,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("attention", help="draw the attention weights of every layer and head for "
                                          "one sentence")
     p.add_argument("model", help="a run directory or checkpoint folder")
-    p.add_argument("--src", required=True, help="the source sentence")
+    p.add_argument("--src", help="the source sentence")
+    p.add_argument("--image", help="an image classifier's image: its [CLS] attention rollout "
+                                   "over the patches, drawn on the image")
     p.add_argument("--tgt", help="the target sentence (default: the model's own beam-search "
                                  "translation)")
     p.add_argument("--out", required=True, help="the PNG to write")
@@ -21,6 +23,20 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from .. import load
+    from ..errors import TransduceError
+
+    if args.image:
+        if args.src or args.tgt:
+            raise TransduceError("--image draws an image classifier's attention: --src and --tgt "
+                                 "are for translation models")
+        from ..vision import Classifier, draw_rollout
+
+        announce(args.model)
+        path, label, prob = draw_rollout(Classifier.load(args.model), args.image, args.out)
+        print(f"wrote {path} (predicted {label}, {100 * prob:.1f}%)")
+        return 0
+    if not args.src:
+        raise TransduceError("give --src SENTENCE (or --image FILE for an image classifier)")
     from ..visualize import draw_attention
 
     announce(args.model)

@@ -26,7 +26,13 @@ def add_parser(sub) -> None:
                                             "to date, else best/, else the newest checkpoint; "
                                             "several: an ensemble")
     p.add_argument("--src", help="source sentences, one a line")
-    p.add_argument("--ref", required=True, help="reference translations, one a line")
+    p.add_argument("--ref", help="reference translations, one a line")
+    p.add_argument("--images", metavar="DIR",
+                   help="an image classifier's test images, one folder per class: accuracy, "
+                        "per-class accuracy and the confusion matrix")
+    p.add_argument("--confusion", metavar="PNG", help="with --images: draw the confusion matrix")
+    p.add_argument("--resize", action="store_true", help="with --images: resize images of "
+                                                         "another size to the model's")
     p.add_argument("--hyp", help="score this existing output instead of translating")
     p.add_argument("--save-hyp", help="also write the translations here")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
@@ -43,6 +49,11 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..config import BLEU_TOKENIZERS
 
+    if args.images or args.confusion:
+        return _images(args)
+    if not args.ref:
+        raise TransduceError("give --ref REFERENCES (with --src to translate, or --hyp), or "
+                             "--images DIR for an image classifier")
     if args.tokenize is not None and args.tokenize not in BLEU_TOKENIZERS:
         raise TransduceError(f"--tokenize {args.tokenize!r}: sacreBLEU's tokenizers are "
                              f"{', '.join(BLEU_TOKENIZERS)}")
@@ -122,4 +133,31 @@ def run(args) -> int:
         if args.paper_bleu:
             print(f"paper BLEU {result['paper_bleu']:.2f}  ({result['paper_bleu_language']}: "
                   f"{PAPER_BLEU_NOTE})")
+    return 0
+
+
+def _images(args) -> int:
+    from ..vision import Classifier, draw_confusion
+
+    text = [flag for flag, value in (("--src", args.src), ("--ref", args.ref), ("--hyp", args.hyp),
+                                     ("--save-hyp", args.save_hyp)) if value]
+    if text or not args.images or len(args.model) != 1:
+        raise TransduceError("an image classifier is evaluated with one model and --images DIR "
+                             "(and --confusion PNG)" + (f"; {', '.join(text)} are for "
+                                                        "translation" if text else ""))
+    if args.confusion:
+        check_output_file(args.confusion, [args.images, *args.model], "--confusion")
+    set_threads(args.threads)
+    announce(args.model)
+    classifier = Classifier.load(args.model[0], args.device, args.precision)
+    scores = classifier.evaluate(args.images, args.resize)
+    if args.json:
+        print(json.dumps({**scores.to_dict(), "checkpoint": str(classifier.folder)}))
+    else:
+        print(f"accuracy {100 * scores.accuracy:.2f}% ({scores.images:,} images, "
+              f"{len(scores.classes)} classes)")
+        for name, accuracy in zip(scores.classes, scores.per_class):
+            print(f"  {name}\t{100 * accuracy:.2f}%")
+    if args.confusion:
+        print(f"wrote {draw_confusion(scores, args.confusion)}")
     return 0

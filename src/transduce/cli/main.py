@@ -16,14 +16,14 @@ COMMANDS = {
     "translate": "translate", "evaluate": "evaluate", "plot": "plot", "attention": "attention",
     "plot-pe": "plot_pe", "download": "download", "import-hf": "import_hf", "export": "export",
     "serve": "serve", "ablate": "ablate", "generate": "generate", "fill-mask": "fill_mask",
-    "parse": "parse", "parseval": "parseval",
+    "parse": "parse", "parseval": "parseval", "classify": "classify",
 }
 
 
 DESCRIPTION = ("Train encoder-decoder Transformers (Vaswani et al. 2017) on your own parallel "
                "text, translate with beam search, score with sacreBLEU, look at attention, and "
                "move models to and from Hugging Face and CTranslate2; train their descendants "
-               "(GPT, BERT) on monolingual text and generate or fill in masks. Start with "
+               "(GPT, BERT, T5) on monolingual text and the Vision Transformer on images. Start with "
                "`transduce demo`; `transduce COMMAND --help` describes a command.")
 
 

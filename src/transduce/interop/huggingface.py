@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from safetensors.torch import load_file
@@ -25,7 +25,7 @@ from ..files import check_output_dir, member, output_dir
 from ..reading import load_torch, read_json
 from ..model import Transformer
 from ..runtime import check_fits
-from . import bert, gpt2, t5
+from . import bert, gpt2, t5, vit
 from .marian import config_from_hf, hf_to_transduce
 from .marian import export_hf as export_marian
 
@@ -129,6 +129,8 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
         return import_t5(folder, hf, run)
     if hf.get("model_type") in FAMILIES:
         return import_family(folder, hf, run, FAMILIES[hf["model_type"]])
+    if hf.get("model_type") == "vit":
+        return import_vit(folder, hf, run)
     config = read_hf_config(config_path)
     for name in ("source.spm", "target.spm", "vocab.json"):
         _require(hf_file(folder, name).is_file(), f"{folder}: {name} is missing (MarianTokenizer "
@@ -195,6 +197,21 @@ def import_t5(folder: Path, hf: dict, out: Path) -> Path:
         return write_imported(folder, config, weights, out, tokenizer=(tok, [spiece, added]))
 
 
+def import_vit(folder: Path, hf: dict, out: Path) -> Path:
+    """Write a ViTForImageClassification folder (and its image processor's normalization) as a new
+    run directory ``out``, its classes named as config.json's id2label."""
+    processor_path = hf_file(folder, "preprocessor_config.json")
+    processor = read_json(processor_path) if processor_path.is_file() else None
+    try:
+        config = vit.config_from_vit(hf, str(folder / "config.json"), processor)
+        weights = vit.vit_to_transduce(read_hf_weights(folder), config)
+    except KeyError as error:
+        raise TransduceError(f"{folder}: {error.args[0]!r} is missing; is it a "
+                             "ViTForImageClassification folder, and config.json the one of these "
+                             "weights?") from None
+    return write_imported(folder, config, weights, out, info={"classes": vit.labels(hf)})
+
+
 def export_hf(model_path: str | Path, out: str | Path) -> Path:
     """Write a Hugging Face folder for the model at ``model_path``: a T5ForConditionalGeneration
     for a model with T5's relative positions, a MarianMTModel for the paper's encoder-decoder."""
@@ -202,6 +219,8 @@ def export_hf(model_path: str | Path, out: str | Path) -> Path:
     from ..choice import resolve
 
     config = ModelConfig.from_dict(read_info(resolve(model_path))["model"])
+    if config.input == "image":
+        return vit.export_vit(model_path, out)
     if config.positional == "relative":
         return t5.export_t5(model_path, out)
     return export_marian(model_path, out)
@@ -225,10 +244,12 @@ def import_family(folder: Path, hf: dict, out: Path, family: Family) -> Path:
 
 
 def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.Tensor], out: Path,
-                   tied: tuple[str, ...] = (), tokenizer: tuple[dict, list] = ({}, [])) -> Path:
+                   tied: tuple[str, ...] = (), tokenizer: tuple[dict, list] = ({}, []),
+                   info: Optional[dict] = None) -> Path:
     """A new run ``out`` holding ``weights`` as a model of ``config``, with the ``tokenizer``
     (model.json's roles, and the files) or none (the language models' tokenizers are not
-    SentencePiece); ``tied`` may be missing (shared tensors). Returns its checkpoint folder;
+    SentencePiece) and more of model.json (``info``: an image classifier's classes); ``tied`` may
+    be missing (shared tensors). Returns its checkpoint folder;
     nothing is written when the weights do not fit."""
     check_fits(config, source=str(folder / "config.json"))
     model = Transformer(config)
@@ -239,8 +260,9 @@ def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.T
              f"{unexpected[:5]})")
     roles, files = tokenizer
     languages = ("src", "tgt") if roles else ("text", "text")
-    info = {"model": config.to_dict(), "src": languages[0], "tgt": languages[1],
-            "tokenizer": roles, "step": 0, "imported_from": str(folder)}
+    info = {"model": config.to_dict(), "tokenizer": roles, "step": 0,
+            "imported_from": str(folder), **(info or {}),
+            **({"src": languages[0], "tgt": languages[1]} if config.input == "tokens" else {})}
     with output_dir(out, "run", [folder]) as tmp:
         write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, files)
     return out / "checkpoints" / "step_00000000"

@@ -1,0 +1,44 @@
+"""``transduce classify``: the most probable classes of images, by a trained image classifier."""
+
+from __future__ import annotations
+
+import json
+
+from .common import announce, set_threads
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("classify", help="classify images with a trained image classifier (ViT)",
+                       description="Prints, for each image, its TOP classes with their "
+                                   "probabilities, most probable first.")
+    p.add_argument("model", help="a run directory or checkpoint of an image classifier")
+    p.add_argument("images", nargs="+", help="image files, or folders (their images, sorted)")
+    p.add_argument("--top", type=int, default=5, help="classes shown per image")
+    p.add_argument("--resize", action="store_true",
+                   help="resize images of another size to the model's (default: refuse them)")
+    p.add_argument("--json", action="store_true", help="one JSON object a line")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "auto"])
+    p.add_argument("--threads", type=int, default=None, help="CPU threads")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..errors import TransduceError
+    from ..vision import Classifier, image_files
+
+    if args.top < 1:
+        raise TransduceError(f"--top {args.top}: show at least one class")
+    files = image_files(args.images)  # every missing one found before the model loads
+    set_threads(args.threads)
+    announce(args.model)
+    classifier = Classifier.load(args.model, args.device, args.precision)
+    for start in range(0, len(files), 256):  # printed as they are classified
+        chunk = files[start:start + 256]
+        for path, top in zip(chunk, classifier.classify(chunk, args.top, args.resize)):
+            if args.json:
+                print(json.dumps({"image": str(path), "classes": [
+                    {"label": label, "probability": round(p, 6)} for label, p in top]}))
+            else:
+                print(f"{path}\t" + "  ".join(f"{label} {p:.3f}" for label, p in top), flush=True)
+    return 0
