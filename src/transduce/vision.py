@@ -45,7 +45,8 @@ def image_files(paths: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+            found = sorted(p for p in path.rglob("*")
+                           if p.is_file() and p.suffix.lower() in SUFFIXES)
             if not found:
                 raise TransduceError(f"{path}: no images in this folder ({', '.join(SUFFIXES)})")
             files += found

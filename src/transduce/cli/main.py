@@ -23,8 +23,8 @@ COMMANDS = {
 DESCRIPTION = ("Train encoder-decoder Transformers (Vaswani et al. 2017) on your own parallel "
                "text, translate with beam search, score with sacreBLEU, look at attention, and "
                "move models to and from Hugging Face and CTranslate2; train their descendants "
-               "(GPT, BERT, T5) on monolingual text and the Vision Transformer on images. Start with "
-               "`transduce demo`; `transduce COMMAND --help` describes a command.")
+               "(GPT, BERT, T5) on monolingual text, and the Vision Transformer on images. Start "
+               "with `transduce demo`; `transduce COMMAND --help` describes a command.")
 
 
 class HelpFormatter(argparse.HelpFormatter):
