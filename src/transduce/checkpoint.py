@@ -358,5 +358,6 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
                               f"{missing[:5]}, unexpected {unexpected[:5]}")
     info = dict(infos[-1])
     info["averaged_from"] = [f.name for f in folders]
-    tokenizer_files = list(dict.fromkeys(tokenizer_paths(folders[-1], info).values()))
-    return write_checkpoint(out, model, info, tokenizer_files, inputs=folders)
+    # (an imported language model or an image classifier has no tokenizer)
+    paths = tokenizer_paths(folders[-1], info) if info["tokenizer"].get("src") else {}
+    return write_checkpoint(out, model, info, list(dict.fromkeys(paths.values())), inputs=folders)

@@ -127,12 +127,16 @@ def _read_toml(path: str) -> dict:
 
 
 def _data_fields(meta: dict, preset: str) -> dict:
-    if meta.get("kind") == "images":  # the classes and shape of the images; positions to fit
-        patch = ModelConfig.preset(preset).patch_size
-        size = meta["image_size"]
-        fields = dict(classes=len(meta["classes"]), channels=meta["channels"], image_size=size)
-        if size % patch == 0:
-            fields["max_positions"] = (size // patch) ** 2 + 1
+    if meta.get("kind") == "images":  # the classes and shape of the images
+        if ModelConfig.preset(preset).input != "image":
+            raise TransduceError(f"the data holds images: train an image model on it (--preset "
+                                 f"vit-tiny, or another vit-* preset), not --preset {preset}")
+        fields = dict(classes=len(meta["classes"]), channels=meta["channels"],
+                      image_size=meta["image_size"])
+        chosen = ModelConfig.preset(preset)
+        if chosen.channels != meta["channels"]:  # the preset's normalization, for each channel
+            fields.update(image_mean=chosen.image_mean[:1] * meta["channels"],
+                          image_std=chosen.image_std[:1] * meta["channels"])
         return fields
     vocab = meta["vocab_size"]
     fields = dict(vocab_size=vocab["src"], tgt_vocab_size=None if meta["joint"] else vocab["tgt"],

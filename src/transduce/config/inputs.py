@@ -33,6 +33,3 @@ def check_inputs(c) -> None:
                          f"got {len(c.image_mean)} and {len(c.image_std)}")
     if min(c.image_std) <= 0:
         raise ValueError(f"image_std must be positive, got {c.image_std}")
-    if c.max_positions < c.num_patches + 1:
-        raise ValueError(f"max_positions={c.max_positions} is fewer than the image's "
-                         f"{c.num_patches} patches + [CLS]; raise it to {c.num_patches + 1}")

@@ -107,7 +107,8 @@ class ModelConfig(ConfigMixin):
             Transformer, Dosovitskiy et al. 2021: pixels cut into patches, ``model.inputs``).
         image_size, patch_size, channels: with input="image", square images of image_size pixels
             (a multiple of patch_size) and that many channels, cut into patches of patch_size x
-            patch_size: (image_size / patch_size)^2 positions, plus [CLS].
+            patch_size: (image_size / patch_size)^2 positions, plus [CLS] (whatever
+            max_positions says).
         image_mean, image_std: per channel, the normalization of pixels scaled to 0-1 (ViT's 0.5).
         classes: 0 (a sequence model) or C: an encoder-only classifier, whose output is the C
             classes' logits from one pooled vector per input (``pooling``), not a token per

@@ -110,6 +110,9 @@ def export_ctranslate2(
     model, info = load_model_from(folder)
     if model.config.positional == "relative":
         return _export_t5(folder, out, quantization)
+    if model.config.input != "tokens":  # (before its tokenizer is looked for: it has none)
+        raise TransduceError(f"{model.config.beyond_paper()}: CTranslate2 has no image "
+                             "classifier; export it with --to hf")
 
     class _TransduceConverter(Converter):
         def _load(self):

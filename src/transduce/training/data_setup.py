@@ -293,8 +293,9 @@ class TrainingData:
         """The batch of the examples (or blocks) ``indices``, the ``number``-th of ``epoch``."""
         cfg, tc = self.cfg, self.tc
         data = split if split is not None else self.train_set
-        if self.images:  # augmented in training only, the same way on a resume
-            rng = np.random.default_rng([tc.seed, epoch, number]) if split is None else None
+        if self.images:  # augmented in training only, the same way on a resume and on any rank
+            rng = np.random.default_rng([tc.seed, epoch, int(indices[0])]) if split is None \
+                else None
             return collate_images(data, indices, tc.crop_padding, tc.flip, rng)
         if cfg.architecture == "decoder-only":
             return collate_next_token(data, indices, tc.block_size, cfg.pad_id)

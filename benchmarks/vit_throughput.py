@@ -1,0 +1,131 @@
+"""Images/s of the Vision Transformer, transduce against Hugging Face's ViTForImageClassification
+at the same shape (the vit-tiny preset: 28x28 greyscale, 4x4 patches, d_model 128, 6 layers, 4
+heads, d_ff 256, 10 classes) and precision: training (forward + backward + Adam on batches of 128
+images) and inference (batches of 256, no gradients), fp32 and bf16 autocast.
+
+    python benchmarks/vit_throughput.py [--quick] [--threads 1 2] [--trials 5]
+
+Each system runs in a process of its own, the two alternating, at each thread count; the table
+gives each system's best thread count, median images/s with min-max, and transduce/HF. The same
+random images (speed does not depend on their content) for both. Writes
+benchmarks/results/vit_throughput.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, measure, save, table  # noqa: E402
+
+SHAPE = dict(layers=6, d_model=128, heads=4, d_ff=256, size=28, patch=4, channels=1, classes=10)
+
+
+def build(system: str):
+    """``(model, step input)``: the model in train mode, and how a batch of uint8 images becomes
+    its input (HF reads normalized pixels; transduce normalizes inside the model)."""
+    torch.manual_seed(0)
+    s = SHAPE
+    if system == "transduce":
+        from transduce import ModelConfig, Transformer
+
+        model = Transformer(ModelConfig.preset("vit-tiny", dropout=0.0))
+        return model, lambda images: (images,), lambda out: out[:, 0]
+    from transformers import ViTConfig, ViTForImageClassification
+
+    config = ViTConfig(hidden_size=s["d_model"], num_hidden_layers=s["layers"],
+                       num_attention_heads=s["heads"], intermediate_size=s["d_ff"],
+                       image_size=s["size"], patch_size=s["patch"], num_channels=s["channels"],
+                       num_labels=s["classes"], hidden_dropout_prob=0.0,
+                       attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+    model = ViTForImageClassification(config)
+    return (model, lambda images: ((images.float() / 255 - 0.5) / 0.5,),
+            lambda out: out.logits)
+
+
+def child(system: str, threads: int, trials: int, batch: int) -> dict:
+    torch.set_num_threads(threads)
+    model, inputs, logits_of = build(system)
+    s = SHAPE
+    generator = torch.Generator().manual_seed(1)
+    images = torch.randint(0, 256, (batch, s["channels"], s["size"], s["size"]),
+                           dtype=torch.uint8, generator=generator)
+    labels = torch.randint(0, s["classes"], (batch,), generator=generator)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    out = {}
+    for precision in ("fp32", "bf16"):
+        amp = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
+               else nullcontext())
+
+        def train_step() -> int:
+            model.train()
+            with amp:
+                logits = logits_of(model(*inputs(images)))
+            loss = torch.nn.functional.cross_entropy(logits.float(), labels)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return batch
+
+        def infer() -> int:
+            model.eval()
+            with torch.no_grad(), amp:
+                for half in images.repeat(2, 1, 1, 1).split(2 * batch):
+                    logits_of(model(*inputs(half)))
+            return 2 * batch
+
+        out[f"train_{precision}"] = measure(train_step, trials)
+        out[f"infer_{precision}"] = measure(infer, trials)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--quick", action="store_true", help="2 trials, 2 threads only")
+    parser.add_argument("--child", nargs=2, metavar=("SYSTEM", "THREADS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.trials, args.threads = 2, [2]
+    if args.child:
+        print(json.dumps(child(args.child[0], int(args.child[1]), args.trials, args.batch)))
+        return
+    results: dict = {}
+    for threads in args.threads:
+        for system in ("hf", "transduce"):  # alternating, each in a fresh process
+            command = [sys.executable, __file__, "--child", system, str(threads),
+                       "--trials", str(args.trials), "--batch", str(args.batch)]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            results[(system, threads)] = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = []
+    for kind in ("train_fp32", "train_bf16", "infer_fp32", "infer_bf16"):
+        best = {}
+        for system in ("hf", "transduce"):
+            threads = max(args.threads, key=lambda t: results[(system, t)][kind]["rate_median"])
+            best[system] = (threads, results[(system, threads)][kind])
+        row = {"work": kind.replace("_", ", ")}
+        for system, (threads, r) in best.items():
+            row[system] = (f"{r['rate_median']:,.0f} ({r['rate_min']:,.0f}-{r['rate_max']:,.0f}), "
+                           f"{threads} thr")
+        ratio = best["transduce"][1]["rate_median"] / best["hf"][1]["rate_median"]
+        row["transduce / HF"] = f"{ratio:.2f}"
+        rows.append(row)
+    print(f"images/s, batch {args.batch} (inference {2 * args.batch}), vit-tiny shape, "
+          f"median (min-max) of {args.trials} trials")
+    print(table(rows, ["work", "hf", "transduce", "transduce / HF"]))
+    save("vit_throughput", {"machine": machine(), "shape": SHAPE, "batch": args.batch,
+                            "rows": rows,
+                            "raw": {f"{s}@{t}": r for (s, t), r in results.items()}})
+
+
+if __name__ == "__main__":
+    main()

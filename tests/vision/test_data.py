@@ -1,0 +1,140 @@
+"""``prepare --images``: the image folder read, checked and memory-mapped; the augmentation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from transduce.data.images import ImageSet, augment, collate_images, prepare_images
+from transduce.errors import DataError
+
+from ..helpers import BARS, cli, write_image_folder
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return write_image_folder(tmp_path_factory.mktemp("bars") / "train", 20)
+
+
+def test_prepare_keeps_every_pixel_and_label(folder, tmp_path):
+    meta = prepare_images(folder, tmp_path / "data", log=None)
+    assert meta["classes"] == sorted(BARS) and meta["channels"] == 1 and meta["image_size"] == 8
+    assert meta["splits"]["train"] == {"images": 60, "per_class": [20, 20, 20]}
+    ds = ImageSet(tmp_path / "data", "train")
+    for i in (0, 25, 59):
+        label = meta["classes"][ds.labels[i]]
+        files = sorted((folder / label).iterdir())
+        position = i - 20 * ds.labels[i]
+        assert np.array_equal(ds.images[i, 0], np.asarray(Image.open(files[position])))
+
+
+def test_a_held_out_part_is_drawn_the_same_way_every_time(folder, tmp_path):
+    a = prepare_images(folder, tmp_path / "a", hold_out=12, log=None)
+    prepare_images(folder, tmp_path / "b", hold_out=12, log=None)
+    assert a["splits"]["train"]["images"] == 48 and a["splits"]["valid"]["images"] == 12
+    for split in ("train", "valid"):
+        x, y = ImageSet(tmp_path / "a", split), ImageSet(tmp_path / "b", split)
+        assert np.array_equal(x.images, y.images) and np.array_equal(x.labels, y.labels)
+    train, valid = ImageSet(tmp_path / "a", "train"), ImageSet(tmp_path / "a", "valid")
+    seen = {train.images[i].tobytes() for i in range(len(train))}
+    assert not any(valid.images[i].tobytes() in seen for i in range(len(valid)))
+
+
+def test_colour_images_keep_three_channels(tmp_path):
+    write_image_folder(tmp_path / "rgb", 3, mode="RGB")
+    meta = prepare_images(tmp_path / "rgb", tmp_path / "data", log=None)
+    assert meta["channels"] == 3
+    assert ImageSet(tmp_path / "data", "train").images.shape == (9, 3, 8, 8)
+
+
+def test_other_sizes_are_named_or_resized(tmp_path):
+    write_image_folder(tmp_path / "mixed", 3)
+    Image.new("L", (10, 10)).save(tmp_path / "mixed" / "down" / "odd.png")
+    with pytest.raises(DataError, match=r"(?s)1 of 10 .*odd.png: 10x10 pixels, not 8x8.*--imag"):
+        prepare_images(tmp_path / "mixed", tmp_path / "data", log=None)
+    assert not (tmp_path / "data").exists()  # nothing written
+    meta = prepare_images(tmp_path / "mixed", tmp_path / "data", image_size=6, log=None)
+    assert meta["image_size"] == 6
+    assert ImageSet(tmp_path / "data", "train").images.shape == (10, 1, 6, 6)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("corrupt", r"(?s)across/broken.png: not a readable image"),
+    ("empty class", r"1 class folder\(s\) without images: empty"),
+    ("no classes", r"no class folders; expected .*LABEL/IMAGE"),
+    ("not square", r"0.png: 8x6 pixels; the model reads square images: .*--image-size"),
+])
+def test_bad_folders_are_messages_naming_the_file(tmp_path, damage, message):
+    root = write_image_folder(tmp_path / "images", 2)
+    if damage == "corrupt":
+        (root / "across" / "broken.png").write_bytes(b"\x89PNG not really")
+    elif damage == "empty class":
+        (root / "empty").mkdir()
+    elif damage == "no classes":
+        root = tmp_path / "flat"
+        root.mkdir()
+        Image.new("L", (8, 8)).save(root / "0.png")
+    else:
+        for path in (root / "across").iterdir():
+            Image.new("L", (8, 6)).save(path)
+    with pytest.raises(DataError, match=message):
+        prepare_images(root, tmp_path / "data", log=None)
+    assert not (tmp_path / "data").exists()
+
+
+def test_files_that_are_not_images_are_skipped_and_reported(tmp_path):
+    root = write_image_folder(tmp_path / "images", 2)
+    (root / "down" / "notes.txt").write_text("not an image")
+    out = cli("prepare", "--images", str(root), "--out", str(tmp_path / "data")).stdout
+    assert "skipped 1 file(s) that are not images by their suffix, e.g. " in out
+    assert "notes.txt" in out and "train 6 images" in out
+
+
+def test_the_command_refuses_text_options_and_two_validation_sources(tmp_path):
+    root = write_image_folder(tmp_path / "images", 2)
+    for extra, message in ((["--src", "en"], "--src belong to text"),
+                           (["--hold-out", "2", "--valid-images", str(root)], "not both")):
+        result = cli("prepare", "--images", str(root), "--out", str(tmp_path / "d"), *extra,
+                     check=False)
+        assert result.returncode == 2 and message in result.stderr
+    result = cli("prepare", "--hold-out", "2", "--out", str(tmp_path / "d"), check=False)
+    assert result.returncode == 2 and "go with --images DIR" in result.stderr
+
+
+def test_validation_classes_must_be_the_training_ones(tmp_path):
+    train = write_image_folder(tmp_path / "train", 2)
+    valid = write_image_folder(tmp_path / "valid", 2)
+    (valid / "across").rename(valid / "sideways")
+    with pytest.raises(DataError, match="are not those of"):
+        prepare_images(train, tmp_path / "data", valid, log=None)
+
+
+def test_the_random_crop_moves_the_image_within_its_padding():
+    images = np.arange(2 * 1 * 4 * 4, dtype=np.uint8).reshape(2, 1, 4, 4) + 1
+    rng = np.random.default_rng(0)
+    out = augment(images, 2, False, rng)
+    assert out.shape == images.shape
+    dy, dx = np.random.default_rng(0).integers(0, 5, size=(2, 2))
+    for b in range(2):
+        padded = np.pad(images[b, 0], 2)
+        assert np.array_equal(out[b, 0], padded[dy[b]:dy[b] + 4, dx[b]:dx[b] + 4])
+    assert np.array_equal(augment(images, 0, False, rng), images)  # off: unchanged
+    flipped = augment(images, 0, True, np.random.default_rng(3))
+    for b in range(2):  # each image as it was, or mirrored
+        assert (np.array_equal(flipped[b], images[b])
+                or np.array_equal(flipped[b], images[b][..., ::-1]))
+
+
+def test_a_batch_holds_the_images_and_their_labels(folder, tmp_path):
+    prepare_images(folder, tmp_path / "data", log=None)
+    ds = ImageSet(tmp_path / "data", "train")
+    batch = collate_images(ds, [41, 3, 22])
+    assert batch.src is None and batch.tgt_in.shape == (3, 1, 8, 8)
+    assert batch.tgt_out[:, 0].tolist() == [ds.labels[41], ds.labels[3], ds.labels[22]]
+    assert np.array_equal(batch.tgt_in[0].numpy(), ds.images[41])
+    assert batch.target_tokens == 3  # label 0 is a label, not padding
+    meta = json.loads((tmp_path / "data" / "meta.json").read_text())
+    assert meta["kind"] == "images"

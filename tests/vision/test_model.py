@@ -1,0 +1,98 @@
+"""The Vision Transformer as a front end of the same encoder: the patch embedding, the shapes,
+the presets' sizes against Hugging Face's, and the configuration errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transduce import ModelConfig, Transformer
+from transduce.model.inputs import PatchEmbeddings
+
+
+def tiny(**overrides) -> ModelConfig:
+    fields = dict(encoder_layers=2, d_model=32, n_heads=4, d_ff=64, image_size=8, patch_size=2,
+                  classes=3, max_positions=17)
+    return ModelConfig.preset("vit-tiny", **{**fields, **overrides})
+
+
+@pytest.mark.parametrize("preset, shape", [
+    ("vit-ti16", dict(hidden_size=192, num_attention_heads=3, intermediate_size=768)),
+    ("vit-b16", {}),
+    ("vit-tiny", dict(hidden_size=128, num_hidden_layers=6, num_attention_heads=4,
+                      intermediate_size=256, image_size=28, patch_size=4, num_channels=1,
+                      num_labels=10)),
+])
+def test_the_presets_have_hugging_faces_parameter_counts(preset, shape):
+    from transformers import ViTConfig, ViTForImageClassification
+
+    with torch.device("meta"):
+        ours = Transformer(ModelConfig.preset(preset)).num_parameters()["total"]
+        theirs = ViTForImageClassification(ViTConfig(**{"num_labels": 1000, **shape}))
+    assert ours == sum(p.numel() for p in theirs.parameters())
+    if preset == "vit-b16":
+        assert ours == 86_567_656  # ViT-B/16 with ImageNet's 1,000 classes
+
+
+def test_the_patch_embedding_is_a_linear_map_of_each_patch():
+    config = tiny(channels=3, image_mean=(0.4, 0.5, 0.6), image_std=(0.2, 0.3, 0.25))
+    front = PatchEmbeddings(config).eval()
+    images = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    pixels = (images.float() / 255 - torch.tensor([0.4, 0.5, 0.6])[:, None, None]) \
+        / torch.tensor([0.2, 0.3, 0.25])[:, None, None]
+    # each 2x2 patch, row by row, flattened (channel, row, column) as the convolution's weight
+    patches = pixels.unfold(2, 2, 2).unfold(3, 2, 2)  # (B, C, 4, 4, 2, 2)
+    patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(2, 16, 12)
+    expected = patches @ front.project.weight.reshape(32, 12).T + front.project.bias
+    expected = torch.cat([front.cls.expand(2, 1, 32), expected], dim=1) + front.positions
+    torch.testing.assert_close(front(images), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_classifier_returns_one_row_of_class_logits_per_image():
+    model = Transformer(tiny()).eval()
+    images = torch.randint(0, 256, (5, 8, 8), dtype=torch.uint8)  # one channel: (B, H, W) too
+    logits = model(images)
+    assert logits.shape == (5, 1, 3)
+    torch.testing.assert_close(model(images[:, None]), logits)
+    # each image's logits are its own: a batch gives what the images give alone
+    torch.testing.assert_close(model(images[2:3]), logits[2:3], atol=1e-5, rtol=1e-5)
+    logits, attention = model(images, need_weights=True)
+    assert [w.shape for w in attention.encoder] == [(5, 4, 17, 17)] * 2
+
+
+def test_mean_pooling_has_no_cls_position():
+    model = Transformer(tiny(pooling="mean")).eval()
+    assert model.src_embed.cls is None and model.src_embed.positions.shape == (1, 16, 32)
+    images = torch.randint(0, 256, (2, 1, 8, 8), dtype=torch.uint8)
+    x = model.encode(images)
+    torch.testing.assert_close(model(images), model._project(x.mean(1, keepdim=True), norm=None))
+
+
+def test_an_image_of_another_shape_is_refused_with_what_was_expected():
+    model = Transformer(tiny())
+    with pytest.raises(ValueError, match=r"1 channel\(s\) of 8x8 pixels.*\(2, 1, 9, 9\)"):
+        model(torch.zeros(2, 1, 9, 9, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(image_size=9), "image_size=9 must be a multiple of patch_size=2"),
+    (dict(channels=3), "one number per channel \\(3\\)"),
+    (dict(image_std=(0.0,)), "image_std must be positive"),
+    (dict(classes=0), "input='image' is for a classifier"),
+    (dict(tying="all"), "tying='none'"),
+    (dict(image_mean="a,b"), "image_mean = 'a,b': expected one number per channel"),
+])
+def test_bad_image_settings_are_named(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny(**overrides)
+
+
+def test_a_classifier_is_an_encoder_only_model():
+    with pytest.raises(ValueError, match="a classifier is an encoder-only model"):
+        ModelConfig.preset("small", classes=3, tying="none")
+
+
+def test_image_settings_come_back_from_json_and_from_set():
+    config = tiny(channels=3, image_mean="0.1,0.2,0.3", image_std=[1, 1, 1])
+    assert config.image_mean == (0.1, 0.2, 0.3) and config.image_std == (1.0, 1.0, 1.0)
+    assert ModelConfig.from_json(config.to_json()) == config
