@@ -96,3 +96,23 @@ def test_image_settings_come_back_from_json_and_from_set():
     config = tiny(channels=3, image_mean="0.1,0.2,0.3", image_std=[1, 1, 1])
     assert config.image_mean == (0.1, 0.2, 0.3) and config.image_std == (1.0, 1.0, 1.0)
     assert ModelConfig.from_json(config.to_json()) == config
+
+
+def test_the_rollout_multiplies_each_layers_attention_with_the_residual():
+    """Abnar & Zuidema's rollout: per layer the heads' mean attention A, (A + I) / 2 (the residual
+    path, rows still summing to 1), multiplied from the first layer up; the [CLS] row's patches."""
+    from transduce.vision import Classifier
+
+    model = Transformer(tiny(encoder_layers=3)).eval()
+    classifier = Classifier(model, {"classes": ["a", "b", "c"]}, torch.device("cpu"), "fp32",
+                            None)
+    image = torch.randint(0, 256, (1, 8, 8), dtype=torch.uint8)
+    grid, label, prob = classifier.rollout(image)
+    with torch.no_grad():
+        logits, attention = model(image[None], need_weights=True)
+    flow = torch.eye(17)
+    for weights in attention.encoder:
+        flow = (0.5 * weights[0].mean(0) + 0.5 * torch.eye(17)) @ flow
+    torch.testing.assert_close(torch.from_numpy(grid), flow[0, 1:].reshape(4, 4))
+    assert label == int(logits[0, 0].argmax())
+    assert prob == pytest.approx(float(torch.softmax(logits[0, 0], -1).max()))
