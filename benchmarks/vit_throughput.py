@@ -1,5 +1,5 @@
 """Images/s of the Vision Transformer, transduce against Hugging Face's ViTForImageClassification
-at the same shape (the vit-tiny preset: 28x28 greyscale, 4x4 patches, d_model 128, 6 layers, 4
+at the same shape (the vit-tiny preset: 28x28 greyscale, 7x7-pixel patches, d_model 128, 6 layers, 4
 heads, d_ff 256, 10 classes) and precision: training (forward + backward + Adam on batches of 128
 images) and inference (batches of 256, no gradients), fp32 and bf16 autocast.
 
@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, measure, save, table  # noqa: E402
 
-SHAPE = dict(layers=6, d_model=128, heads=4, d_ff=256, size=28, patch=4, channels=1, classes=10)
+SHAPE = dict(layers=6, d_model=128, heads=4, d_ff=256, size=28, patch=7, channels=1, classes=10)
 
 
 def build(system: str):

@@ -12,7 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-KINDS = {"bleu": "a translation model (BLEU)", "ppl": "a language model (perplexity)"}
+KINDS = {"bleu": "a translation model (BLEU)", "ppl": "a language model (perplexity)",
+         "accuracy": "a classifier (accuracy)"}
+TITLES = {"bleu": "validation BLEU", "ppl": "validation perplexity",
+          "accuracy": "validation accuracy"}
 
 
 def _pyplot():
@@ -148,9 +151,9 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 
 def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> Path:
-    """Training and validation loss, validation BLEU (a language model's: perplexity) and the
-    learning rate from ``metrics.jsonl``; several runs are drawn over each other (one color
-    each)."""
+    """Training and validation loss, validation BLEU (a language model's: perplexity; a
+    classifier's: accuracy) and the learning rate from ``metrics.jsonl``; several runs are drawn
+    over each other (one color each)."""
     from .errors import TransduceError
 
     runs = [runs] if isinstance(runs, (str, Path)) else list(runs)
@@ -166,7 +169,7 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
         if not valid:
             print(f"note: {run} has no validation records yet; its validation curves are empty")
         curves.append(
-            (run, train, valid, None if not valid else "bleu" if "bleu" in valid[0] else "ppl")
+            (run, train, valid, None if not valid else next(k for k in KINDS if k in valid[0]))
         )
     kinds = {kind for *_, kind in curves if kind}
     if len(kinds) > 1:
@@ -231,7 +234,7 @@ def plot_training(runs: str | Path | Sequence[str | Path], out: str | Path) -> P
         )
     axes[0].set_title("loss")
     axes[0].legend(fontsize=8)
-    axes[1].set_title("validation perplexity" if key == "ppl" else "validation BLEU")
+    axes[1].set_title(TITLES[key])
     axes[2].set_title("learning rate")
     if len(curves) > 1 or any(f"extra_{key}" in r for _, _, valid, _ in curves for r in valid):
         axes[1].legend(fontsize=8)

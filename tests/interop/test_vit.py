@@ -85,8 +85,8 @@ def test_a_trained_classifier_exports_with_its_classes(tmp_path, images):
     from transduce.checkpoint import write_checkpoint
 
     config = ModelConfig.preset("vit-tiny", encoder_layers=1, d_model=16, n_heads=2, d_ff=32,
-                                image_size=16, channels=3, image_mean=MEAN, image_std=STD,
-                                classes=2)
+                                image_size=16, patch_size=4, channels=3, image_mean=MEAN,
+                                image_std=STD, classes=2)
     model = Transformer(config).eval()
     write_checkpoint(tmp_path / "ours", model, {"model": config.to_dict(), "tokenizer": {},
                                                 "classes": ["no", "yes"]}, [])

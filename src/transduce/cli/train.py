@@ -176,6 +176,7 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
         print(f"warning: --recipe {args.recipe} is not used on --resume: {args.out} keeps the "
               "schedule it was trained with (its config.json); to change it, give its fields with "
               "--set (lr_schedule, warmup, peak_lr, lr_factor)", file=sys.stderr)
+    data_fields: dict = {}
     if args.resume and saved_path.is_file():
         # The saved run is the base: a resumed run continues its own recipe, whatever the defaults.
         saved = read_json(saved_path, "--resume: the run's configuration")
@@ -196,12 +197,14 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
     else:
         preset = preset or {"monolingual": "gpt-small", "images": "vit-tiny"}.get(meta.get("kind"),
                                                                                  "base")
-        model = ModelConfig.preset(preset, **_data_fields(meta, preset))
+        # (the data's fields, the file's and --set's checked together: an image size the
+        # preset's patches do not divide may be the reason for a --set patch_size)
+        data_fields = _data_fields(meta, preset)
+        model = ModelConfig.preset(preset)
         train = TrainConfig()
-    model = model.with_overrides(toml.get("model", {}))
-    train = train.with_overrides(toml.get("train", {}))
     model_sets, train_sets = split_overrides(parse_sets(args.set))
-    model = model.with_overrides(model_sets)
+    model = model.with_overrides({**data_fields, **toml.get("model", {}), **model_sets})
+    train = train.with_overrides(toml.get("train", {}))
     flags = {
         "max_tokens": args.max_tokens,
         "update_freq": args.update_freq,

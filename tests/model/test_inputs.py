@@ -12,7 +12,7 @@ from transduce.model.inputs import PatchEmbeddings
 
 def tiny(**overrides) -> ModelConfig:
     fields = dict(encoder_layers=2, d_model=32, n_heads=4, d_ff=64, image_size=8, patch_size=2,
-                  classes=3, max_positions=17)
+                  classes=3)
     return ModelConfig.preset("vit-tiny", **{**fields, **overrides})
 
 
@@ -20,7 +20,7 @@ def tiny(**overrides) -> ModelConfig:
     ("vit-ti16", dict(hidden_size=192, num_attention_heads=3, intermediate_size=768)),
     ("vit-b16", {}),
     ("vit-tiny", dict(hidden_size=128, num_hidden_layers=6, num_attention_heads=4,
-                      intermediate_size=256, image_size=28, patch_size=4, num_channels=1,
+                      intermediate_size=256, image_size=28, patch_size=7, num_channels=1,
                       num_labels=10)),
 ])
 def test_the_presets_have_hugging_faces_parameter_counts(preset, shape):

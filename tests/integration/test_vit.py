@@ -58,6 +58,11 @@ def test_a_tiny_vit_learns_the_bars(bars, trained):
     assert info["classes"] == sorted(BARS)
 
 
+def test_plot_draws_the_validation_accuracy(trained, tmp_path):
+    out = cli("plot", str(trained), "--out", str(tmp_path / "curves.png")).stdout
+    assert "curves.png" in out and (tmp_path / "curves.png").stat().st_size > 1000
+
+
 def test_evaluate_scores_a_folder_with_the_confusion_matrix(bars, trained, tmp_path):
     result = json.loads(cli("evaluate", str(trained), "--images", str(bars / "test"), "--json",
                             "--confusion", str(tmp_path / "confusion.png")).stdout.splitlines()[0])
