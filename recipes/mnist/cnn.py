@@ -43,7 +43,7 @@ def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
     model.eval()
     right = 0
     for start in range(0, len(images), 512):
-        logits = model(torch.from_numpy(np.asarray(images[start:start + 512])))
+        logits = model(torch.from_numpy(np.array(images[start:start + 512])))
         right += int((logits.argmax(-1).numpy() == labels[start:start + 512]).sum())
     model.train()
     return right / len(images)

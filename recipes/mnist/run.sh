@@ -24,5 +24,6 @@ transduce train "$DATA" --out "$RUNS/vit" --config recipes/mnist/vit.toml --prec
 echo "vit: the test digits, with the weights of the best held-out accuracy ($RUNS/vit/best)"
 transduce evaluate "$RUNS/vit/best" --images "$RAW/testing" --confusion "$RUNS/vit/confusion.png" \
   --json > "$RUNS/vit/test.json"
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(f"vit test accuracy {100*r[\"accuracy\"]:.2f}% ({r[\"images\"]} images)")' "$RUNS/vit/test.json"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print("vit test accuracy %.2f%% (%d images)" % (100 * r["accuracy"], r["images"]))' "$RUNS/vit/test.json"
 python3 recipes/mnist/cnn.py "$DATA" "$RAW/testing" --minutes "$MINUTES" --out "$RUNS/cnn"

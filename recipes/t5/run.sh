@@ -6,8 +6,9 @@
 # updates, against the same model trained from random weights on those pairs for as many updates.
 #   bash recipes/t5/run.sh [RAW_DIR] [PRETRAIN_MINUTES] [UPDATES] [PAIRS]
 # RAW_DIR: Multi30k's files (default ../shared/data/multi30k). Interrupt it at any time and run it
-# again: each run resumes. Each model's weights (its last checkpoint or the average of the last 3)
-# are chosen on the validation set (beam 4); the test set (test_2016_flickr) is scored once.
+# again: each run resumes. Each model's weights (its last checkpoint or the average of the last 3,
+# and for the fine-tuning its peak learning rate) are chosen on the validation set (beam 4); the
+# test set (test_2016_flickr) is scored once.
 set -euo pipefail
 RAW=${1:-../shared/data/multi30k}
 MINUTES=${2:-40}
@@ -30,9 +31,13 @@ for lang in en de; do zcat -f "$RAW/train.$lang.gz" | sed -n "1,${PAIRS}p" > "$W
 transduce prepare --tokenizer "$RUNS/pretrained" --task-prefix "translate English to German: " \
   --train-prefix "$WORK/pairs" --valid-prefix "$RAW/val" --test-prefix "$RAW/test_2016_flickr" \
   --src en --tgt de --out "$WORK/pairs"
-transduce train "$WORK/pairs" --out "$RUNS/finetuned" --init-from "$RUNS/pretrained" \
-  --config recipes/t5/finetune.toml --precision fp32 --max-steps "$UPDATES" \
-  $(resume "$RUNS/finetuned")
+# the fine-tuning's peak learning rate is chosen on the validation set: the recipe's and the
+# from-scratch run's
+for lr in 5e-4 1.5e-3; do
+  transduce train "$WORK/pairs" --out "$RUNS/finetuned-$lr" --init-from "$RUNS/pretrained" \
+    --config recipes/t5/finetune.toml --set peak_lr=$lr --precision fp32 --max-steps "$UPDATES" \
+    $(resume "$RUNS/finetuned-$lr")
+done
 transduce train "$WORK/pairs" --out "$RUNS/scratch" --config recipes/t5/scratch.toml \
   --precision fp32 --max-steps "$UPDATES" $(resume "$RUNS/scratch")
 valid_bleu() {
@@ -40,14 +45,19 @@ valid_bleu() {
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["bleu"])'
 }
 better() { python3 -c "import sys; sys.exit(0 if $1 > $2 else 1)"; }
+candidates() {  # each run's last checkpoint and the average of its last 3
+  for run in "$@"; do
+    ls -d "$RUNS/$run"/checkpoints/step_* | tail -n 1
+    if [ "$(ls -d "$RUNS/$run"/checkpoints/step_* | wc -l)" -ge 3 ]; then
+      transduce average "$RUNS/$run" --last 3 --out "$RUNS/$run/avg3" > /dev/null
+      echo "$RUNS/$run/avg3"
+    fi
+  done
+}
 for run in finetuned scratch; do
-  last=$(ls -d "$RUNS/$run"/checkpoints/step_* | tail -n 1)
-  candidates="$last"
-  if [ "$(ls -d "$RUNS/$run"/checkpoints/step_* | wc -l)" -ge 3 ]; then
-    transduce average "$RUNS/$run" --last 3 --out "$RUNS/$run/avg3" > /dev/null
-    candidates="$last $RUNS/$run/avg3"
-  fi
+  if [ "$run" = finetuned ]; then runs="finetuned-5e-4 finetuned-1.5e-3"; else runs=scratch; fi
   best=""; best_bleu=-1
+  candidates=$(candidates $runs)
   for candidate in $candidates; do
     bleu=$(valid_bleu "$candidate")
     echo "$run: valid BLEU (beam 4), $candidate: $bleu"
@@ -55,5 +65,5 @@ for run in finetuned scratch; do
   done
   echo "$run: test_2016_flickr with $best"
   transduce evaluate "$best" --src "$RAW/test_2016_flickr.en.gz" \
-    --ref "$RAW/test_2016_flickr.de.gz" --save-hyp "$RUNS/$run/test.de"
+    --ref "$RAW/test_2016_flickr.de.gz" --save-hyp "$RUNS/$run.test.de"
 done

@@ -40,6 +40,9 @@ class LanguageModel:
         precision = resolve_precision(precision, dev)
         model, info = load_model_from(folder, dev)
         found = model.config.architecture
+        if model.config.classes:
+            raise TransduceError(f"{path} is a classifier, not a language model; use `transduce "
+                                 "classify` with it")
         if found != architecture:
             raise TransduceError(f"{path} holds a model of the {found} architecture, not "
                                  f"{architecture}; use `{USE[found]}` with it")

@@ -83,6 +83,9 @@ class Translator:
         precision = resolve_precision(precision, dev, inference=True)
         compile_choice(compile, dev, precision)  # refuse a bad combination before loading
         model, info = load_model_from(folder, dev)
+        if model.config.classes:
+            raise TransduceError(f"{path} is a classifier, which does not translate; use "
+                                 "`transduce classify` with it")
         if model.config.architecture != "encoder-decoder":
             from .lm import USE
 

@@ -58,6 +58,12 @@ def test_a_tiny_vit_learns_the_bars(bars, trained):
     assert info["classes"] == sorted(BARS)
 
 
+def test_info_describes_an_image_classifier(trained):
+    out = cli("info", str(trained)).stdout
+    assert "an image classifier (ViT) of 3 classes, preset vit-tiny" in out
+    assert "8x8x1 images in 2x2 patches" in out and "best       validation accuracy" in out
+
+
 def test_plot_draws_the_validation_accuracy(trained, tmp_path):
     out = cli("plot", str(trained), "--out", str(tmp_path / "curves.png")).stdout
     assert "curves.png" in out and (tmp_path / "curves.png").stat().st_size > 1000
@@ -151,6 +157,10 @@ def test_images_and_text_do_not_mix(bars, trained, tmp_path, reverse_run):
         (["classify", str(reverse_run / "run"), str(bars / "test")],
          "is not an image classifier"),
         (["classify", str(trained), str(tmp_path / "missing.png")], "no such file or folder"),
+        (["translate", str(trained)], "is a classifier, which does not translate; use "
+                                      "`transduce classify`"),
+        (["fill-mask", str(trained), "a <mask>"], "is a classifier, not a language model"),
+        (["serve", str(trained)], "is a classifier"),
         (["attention", str(trained), "--image", str(bars / "test"), "--src", "a b",
           "--out", str(tmp_path / "x.png")], "--src and --tgt are for translation models"),
         (["evaluate", str(trained), "--images", str(bars / "test"), "--ref", "x"],

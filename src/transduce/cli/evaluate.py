@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from ..errors import TransduceError
 from ..evaluate import score
@@ -158,6 +159,7 @@ def _images(args) -> int:
               f"{len(scores.classes)} classes)")
         for name, accuracy in zip(scores.classes, scores.per_class):
             print(f"  {name}\t{100 * accuracy:.2f}%")
-    if args.confusion:
-        print(f"wrote {draw_confusion(scores, args.confusion)}")
+    if args.confusion:  # (on stderr with --json: stdout stays one JSON object)
+        print(f"wrote {draw_confusion(scores, args.confusion)}",
+              file=sys.stderr if args.json else sys.stdout)
     return 0

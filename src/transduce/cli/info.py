@@ -99,6 +99,9 @@ def describe_run(path: Path) -> int:
         "decoder-only": "a decoder-only language model",
         "encoder-only": "an encoder-only (masked) language model",
     }[config.architecture]
+    if config.classes:
+        kind = (f"an image classifier (ViT) of {config.classes} classes" if config.input == "image"
+                else f"a classifier of {config.classes} classes")
     print(
         f"{'run' if run else 'checkpoint'} {path}: {kind}"
         + (f", preset {preset}" if preset else "")
@@ -108,9 +111,12 @@ def describe_run(path: Path) -> int:
         if config.architecture == "encoder-decoder"
         else f"{config.encoder_layers or config.decoder_layers} layers"
     )
+    reads = (f"{config.image_size}x{config.image_size}x{config.channels} images in "
+             f"{config.patch_size}x{config.patch_size} patches" if config.input == "image" else
+             f"vocabulary {config.vocab_size:,}")
     print(
         f"  model      {shape}, d_model {config.d_model}, d_ff {config.d_ff}, {config.n_heads} "
-        f"heads, vocabulary {config.vocab_size:,}"
+        f"heads, {reads}"
         + (
             f"/{config.target_vocab_size:,}"
             if config.target_vocab_size != config.vocab_size
@@ -135,6 +141,11 @@ def describe_run(path: Path) -> int:
                 print(
                     f"  best       validation BLEU {progress['best_bleu']:.2f} at update "
                     f"{progress['best_step']:,}"
+                )
+            elif progress.get("best_accuracy", -1) >= 0:
+                print(
+                    f"  best       validation accuracy {100 * progress['best_accuracy']:.2f}% at "
+                    f"update {progress['best_step']:,}"
                 )
             elif progress.get("best_ppl"):
                 print(

@@ -27,7 +27,8 @@ def check_inputs(c) -> None:
         raise ValueError("input='image' is for a classifier (the Vision Transformer): set classes")
     if c.patch_size < 1 or c.image_size < c.patch_size or c.image_size % c.patch_size:
         raise ValueError(f"image_size={c.image_size} must be a multiple of "
-                         f"patch_size={c.patch_size}")
+                         f"patch_size={c.patch_size}: set patch_size to a divisor of it, or "
+                         "prepare the images with --image-size N to resize them")
     if c.channels < 1 or not len(c.image_mean) == len(c.image_std) == c.channels:
         raise ValueError(f"image_mean and image_std need one number per channel ({c.channels}), "
                          f"got {len(c.image_mean)} and {len(c.image_std)}")

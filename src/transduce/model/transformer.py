@@ -56,7 +56,9 @@ class Transformer(nn.Module):
         # the source's, or the only one (an image has none)
         tokens = nn.Embedding(c.vocab_size, c.d_model) if c.input == "tokens" else None
         tgt_tokens = (
-            tokens
+            None
+            if not c.has_decoder
+            else tokens
             if c.tying in ("all", "embeddings") or not c.has_encoder
             else nn.Embedding(c.target_vocab_size, c.d_model)
         )
