@@ -5,8 +5,9 @@ images) and inference (batches of 256, no gradients), fp32 and bf16 autocast.
 
     python benchmarks/vit_throughput.py [--quick] [--threads 1 2] [--trials 5]
 
-Each system runs in a process of its own, the two alternating, at each thread count; the table
-gives each system's best thread count, median images/s with min-max, and transduce/HF. The same
+Each system runs in a process of its own, the two alternating (--rounds times) at each thread
+count; the table gives each system's best thread count, the median images/s of all its trials
+with min-max, and transduce/HF. The same
 random images (speed does not depend on their content) for both. Writes
 benchmarks/results/vit_throughput.json.
 """
@@ -17,13 +18,14 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, measure, save, table  # noqa: E402
+from common import machine, save, table  # noqa: E402
 
 SHAPE = dict(layers=6, d_model=128, heads=4, d_ff=256, size=28, patch=7, channels=1, classes=10)
 
@@ -81,8 +83,27 @@ def child(system: str, threads: int, trials: int, batch: int) -> dict:
                     logits_of(model(*inputs(half)))
             return 2 * batch
 
-        out[f"train_{precision}"] = measure(train_step, trials)
-        out[f"infer_{precision}"] = measure(infer, trials)
+        for kind, fn in ((f"train_{precision}", train_step), (f"infer_{precision}", infer)):
+            for _ in range(2):  # warm-up
+                fn()
+            rates = []
+            for _ in range(trials):
+                start = time.perf_counter()
+                count = fn()
+                rates.append(count / (time.perf_counter() - start))
+            out[kind] = {"rates": rates}
+    return out
+
+
+def pooled(rounds: list[dict]) -> dict:
+    """The rounds' trials as one: the median, min and max of every trial's images/s."""
+    import statistics
+
+    out = {}
+    for kind in rounds[0]:
+        rates = sorted(r for one in rounds for r in one[kind]["rates"])
+        out[kind] = {"rate_median": statistics.median(rates), "rate_min": rates[0],
+                     "rate_max": rates[-1], "trials": len(rates)}
     return out
 
 
@@ -91,21 +112,26 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--quick", action="store_true", help="2 trials, 2 threads only")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="the two systems alternate this many times at each thread count")
+    parser.add_argument("--quick", action="store_true", help="2 trials, 1 round, 2 threads only")
     parser.add_argument("--child", nargs=2, metavar=("SYSTEM", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
-        args.trials, args.threads = 2, [2]
+        args.trials, args.threads, args.rounds = 2, [2], 1
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.trials, args.batch)))
         return
-    results: dict = {}
+    runs: dict = {}
     for threads in args.threads:
-        for system in ("hf", "transduce"):  # alternating, each in a fresh process
-            command = [sys.executable, __file__, "--child", system, str(threads),
-                       "--trials", str(args.trials), "--batch", str(args.batch)]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
-            results[(system, threads)] = json.loads(done.stdout.strip().splitlines()[-1])
+        for _ in range(args.rounds):
+            for system in ("hf", "transduce"):  # alternating, each in a fresh process
+                command = [sys.executable, __file__, "--child", system, str(threads),
+                           "--trials", str(args.trials), "--batch", str(args.batch)]
+                done = subprocess.run(command, capture_output=True, text=True, check=True)
+                runs.setdefault((system, threads), []).append(
+                    json.loads(done.stdout.strip().splitlines()[-1]))
+    results = {key: pooled(rounds) for key, rounds in runs.items()}
     rows = []
     for kind in ("train_fp32", "train_bf16", "infer_fp32", "infer_bf16"):
         best = {}
@@ -120,7 +146,7 @@ def main() -> None:
         row["transduce / HF"] = f"{ratio:.2f}"
         rows.append(row)
     print(f"images/s, batch {args.batch} (inference {2 * args.batch}), vit-tiny shape, "
-          f"median (min-max) of {args.trials} trials")
+          f"median (min-max) of {args.rounds} x {args.trials} trials")
     print(table(rows, ["work", "hf", "transduce", "transduce / HF"]))
     save("vit_throughput", {"machine": machine(), "shape": SHAPE, "batch": args.batch,
                             "rows": rows,

@@ -170,8 +170,8 @@ def draw_rollout(classifier: Classifier, file: str | Path, out: str | Path,
     shown = pixels[..., 0] if pixels.shape[-1] == 1 else pixels
     size = classifier.config.image_size
     axes[0].imshow(shown, cmap="gray" if shown.ndim == 2 else None)
-    axes[0].imshow(grid, cmap="inferno", alpha=0.55, extent=(0, size, size, 0),
-                   interpolation="bilinear")
+    edges = (-0.5, size - 0.5, size - 0.5, -0.5)  # (the image's pixel edges)
+    axes[0].imshow(grid, cmap="inferno", alpha=0.55, extent=edges, interpolation="bilinear")
     axes[0].set_title("image, with the rollout over it")
     shown_grid = axes[1].imshow(grid, cmap="inferno")
     axes[1].set_title(f"[CLS] attention rollout ({grid.shape[0]}x{grid.shape[1]} patches)")
