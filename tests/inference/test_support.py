@@ -47,7 +47,14 @@ SAMPLES = {
     "moe_experts": [1, 3],
     "moe_top_k": [1, 2],
     "moe_aux_weight": [0.0, 0.1],
+    "image_size": [224, 64],
+    "patch_size": [16, 8],
+    "channels": [3, 1],
+    "image_mean": [(0.5, 0.5, 0.5), (0.4, 0.5, 0.6)],
+    "image_std": [(0.5, 0.5, 0.5), (0.2, 0.3, 0.25)],
+    "classes": [0, 3],
 }
+CLASSIFIER = {"architecture": "encoder-only", "decoder_layers": 0, "tying": "none"}
 
 
 def _values(field) -> list:
@@ -67,6 +74,10 @@ def _config(name: str, value) -> ModelConfig | None:
             "encoder-only": {"decoder_layers": 0, "mask_id": 4},
         },
         "tgt_vocab_size": {30: {"tying": "decoder"}},
+        "channels": {1: {"image_mean": (0.5,), "image_std": (0.5,)}},
+        "classes": {3: CLASSIFIER},
+        "input": {"image": {**CLASSIFIER, "classes": 3, "image_size": 8, "patch_size": 2,
+                            "channels": 1, "image_mean": (0.5,), "image_std": (0.5,)}},
     }.get(name, {}).get(value, {})
     try:
         return tiny_config(**{name: value, **extra})

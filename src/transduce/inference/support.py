@@ -65,14 +65,24 @@ SUPPORTED: dict[str, Rule] = {
     "moe_experts": ANY,  # (read only by ffn="moe")
     "moe_top_k": ANY,
     "moe_aux_weight": ANY,
+    "input": ("tokens",),  # the passes embed token ids
+    "image_size": ANY,  # (read only by input="image")
+    "patch_size": ANY,
+    "channels": ANY,
+    "image_mean": ANY,
+    "image_std": ANY,
+    "classes": (0,),  # a classifier does not decode
+    "pooling": ANY,  # (read only by a classifier)
 }
+# what the model reads and predicts are named first: an image classifier is refused as one
+FIRST = ("input", "classes")
 
 
 @functools.lru_cache(maxsize=64)
 def unsupported(config) -> Optional[str]:
     """Why the fast passes cannot compute a model of ``config``, as ``field=value`` (None: they
     can)."""
-    for field in fields(config):
+    for field in sorted(fields(config), key=lambda f: f.name not in FIRST):
         value = getattr(config, field.name)
         rule = SUPPORTED.get(field.name)
         if rule is None:
