@@ -22,6 +22,7 @@ PAPER_MODULES = {
     "layers.py",
     "transformer.py",
     "cache.py",
+    "inputs.py",  # §3.4's embeddings as the encoder's front end: token ids, or an image's patches
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .common import announce, set_threads
+from .common import THREADS, announce, number, set_threads
 
 
 def add_parser(sub) -> None:
@@ -13,22 +13,22 @@ def add_parser(sub) -> None:
                                    "probabilities, most probable first.")
     p.add_argument("model", help="a run directory or checkpoint of an image classifier")
     p.add_argument("images", nargs="+", help="image files, or folders (their images, sorted)")
-    p.add_argument("--top", type=int, default=5, help="classes shown per image")
+    p.add_argument("--top", type=number(int, 1, 1_000_000), default=5,
+                   help="classes shown per image")
     p.add_argument("--resize", action="store_true",
                    help="resize images of another size to the model's (default: refuse them)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "auto"])
-    p.add_argument("--threads", type=int, default=None, help="CPU threads")
+    p.add_argument("--threads", type=THREADS, default=0,
+                   help="CPU threads (0: the cores other programs leave idle, measured at the "
+                        "start)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from ..errors import TransduceError
     from ..vision import Classifier, image_files
 
-    if args.top < 1:
-        raise TransduceError(f"--top {args.top}: show at least one class")
     files = image_files(args.images)  # every missing one found before the model loads
     set_threads(args.threads)
     announce(args.model)
