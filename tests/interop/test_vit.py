@@ -69,7 +69,8 @@ def test_an_imported_vit_gives_hugging_faces_logits(tmp_path, images):
 
 def test_export_loads_in_transformers_with_the_same_logits(tmp_path, images):
     folder = vit_folder(tmp_path / "hf")
-    cli("import-hf", str(folder), "--out", str(tmp_path / "run"))
+    out = cli("import-hf", str(folder), "--out", str(tmp_path / "run")).stdout
+    assert "an image classifier of 5 classes); try: transduce classify" in out
     assert "exported" not in cli("export", str(tmp_path / "run"), "--to", "hf",
                                  str(tmp_path / "back")).stderr
     torch.testing.assert_close(their_logits(tmp_path / "back", images),

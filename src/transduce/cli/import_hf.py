@@ -1,4 +1,4 @@
-"""``transduce import-hf``: a Hugging Face MarianMTModel (or GPT2LMHeadModel) folder -> a run
+"""``transduce import-hf``: a Hugging Face MarianMTModel (or T5, GPT-2, BERT, ViT) folder -> a run
 directory."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 
 def add_parser(sub) -> None:
     p = sub.add_parser("import-hf", help="import a Hugging Face MarianMTModel folder (e.g. "
-                                         "opus-mt), or a GPT2LMHeadModel or BertForMaskedLM "
-                                         "folder (weights only: their tokenizers are not "
-                                         "SentencePiece)")
+                                         "opus-mt), a T5ForConditionalGeneration or "
+                                         "ViTForImageClassification folder, or a GPT2LMHeadModel "
+                                         "or BertForMaskedLM folder (weights only: their "
+                                         "tokenizers are not SentencePiece)")
     p.add_argument("hf_dir", help="folder with config.json, model.safetensors (or "
                                   "pytorch_model.bin), and for "
                                   "Marian source.spm, target.spm, vocab.json")
@@ -21,8 +22,13 @@ def run(args) -> int:
     from ..interop.huggingface import import_hf
 
     folder = import_hf(args.hf_dir, args.out)
-    architecture = read_info(folder)["model"].get("architecture", "encoder-decoder")
-    if architecture != "encoder-decoder":
+    info = read_info(folder)
+    architecture = info["model"].get("architecture", "encoder-decoder")
+    if info["model"].get("input") == "image":
+        print(f"imported {args.hf_dir} into {folder} (an image classifier of "
+              f"{len(info.get('classes', []))} classes); try: transduce classify {args.out} "
+              "IMAGE.png")
+    elif architecture != "encoder-decoder":
         print(f"imported {args.hf_dir} into {folder} (a model of the {architecture} architecture, "
               "without a tokenizer: use it from "
               "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
