@@ -1,0 +1,102 @@
+"""Audio for the speech descendants: reading recordings, and the log-mel features an encoder reads.
+
+Recordings are read with ``soundfile`` (FLAC, WAV, OGG and the other formats libsndfile reads; it
+ships its own library, so nothing is installed beside it) as mono floats: several channels are
+averaged. A recording at another sample rate than the one asked for is refused with a message (no
+resampling yet: convert it first, e.g. ``sox in.wav -r 16000 out.wav``).
+
+The features are Whisper's (Radford et al. 2022), computed with ``torch.stft``: 25 ms Hann windows
+(400 samples at 16 kHz) every 10 ms (160), centred (the signal reflected at its ends), the power
+spectrum through 80 triangular mel filters from 0 to 8 kHz on the Slaney scale with Slaney's
+area normalization (librosa's default, which Whisper uses; ``scale="htk"`` for HTK's scale), the
+base-10 logarithm floored at 1e-10, values more than 8 below the recording's maximum raised to
+it, then ``(x + 4) / 4``. The last frame is dropped, as Whisper does, so a recording of N samples
+gives N // 160 frames.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import DataError
+
+SAMPLE_RATE = 16_000
+N_FFT = 400
+HOP = 160
+N_MELS = 80
+
+
+def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """A recording as mono float32 samples in [-1, 1], or a DataError naming the file."""
+    try:
+        import soundfile
+    except ImportError:
+        raise DataError("reading audio needs the soundfile package: pip install soundfile") from None
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such audio file")
+    try:
+        samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except (RuntimeError, soundfile.LibsndfileError, OSError) as error:
+        raise DataError(f"{path}: not a readable recording ({error})") from None
+    if rate != sample_rate:
+        raise DataError(f"{path}: recorded at {rate} Hz, not {sample_rate} Hz; convert it first "
+                        f"(e.g. sox {path.name} -r {sample_rate} out.wav)")
+    if not len(samples):
+        raise DataError(f"{path}: the recording is empty (0 samples)")
+    return samples.mean(axis=1) if samples.shape[1] > 1 else samples[:, 0]
+
+
+def _hz_to_mel(hz: np.ndarray, scale: str) -> np.ndarray:
+    if scale == "htk":
+        return 2595.0 * np.log10(1.0 + hz / 700.0)
+    # Slaney: linear below 1 kHz (3 mels every 200 Hz), logarithmic above (27 mels an octave of 6.4)
+    step = math.log(6.4) / 27.0
+    return np.where(hz < 1000.0, 3.0 * hz / 200.0,
+                    15.0 + np.log(np.maximum(hz, 1e-10) / 1000.0) / step)
+
+
+def _mel_to_hz(mel: np.ndarray, scale: str) -> np.ndarray:
+    if scale == "htk":
+        return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
+    step = math.log(6.4) / 27.0
+    return np.where(mel < 15.0, 200.0 * mel / 3.0, 1000.0 * np.exp(step * (mel - 15.0)))
+
+
+def mel_filters(sample_rate: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS,
+                low: float = 0.0, high: float | None = None, scale: str = "slaney") -> torch.Tensor:
+    """Triangular mel filters ``(n_mels, n_fft // 2 + 1)`` over the power spectrum's bins, each
+    normalized to unit area in Hz (Slaney's normalization)."""
+    if scale not in ("slaney", "htk"):
+        raise ValueError(f"mel scale {scale!r}: choose slaney or htk")
+    high = sample_rate / 2 if high is None else high
+    bins = np.linspace(0.0, sample_rate / 2, n_fft // 2 + 1)
+    edges = _mel_to_hz(np.linspace(_hz_to_mel(np.array(low), scale),
+                                   _hz_to_mel(np.array(high), scale), n_mels + 2), scale)
+    left, centre, right = edges[:-2, None], edges[1:-1, None], edges[2:, None]
+    rising = (bins - left) / (centre - left)
+    falling = (right - bins) / (right - centre)
+    weights = np.maximum(0.0, np.minimum(rising, falling)) * (2.0 / (right - left))
+    return torch.from_numpy(weights).float()
+
+
+def log_mel(samples: torch.Tensor | np.ndarray, n_mels: int = N_MELS, n_fft: int = N_FFT,
+            hop: int = HOP, sample_rate: int = SAMPLE_RATE, scale: str = "slaney") -> torch.Tensor:
+    """Whisper's log-mel features of one recording ``(N,)`` -> ``(n_mels, N // hop)``."""
+    # (in float64: the quietest filters' logarithms keep their digits)
+    samples = torch.as_tensor(samples).to(torch.float64)
+    if samples.dim() != 1 or len(samples) < 2:
+        raise ValueError(f"log_mel reads one recording of at least 2 samples, got shape "
+                         f"{tuple(samples.shape)}")
+    window = torch.hann_window(n_fft, dtype=torch.float64)
+    spectrum = torch.stft(samples, n_fft, hop, window=window, center=True, pad_mode="reflect",
+                          return_complex=True)
+    power = spectrum[:, :-1].abs() ** 2  # (F, frames), the last frame dropped
+    mel = mel_filters(sample_rate, n_fft, n_mels, scale=scale).double() @ power
+    logs = torch.clamp(mel, min=1e-10).log10()
+    logs = torch.maximum(logs, logs.max() - 8.0)
+    return ((logs + 4.0) / 4.0).float()

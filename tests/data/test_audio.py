@@ -1,0 +1,76 @@
+"""Reading recordings and Whisper's log-mel features, against transformers' implementation
+(computed here, on signals made here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from transduce.data.audio import log_mel, mel_filters, read_audio
+from transduce.errors import DataError
+
+transformers = pytest.importorskip("transformers", reason="the dev extra installs transformers")
+
+
+def chirp(seconds: float, rate: int = 16_000, seed: int = 0) -> np.ndarray:
+    """A rising tone with a little noise and a silent stretch: every filter and the floor used."""
+    t = np.arange(int(seconds * rate)) / rate
+    signal = 0.5 * np.sin(2 * np.pi * (100 + 3000 * t) * t)
+    signal += 0.01 * np.random.default_rng(seed).standard_normal(len(t))
+    signal[len(t) // 3 : len(t) // 2] = 0.0
+    return signal.astype(np.float32)
+
+
+@pytest.mark.parametrize("scale", ["slaney", "htk"])
+def test_the_mel_filters_are_transformers(scale):
+    from transformers.audio_utils import mel_filter_bank
+
+    theirs = mel_filter_bank(num_frequency_bins=201, num_mel_filters=80, min_frequency=0.0,
+                             max_frequency=8000.0, sampling_rate=16_000, norm="slaney",
+                             mel_scale=scale)
+    np.testing.assert_allclose(mel_filters(scale=scale).numpy(), theirs.T, atol=1e-8)
+
+
+@pytest.mark.parametrize("seconds", [0.35, 1.0, 2.37])
+def test_the_features_are_whispers(seconds):
+    samples = chirp(seconds)
+    extractor = transformers.WhisperFeatureExtractor()
+    theirs = extractor._np_extract_fbank_features(samples[None], "cpu")[0]  # numpy, float64
+    ours = log_mel(samples)
+    assert ours.shape == (80, len(samples) // 160) == theirs.shape
+    np.testing.assert_allclose(ours.numpy(), theirs, atol=1e-6)
+    assert ours.min() == pytest.approx(ours.max() - 2.0)  # the floor: 8 below the maximum, / 4
+
+
+def test_recordings_are_read_as_mono_floats(tmp_path):
+    samples = chirp(0.5)
+    soundfile.write(tmp_path / "mono.flac", samples, 16_000)
+    np.testing.assert_allclose(read_audio(tmp_path / "mono.flac"), samples, atol=1 / 2**15)
+    stereo = np.stack([samples, -samples * 0.5], axis=1)
+    soundfile.write(tmp_path / "stereo.wav", stereo, 16_000, subtype="FLOAT")
+    np.testing.assert_allclose(read_audio(tmp_path / "stereo.wav"), samples * 0.25, atol=1e-6)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("rate", r"recorded at 8000 Hz, not 16000 Hz; convert it first"),
+    ("empty", r"the recording is empty"),
+    ("text", r"not a readable recording"),
+    ("missing", r"no such audio file"),
+])
+def test_bad_recordings_are_named(tmp_path, damage, message):
+    path = tmp_path / "x.wav"
+    if damage == "rate":
+        soundfile.write(path, chirp(0.2, 8000), 8000)
+    elif damage == "empty":
+        soundfile.write(path, np.zeros(0, dtype=np.float32), 16_000)
+    elif damage == "text":
+        path.write_text("not audio")
+    with pytest.raises(DataError, match=f"x.wav: {message}"):
+        read_audio(path)
+
+
+def test_one_sample_is_too_short_for_features():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        log_mel(torch.zeros(1))
