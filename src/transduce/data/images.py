@@ -80,7 +80,7 @@ def read_image(path: str | Path, channels: int, size: Optional[tuple[int, int]] 
                                     "--image-size N to resize every image to N x N")
                 image = image.resize(size, Image.Resampling.BICUBIC)
             pixels = np.asarray(image, dtype=np.uint8)
-    except (UnidentifiedImageError, OSError, ValueError) as error:
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as error:
         raise DataError(f"{path}: not a readable image ({error})") from None
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
 
@@ -97,12 +97,14 @@ def image_channels(path: Path) -> int:
 
 
 def read_images(paths: Sequence[Path], channels: int, size: tuple[int, int], resize: bool,
-                what: str = "images") -> np.ndarray:
-    """``(N, C, H, W)`` uint8 of ``paths``; every unreadable or odd-sized file is named (the
-    first ten) in one DataError, after all are tried."""
+                what: str = "images", out: Optional[np.ndarray] = None) -> np.ndarray:
+    """``(N, C, H, W)`` uint8 of ``paths`` (into ``out``, e.g. a file's memory map, if given);
+    every unreadable or odd-sized file is named (the first ten) in one DataError, after all are
+    tried."""
     from tqdm.auto import tqdm
 
-    out = np.empty((len(paths), channels, size[1], size[0]), dtype=np.uint8)
+    if out is None:
+        out = np.empty((len(paths), channels, size[1], size[0]), dtype=np.uint8)
     bad: list[str] = []
     for i, path in enumerate(tqdm(paths, desc=f"reading {what}", unit=" images", leave=False,
                                   disable=None)):
@@ -174,10 +176,14 @@ def prepare_images(images: str | Path, out: str | Path, valid: Optional[str | Pa
                 "fingerprint": fp, "inputs": {"images": str(images), "valid": str(valid or "")},
                 "splits": {}}
         for split, pairs in splits.items():
-            pixels = read_images([p for p, _ in pairs], channels, size, image_size is not None,
-                                 f"{split} images")
+            # written as they are read: memory stays flat however many images there are
+            pixels = np.memmap(tmp / f"{split}.images.bin", np.uint8, "w+",
+                               shape=(len(pairs), channels, size[1], size[0]))
+            read_images([p for p, _ in pairs], channels, size, image_size is not None,
+                        f"{split} images", out=pixels)
+            pixels.flush()
+            del pixels
             labels = np.asarray([label for _, label in pairs], dtype=np.int64)
-            pixels.tofile(tmp / f"{split}.images.bin")
             labels.tofile(tmp / f"{split}.labels.bin")
             counts = np.bincount(labels, minlength=len(classes))
             meta["splits"][split] = {"images": len(pairs), "per_class": counts.tolist()}
