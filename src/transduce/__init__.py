@@ -19,6 +19,10 @@ def __getattr__(name: str):
         from .parser import Parser
 
         return Parser
+    if name == "Classifier":
+        from .vision import Classifier
+
+        return Classifier
     raise AttributeError(f"module 'transduce' has no attribute {name!r}")
 
 __all__ = [
@@ -28,6 +32,7 @@ __all__ = [
     "Transformer",
     "Translator",
     "Parser",
+    "Classifier",
     "load",
     "load_lm",
     "__version__",

@@ -97,7 +97,7 @@ def test_classify_prints_the_top_classes_of_files_and_folders(bars, trained):
 
 
 def test_the_attention_rollout_follows_the_bar(bars, trained, tmp_path):
-    from transduce.vision import Classifier
+    from transduce import Classifier
 
     classifier = Classifier.load(trained, device="cpu")
     file = sorted((bars / "test" / "across").iterdir())[0]
