@@ -1,6 +1,11 @@
-"""The paper's tokenized BLEU (``evaluate --paper-bleu``) on examples counted by hand."""
+"""The paper's tokenized BLEU (``evaluate --paper-bleu``) and the error rates of speech
+recognition, on examples counted by hand."""
 
 import math
+
+import pytest
+
+from transduce.errors import TransduceError
 
 from transduce.evaluate import paper_bleu, score  # sacremoses: the paper extra, in the dev extra
 
@@ -69,3 +74,38 @@ def test_evaluate_prints_it_labelled(tmp_path):
         missing.returncode == 2
         and "name the target language, e.g. --paper-bleu de" in missing.stderr
     )
+
+
+def test_edit_distance_counts_the_fewest_edits():
+    from itertools import product
+
+    from transduce.evaluate import edit_distance
+
+    assert edit_distance("kitten", "sitting") == 3
+    assert edit_distance("", "abc") == 3 and edit_distance("abc", "") == 3
+    assert edit_distance(["a", "b"], ["a", "b"]) == 0
+
+    def brute(h, r):  # every alignment, recursively: the definition itself
+        if not h or not r:
+            return len(h) + len(r)
+        return min(brute(h[1:], r) + 1, brute(h, r[1:]) + 1, brute(h[1:], r[1:]) + (h[0] != r[0]))
+
+    for h, r in product(["", "a", "ab", "ba", "abc", "cab"], repeat=2):
+        assert edit_distance(h, r) == brute(h, r), (h, r)
+
+
+def test_word_and_character_error_rates():
+    from transduce.evaluate import error_rate
+
+    refs = ["TWO SIX EIGHT", "YES"]
+    hyps = ["TWO SEX EIGHT FOUR", "YES"]
+    wer = error_rate(hyps, refs, "word")
+    assert wer == {"rate": 2 / 4, "errors": 2, "length": 4}  # one substitution, one insertion
+    cer = error_rate(hyps, refs, "char")
+    # "TWO SIX EIGHT" (13) -> "TWO SEX EIGHT FOUR": I->E, then " FOUR" inserted (5); "YES" (3)
+    assert cer == {"rate": 6 / 16, "errors": 6, "length": 16}
+    assert error_rate(["  TWO   SIX "], ["TWO SIX"], "char")["errors"] == 0  # spacing ignored
+    with pytest.raises(TransduceError, match="aligned one to one"):
+        error_rate(["A"], ["A", "B"])
+    with pytest.raises(TransduceError, match="the references are empty"):
+        error_rate([""], [""])

@@ -71,3 +71,43 @@ def paper_bleu(hypotheses: Sequence[str], references: Sequence[str], language: s
         bleu.corpus_score([tokens(h) for h in hypotheses], [[tokens(r) for r in references]]).score,
         2,
     )
+
+
+def edit_distance(hypothesis: Sequence, reference: Sequence) -> int:
+    """The fewest substitutions, insertions and deletions that turn ``hypothesis`` into
+    ``reference`` (Levenshtein), by the usual dynamic programme, one row at a time."""
+    previous = list(range(len(reference) + 1))
+    for i, h in enumerate(hypothesis, start=1):
+        current = [i]
+        for j, r in enumerate(reference, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (h != r)))
+        previous = current
+    return previous[-1]
+
+
+def error_rate(hypotheses: Sequence[str], references: Sequence[str], unit: str = "word") -> dict:
+    """Speech recognition's error rates over a test set: the edit distance between each
+    hypothesis and its reference, summed over the set, divided by the references' total length.
+
+    ``unit="word"`` (WER): words split on whitespace. ``unit="char"`` (CER): characters, spaces
+    between words included, runs of whitespace counted as one space and the ends stripped. Both can
+    exceed 1 (a hypothesis longer than its reference). Written here rather than taken from jiwer:
+    it is these few lines, and every definition is in them. Returns ``{"rate", "errors",
+    "length"}``.
+    """
+    if unit not in ("word", "char"):
+        raise ValueError(f"unit {unit!r}: choose word or char")
+    if len(hypotheses) != len(references):
+        raise TransduceError(f"{len(hypotheses)} hypotheses for {len(references)} references; "
+                             "they must be aligned one to one")
+    errors = length = 0
+    for hypothesis, reference in zip(hypotheses, references):
+        h, r = hypothesis.split(), reference.split()
+        if unit == "char":
+            h, r = list(" ".join(h)), list(" ".join(r))
+        errors += edit_distance(h, r)
+        length += len(r)
+    if not length:
+        raise TransduceError("the references are empty: an error rate needs at least one "
+                             f"{unit} to compare with")
+    return {"rate": errors / length, "errors": errors, "length": length}
