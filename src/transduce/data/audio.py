@@ -35,7 +35,8 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     try:
         import soundfile
     except ImportError:
-        raise DataError("reading audio needs the soundfile package: pip install soundfile") from None
+        raise DataError("reading audio needs the soundfile package: pip install soundfile"
+                        ) from None
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such audio file")
