@@ -138,3 +138,14 @@ def test_a_batch_holds_the_images_and_their_labels(folder, tmp_path):
     assert batch.target_tokens == 3  # label 0 is a label, not padding
     meta = json.loads((tmp_path / "data" / "meta.json").read_text())
     assert meta["kind"] == "images"
+
+
+def test_a_prepared_folder_is_reused_until_a_file_is_missing(folder, tmp_path):
+    said = []
+    prepare_images(folder, tmp_path / "data", log=said.append)
+    prepare_images(folder, tmp_path / "data", log=said.append)
+    assert "already prepared from these inputs; reusing it" in said[-1]
+    (tmp_path / "data" / "train.labels.bin").unlink()
+    prepare_images(folder, tmp_path / "data", log=said.append)
+    assert any("train.labels.bin is missing; preparing again" in line for line in said)
+    assert len(ImageSet(tmp_path / "data", "train")) == 60

@@ -6,7 +6,7 @@ import gzip
 import hashlib
 import io
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Optional
+from typing import BinaryIO, Callable, Iterable, Iterator, Optional
 
 from ..errors import DataError
 
@@ -150,3 +150,29 @@ def fingerprint(paths: list[Path], options: dict) -> str:
             for block in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def previously_prepared(out: Path, fp: str, force: bool, missing: Callable[[dict], list[str]],
+                        say: Callable[[str], None]) -> Optional[dict]:
+    """The metadata of the prepared folder ``out`` when it was made from the same inputs and
+    options (the fingerprint ``fp``) and holds all it should (``missing(meta)``: the files it
+    lacks); None when it must be prepared (again), saying why; never with ``force``."""
+    from ..errors import TransduceError
+    from ..reading import read_json
+
+    if force or not (out / "meta.json").is_file():
+        return None
+    try:
+        old = read_json(out / "meta.json")
+    except TransduceError:
+        old = {}
+    if old.get("fingerprint") != fp:
+        say(f"{out}: inputs or options changed; preparing again")
+        return None
+    lacking = missing(old)
+    if lacking:
+        say(f"{out}: {lacking[0]} is missing; preparing again")
+        return None
+    say(f"{out}: already prepared from these inputs; reusing it (pass --force to redo)")
+    return old
+

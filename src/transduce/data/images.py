@@ -24,11 +24,11 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from ..errors import DataError, TransduceError
+from ..errors import DataError
 from ..files import check_output_dir, output_dir
 from ..reading import read_json
 from ..version import __version__
-from .corpus import fingerprint
+from .corpus import fingerprint, previously_prepared
 from .dataset import Batch
 
 FORMAT_VERSION = 1
@@ -161,14 +161,14 @@ def prepare_images(images: str | Path, out: str | Path, valid: Optional[str | Pa
     check_output_dir(out, "prepared dataset", inputs)
     every = [path for split in splits.values() for path, _ in split]
     fp = fingerprint(every, options)
-    if (out / "meta.json").is_file() and not force:
-        try:
-            old = read_json(out / "meta.json")
-        except TransduceError:
-            old = {}
-        if old.get("fingerprint") == fp:
-            say(f"{out}: already prepared from these images; reusing it (pass --force to redo)")
-            return old
+    def missing(meta: dict) -> list[str]:
+        names = [f"{split}.{kind}.bin" for split in meta.get("splits", {})
+                 for kind in ("images", "labels")]
+        return [name for name in names if not (out / name).is_file()]
+
+    old = previously_prepared(out, fp, force, missing, say)
+    if old is not None:
+        return old
     start = time.time()
     with output_dir(out, "prepared dataset", inputs) as tmp:
         meta = {"format": FORMAT_VERSION, "kind": "images", "transduce_version": __version__,

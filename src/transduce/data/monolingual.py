@@ -25,10 +25,9 @@ import torch
 
 from ..version import __version__
 from ..checkpoint import tokenizer_fingerprint
-from ..errors import DataError, TransduceError
+from ..errors import DataError
 from ..files import check_output_dir, output_dir
-from ..reading import read_json
-from .corpus import fingerprint, read_lines
+from .corpus import fingerprint, previously_prepared, read_lines
 from .dataset import Batch
 from .spans import SENTINEL
 from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
@@ -82,14 +81,10 @@ def prepare_monolingual(
         options["sentinels"] = sentinels
     check_output_dir(out, "prepared dataset", list(files.values()))
     fp = fingerprint(list(files.values()), options)
-    if (out / "meta.json").is_file() and not force:
-        try:
-            old = read_json(out / "meta.json")
-        except TransduceError:
-            old = {}
-        if old.get("fingerprint") == fp and all((out / name).is_file() for name in _files(old)):
-            print_(f"{out}: already prepared from these inputs; reusing it (pass --force to redo)")
-            return old
+    old = previously_prepared(
+        out, fp, force, lambda meta: [n for n in _files(meta) if not (out / n).is_file()], print_)
+    if old is not None:
+        return old
     with output_dir(out, "prepared dataset", list(files.values())) as tmp:
         start = time.time()
         sample = _sample(read_lines(files["train"], encoding_errors), vocab_sample)

@@ -26,11 +26,10 @@ import numpy as np
 
 from ..version import __version__
 from ..checkpoint import tokenizer_fingerprint
-from ..errors import DataError, TransduceError
+from ..errors import DataError
 from ..files import check_output_dir, output_dir
-from ..reading import read_json
 from .binarize import closed_vocabulary, encode_split, reservoir, split_pairs
-from .corpus import find_files, fingerprint
+from .corpus import find_files, fingerprint, previously_prepared
 from .tokenizer import SPECIAL_IDS, ModelTokenizer, Tokenizer, model_tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 1
@@ -117,20 +116,9 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
     # before reading
     check_output_dir(out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else []))
     fp = fingerprint(inputs, shaping)
-    if (out / "meta.json").is_file() and not force:
-        try:
-            old = read_json(out / "meta.json")
-        except TransduceError:
-            old = {}
-        if old.get("fingerprint") == fp:
-            missing = _missing_files(out, old)
-            if not missing:
-                print_(f"{out}: already prepared from these inputs; reusing it (pass --force to "
-                       "redo)")
-                return old
-            print_(f"{out}: {missing[0]} is missing; preparing again")
-        else:
-            print_(f"{out}: inputs or options changed; preparing again")
+    old = previously_prepared(out, fp, force, lambda meta: _missing_files(out, meta), print_)
+    if old is not None:
+        return old
     with output_dir(
         out, "prepared dataset", inputs + ([borrowed.folder] if borrowed else [])
     ) as tmp:
