@@ -56,6 +56,7 @@ def test_recordings_are_read_as_mono_floats(tmp_path):
 @pytest.mark.parametrize("damage, message", [
     ("rate", r"recorded at 8000 Hz, not 16000 Hz; convert it first"),
     ("empty", r"the recording is empty"),
+    ("silent", r"the recording is silent \(its loudest sample is below 0.0001"),
     ("text", r"not a readable recording"),
     ("missing", r"no such audio file"),
 ])
@@ -65,6 +66,8 @@ def test_bad_recordings_are_named(tmp_path, damage, message):
         soundfile.write(path, chirp(0.2, 8000), 8000)
     elif damage == "empty":
         soundfile.write(path, np.zeros(0, dtype=np.float32), 16_000)
+    elif damage == "silent":
+        soundfile.write(path, np.full(1600, 3e-5, dtype=np.float32), 16_000, subtype="FLOAT")
     elif damage == "text":
         path.write_text("not audio")
     with pytest.raises(DataError, match=f"x.wav: {message}"):

@@ -3,7 +3,8 @@
 Recordings are read with ``soundfile`` (FLAC, WAV, OGG and the other formats libsndfile reads; it
 ships its own library, so nothing is installed beside it) as mono floats: several channels are
 averaged. A recording at another sample rate than the one asked for is refused with a message (no
-resampling yet: convert it first, e.g. ``sox in.wav -r 16000 out.wav``).
+resampling yet: convert it first, e.g. ``sox in.wav -r 16000 out.wav``), and so is an empty or
+silent one (no sample reaching -80 dB of full scale).
 
 The features are Whisper's (Radford et al. 2022), computed with ``torch.stft``: 25 ms Hann windows
 (400 samples at 16 kHz) every 10 ms (160), centred (the signal reflected at its ends), the power
@@ -28,6 +29,7 @@ SAMPLE_RATE = 16_000
 N_FFT = 400
 HOP = 160
 N_MELS = 80
+SILENCE = 1e-4  # (-80 dB of full scale: about 3 steps of a 16-bit recording)
 
 
 def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
@@ -49,7 +51,13 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
                         f"(e.g. sox {path.name} -r {sample_rate} out.wav)")
     if not len(samples):
         raise DataError(f"{path}: the recording is empty (0 samples)")
-    return samples.mean(axis=1) if samples.shape[1] > 1 else samples[:, 0]
+    mono = samples.mean(axis=1) if samples.shape[1] > 1 else samples[:, 0]
+    if not np.isfinite(mono).all():
+        raise DataError(f"{path}: the recording holds samples that are not finite numbers")
+    if np.abs(mono).max() < SILENCE:
+        raise DataError(f"{path}: the recording is silent (its loudest sample is below "
+                        f"{SILENCE:g} of full scale, -80 dB): nothing to transcribe")
+    return mono
 
 
 def _hz_to_mel(hz: np.ndarray, scale: str) -> np.ndarray:
