@@ -77,3 +77,31 @@ def test_bad_recordings_are_named(tmp_path, damage, message):
 def test_one_sample_is_too_short_for_features():
     with pytest.raises(ValueError, match="at least 2 samples"):
         log_mel(torch.zeros(1))
+
+
+def test_a_table_lists_recordings_and_transcripts(tmp_path):
+    from transduce.data.audio import read_table
+
+    (tmp_path / "a").mkdir()
+    soundfile.write(tmp_path / "a" / "one.flac", chirp(0.3), 16_000)
+    (tmp_path / "t.tsv").write_text("path\tspeaker\ttranscript\na/one.flac\tx\tTWO SIX \n\n")
+    assert read_table(tmp_path / "t.tsv") == [(tmp_path / "a" / "one.flac", "TWO SIX")]
+    (tmp_path / "bad.tsv").write_text("path\ttranscript\na/one.flac\t\nb.flac\tYES\na/one.flac\n")
+    with pytest.raises(DataError, match=r"(?s)3 row\(s\) cannot be used:.*line 2: the transcript "
+                                        r"of a/one.flac is empty.*line 3: .*b.flac: no such audio "
+                                        r"file.*line 4: 1 column\(s\), expected 2"):
+        read_table(tmp_path / "bad.tsv")
+    (tmp_path / "head.tsv").write_text("file\ttext\na/one.flac\tYES\n")
+    with pytest.raises(DataError, match="line 1: .*missing path, transcript"):
+        read_table(tmp_path / "head.tsv")
+
+
+def test_the_an4_tables_read_if_present():
+    from pathlib import Path
+
+    from transduce.data.audio import read_table
+
+    an4 = Path(__file__).resolve().parents[3] / "shared" / "data" / "an4"
+    if not (an4 / "train.tsv").is_file():
+        pytest.skip(f"AN4 is not at {an4} (the shared data beside the checkout)")
+    assert len(read_table(an4 / "train.tsv")) == 948 and len(read_table(an4 / "test.tsv")) == 130

@@ -109,3 +109,45 @@ def log_mel(samples: torch.Tensor | np.ndarray, n_mels: int = N_MELS, n_fft: int
     logs = torch.clamp(mel, min=1e-10).log10()
     logs = torch.maximum(logs, logs.max() - 8.0)
     return ((logs + 4.0) / 4.0).float()
+
+
+def read_table(path: str | Path) -> list[tuple[Path, str]]:
+    """A table of recordings: a tab-separated file whose first line names its columns, among them
+    ``path`` (relative to the table's folder, or absolute) and ``transcript`` (others ignored).
+    Returns ``[(audio file, transcript)]``; every missing file, empty transcript or short line is
+    named with its line number (the first ten) in one DataError, after all are read."""
+    import csv
+
+    from .corpus import read_lines
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such table (a TSV with columns path and transcript)")
+    lines = iter(read_lines(path))
+    header = next(lines, "").split("\t")
+    missing = [name for name in ("path", "transcript") if name not in header]
+    if missing:
+        raise DataError(f"{path}, line 1: the header names columns {header}; expected path and "
+                        f"transcript (tab-separated) among them, missing {', '.join(missing)}")
+    where, what = header.index("path"), header.index("transcript")
+    rows, problems = [], []
+    for number, line in enumerate(lines, start=2):
+        if not line.strip():
+            continue
+        fields = next(csv.reader([line], delimiter="\t", quoting=csv.QUOTE_NONE))
+        if len(fields) <= max(where, what):
+            problems.append(f"line {number}: {len(fields)} column(s), expected {len(header)}")
+            continue
+        audio, transcript = path.parent / fields[where], fields[what].strip()
+        if not audio.is_file():
+            problems.append(f"line {number}: {audio}: no such audio file")
+        elif not transcript:
+            problems.append(f"line {number}: the transcript of {fields[where]} is empty")
+        else:
+            rows.append((audio, transcript))
+    if problems:
+        raise DataError(f"{path}: {len(problems)} row(s) cannot be used:\n  "
+                        + "\n  ".join(problems[:10]) + ("\n  ..." if len(problems) > 10 else ""))
+    if not rows:
+        raise DataError(f"{path}: no recordings listed below the header")
+    return rows
