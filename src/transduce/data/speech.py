@@ -1,0 +1,134 @@
+"""Speech for an encoder-decoder: ``prepare --audio TSV``, recordings and their transcripts checked,
+turned into log-mel features (``data.audio``) and character targets, and written for training to
+stream.
+
+Output folder layout (the same conventions as the text ``prepare``)::
+
+    meta.json               "kind": "speech", the characters, feature settings, sizes
+    chars.json              the target vocabulary: the special tokens, then every character of the
+                            training transcripts (sorted)
+    SPLIT.features.bin      float16 log-mel frames, (all frames, n_mels), utterance after utterance
+    SPLIT.features.idx      int64 frame offsets of the utterances, n + 1 of them
+    SPLIT.tgt.bin/.idx      int32 character ids of each transcript, and their offsets
+    SPLIT.transcripts.txt   the transcripts as given (scored against with CER and WER)
+
+Every recording is read and checked before anything is written (``data.audio.read_audio``: its
+rate, length and loudness), every transcript must be non-empty, and a character of a validation
+transcript that no training transcript has is counted as unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..errors import DataError
+from ..files import check_output_dir, output_dir
+from ..version import __version__
+from .audio import HOP, N_MELS, SAMPLE_RATE, log_mel, read_audio, read_table
+from .corpus import fingerprint, previously_prepared
+from .tokenizer import SPECIAL_IDS
+
+FORMAT_VERSION = 1
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # at SPECIAL_IDS' ids
+
+
+def char_vocabulary(transcripts: list[str]) -> list[str]:
+    """The special tokens, then every character of ``transcripts`` in sorted order."""
+    if [SPECIALS.index(name) for name in SPECIALS] != [
+        SPECIAL_IDS[k] for k in ("pad_id", "bos_id", "eos_id", "unk_id")
+    ]:
+        raise DataError("the special tokens' ids disagree with the tokenizer's")
+    return SPECIALS + sorted({c for text in transcripts for c in text})
+
+
+def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Path] = None,
+                   hold_out: int = 0, seed: int = 1, force: bool = False, log=print) -> dict:
+    """Prepare ``out`` from the recordings table ``table`` (and ``valid``, or ``hold_out``
+    recordings drawn at random as the validation split); reuses ``out`` when nothing changed."""
+    from tqdm.auto import tqdm
+
+    out, say = Path(out), log or (lambda *a, **k: None)
+    rows = read_table(table)
+    splits = {"train": rows}
+    if valid is not None:
+        splits["valid"] = read_table(valid)
+    elif hold_out:
+        if hold_out >= len(rows):
+            raise DataError(f"--hold-out {hold_out}: {table} lists only {len(rows)} recordings")
+        held = set(np.random.default_rng(seed).permutation(len(rows))[:hold_out].tolist())
+        splits = {"train": [r for i, r in enumerate(rows) if i not in held],
+                  "valid": [r for i, r in enumerate(rows) if i in held]}
+    options = {"kind": "speech", "format": FORMAT_VERSION, "hold_out": hold_out, "seed": seed,
+               "valid": valid is not None, "n_mels": N_MELS, "hop": HOP,
+               "transcripts": [text for split in splits.values() for _, text in split]}
+    inputs = [Path(table)] + ([Path(valid)] if valid is not None else [])
+    check_output_dir(out, "prepared dataset", inputs)
+    fp = fingerprint([path for split in splits.values() for path, _ in split], options)
+
+    def missing(meta: dict) -> list[str]:
+        names = ["chars.json"] + [f"{split}.{kind}" for split in meta.get("splits", {})
+                                  for kind in ("features.bin", "features.idx", "tgt.bin",
+                                               "tgt.idx", "transcripts.txt")]
+        return [name for name in names if not (out / name).is_file()]
+
+    old = previously_prepared(out, fp, force, missing, say)
+    if old is not None:
+        return old
+    # every recording read and checked before anything is written
+    audio: dict[str, list[np.ndarray]] = {}
+    problems: list[str] = []
+    for split, pairs in splits.items():
+        audio[split] = []
+        for path, _ in tqdm(pairs, desc=f"reading {split} audio", leave=False, disable=None):
+            try:
+                audio[split].append(read_audio(path, SAMPLE_RATE))
+            except DataError as error:
+                problems.append(str(error))
+    if problems:
+        raise DataError(f"{len(problems)} recording(s) cannot be used:\n  "
+                        + "\n  ".join(problems[:10]) + ("\n  ..." if len(problems) > 10 else ""))
+    chars = char_vocabulary([text for _, text in splits["train"]])
+    ids = {c: i for i, c in enumerate(chars)}
+    start = time.time()
+    with output_dir(out, "prepared dataset", inputs) as tmp:
+        (tmp / "chars.json").write_text(json.dumps(chars, ensure_ascii=False) + "\n")
+        meta = {"format": FORMAT_VERSION, "kind": "speech", "transduce_version": __version__,
+                "sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "hop": HOP, "units": "char",
+                "vocab_size": len(chars), "special_ids": dict(SPECIAL_IDS), "fingerprint": fp,
+                "inputs": {"table": str(table), "valid": str(valid or "")}, "splits": {}}
+        for split, pairs in splits.items():
+            meta["splits"][split] = _write_split(tmp, split, pairs, audio.pop(split), ids)
+            stats = meta["splits"][split]
+            say(f"{split}: {stats['utterances']:,} recordings, {stats['seconds'] / 60:.1f} min, "
+                f"{stats['frames']:,} frames" + (f", {stats['unknown']} unknown characters"
+                                                  if stats["unknown"] else ""))
+        meta["seconds"] = round(time.time() - start, 2)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def _write_split(tmp: Path, split: str, pairs, recordings, ids: dict) -> dict:
+    unk = SPECIAL_IDS["unk_id"]
+    frames, lengths, targets, unknown = [0], [0], [], 0
+    with open(tmp / f"{split}.features.bin", "wb") as features:
+        for samples in recordings:
+            mel = log_mel(samples).T.numpy().astype(np.float16)  # (frames, n_mels)
+            features.write(mel.tobytes())
+            frames.append(frames[-1] + len(mel))
+    for _, text in pairs:
+        row = [ids.get(c, unk) for c in text]
+        unknown += sum(c not in ids for c in text)
+        targets.append(np.asarray(row, dtype=np.int32))
+        lengths.append(lengths[-1] + len(row))
+    np.asarray(frames, dtype=np.int64).tofile(tmp / f"{split}.features.idx")
+    np.concatenate(targets).tofile(tmp / f"{split}.tgt.bin")
+    np.asarray(lengths, dtype=np.int64).tofile(tmp / f"{split}.tgt.idx")
+    (tmp / f"{split}.transcripts.txt").write_text("".join(t + "\n" for _, t in pairs))
+    seconds = sum(len(s) for s in recordings) / SAMPLE_RATE
+    return {"utterances": len(pairs), "frames": frames[-1], "seconds": round(seconds, 2),
+            "unknown": unknown}

@@ -1,0 +1,72 @@
+"""``prepare --audio``: recordings and transcripts checked, features and character targets written
+(recordings made here)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile
+
+from transduce.data.audio import log_mel
+from transduce.data.speech import prepare_speech
+from transduce.errors import DataError
+
+from .test_audio import chirp
+
+WORDS = ["YES", "NO", "TWO SIX", "ERASE", "A B C", "ENTER"]
+
+
+def recordings(root, count: int = 6, extra: str = "") -> object:
+    (root / "wav").mkdir(parents=True, exist_ok=True)
+    lines = ["path\ttranscript"]
+    for i in range(count):
+        soundfile.write(root / "wav" / f"{i}.flac", chirp(0.2 + 0.05 * i, seed=i), 16_000)
+        lines.append(f"wav/{i}.flac\t{WORDS[i % len(WORDS)]}")
+    (root / "table.tsv").write_text("\n".join(lines) + "\n" + extra)
+    return root / "table.tsv"
+
+
+def test_features_and_targets_are_written_as_read(tmp_path):
+    table = recordings(tmp_path)
+    meta = prepare_speech(table, tmp_path / "data", log=None)
+    chars = json.loads((tmp_path / "data" / "chars.json").read_text())
+    assert chars[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+    assert chars[4:] == sorted(set("".join(WORDS)))
+    frames = np.fromfile(tmp_path / "data" / "train.features.idx", dtype=np.int64)
+    features = np.fromfile(tmp_path / "data" / "train.features.bin", dtype=np.float16)
+    features = features.reshape(-1, 80)
+    offsets = np.fromfile(tmp_path / "data" / "train.tgt.idx", dtype=np.int64)
+    targets = np.fromfile(tmp_path / "data" / "train.tgt.bin", dtype=np.int32)
+    for i in range(6):
+        expected = log_mel(chirp(0.2 + 0.05 * i, seed=i)).T.numpy()
+        stored = features[frames[i]:frames[i + 1]].astype(np.float32)
+        # (FLAC keeps 16 bits: the recording read back differs from the float signal by 2^-16)
+        np.testing.assert_allclose(stored, expected, atol=2e-2)
+        assert "".join(chars[t] for t in targets[offsets[i]:offsets[i + 1]]) == WORDS[i]
+    assert meta["splits"]["train"]["utterances"] == 6
+    assert (tmp_path / "data" / "train.transcripts.txt").read_text().splitlines() == WORDS
+
+
+def test_a_held_out_part_and_unknown_characters(tmp_path):
+    table = recordings(tmp_path)
+    meta = prepare_speech(table, tmp_path / "a", hold_out=2, log=None)
+    assert [meta["splits"][s]["utterances"] for s in ("train", "valid")] == [4, 2]
+    again = prepare_speech(table, tmp_path / "b", hold_out=2, log=None)
+    assert meta["splits"] == again["splits"]
+    valid = tmp_path / "v"
+    soundfile.write(tmp_path / "wav" / "q.flac", chirp(0.3), 16_000)
+    (tmp_path / "valid.tsv").write_text("path\ttranscript\nwav/q.flac\tQUIT\n")
+    meta = prepare_speech(table, valid, tmp_path / "valid.tsv", log=None)
+    assert meta["splits"]["valid"]["unknown"] == len([c for c in "QUIT" if c not in "".join(WORDS)])
+
+
+def test_every_bad_recording_is_named_and_nothing_written(tmp_path):
+    table = recordings(tmp_path, extra="wav/silent.flac\tNO\nwav/slow.flac\tYES\n")
+    soundfile.write(tmp_path / "wav" / "silent.flac", np.zeros(1600, dtype=np.float32), 16_000)
+    soundfile.write(tmp_path / "wav" / "slow.flac", chirp(0.2, 8000), 8000)
+    with pytest.raises(DataError, match=r"(?s)2 recording\(s\) cannot be used:.*silent.flac: the "
+                                        r"recording is silent.*slow.flac: recorded at 8000 Hz"):
+        prepare_speech(table, tmp_path / "data", log=None)
+    assert not (tmp_path / "data").exists()
