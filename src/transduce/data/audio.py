@@ -118,7 +118,7 @@ def read_table(path: str | Path) -> list[tuple[Path, str]]:
     named with its line number (the first ten) in one DataError, after all are read."""
     import csv
 
-    from .corpus import read_lines
+    from .corpus import read_lines, unusable
 
     path = Path(path)
     if not path.is_file():
@@ -146,8 +146,7 @@ def read_table(path: str | Path) -> list[tuple[Path, str]]:
         else:
             rows.append((audio, transcript))
     if problems:
-        raise DataError(f"{path}: {len(problems)} row(s) cannot be used:\n  "
-                        + "\n  ".join(problems[:10]) + ("\n  ..." if len(problems) > 10 else ""))
+        raise unusable(f"{path}: {len(problems)} row(s) cannot be used", problems)
     if not rows:
         raise DataError(f"{path}: no recordings listed below the header")
     return rows

@@ -176,3 +176,10 @@ def previously_prepared(out: Path, fp: str, force: bool, missing: Callable[[dict
     say(f"{out}: already prepared from these inputs; reusing it (pass --force to redo)")
     return old
 
+
+def unusable(what: str, problems: list[str]) -> DataError:
+    """One error for every input that cannot be used: ``what`` (e.g. "3 of 60 images cannot be
+    used"), then the first ten problems, one a line, each naming its file or line."""
+    more = "\n  ..." if len(problems) > 10 else ""
+    return DataError(f"{what}:\n  " + "\n  ".join(problems[:10]) + more)
+

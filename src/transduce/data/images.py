@@ -28,7 +28,7 @@ from ..errors import DataError
 from ..files import check_output_dir, output_dir
 from ..reading import read_json
 from ..version import __version__
-from .corpus import fingerprint, previously_prepared
+from .corpus import fingerprint, previously_prepared, unusable
 from .dataset import Batch
 
 FORMAT_VERSION = 1
@@ -113,8 +113,7 @@ def read_images(paths: Sequence[Path], channels: int, size: tuple[int, int], res
         except DataError as error:
             bad.append(str(error))
     if bad:
-        raise DataError(f"{len(bad)} of {len(paths):,} {what} cannot be used:\n  "
-                        + "\n  ".join(bad[:10]) + ("\n  ..." if len(bad) > 10 else ""))
+        raise unusable(f"{len(bad)} of {len(paths):,} {what} cannot be used", bad)
     return out
 
 

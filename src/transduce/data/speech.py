@@ -12,8 +12,9 @@ Output folder layout (the same conventions as the text ``prepare``)::
     SPLIT.tgt.bin/.idx      int32 character ids of each transcript, and their offsets
     SPLIT.transcripts.txt   the transcripts as given (scored against with CER and WER)
 
-Every recording is read and checked before anything is written (``data.audio.read_audio``: its
-rate, length and loudness), every transcript must be non-empty, and a character of a validation
+Every recording is read and checked (``data.audio.read_audio``: its rate, length and loudness) as it
+is written into the output's temporary folder, which becomes the output only when all could be
+used; every transcript must be non-empty, and a character of a validation
 transcript that no training transcript has is counted as unknown.
 """
 
@@ -30,7 +31,7 @@ from ..errors import DataError
 from ..files import check_output_dir, output_dir
 from ..version import __version__
 from .audio import HOP, N_MELS, SAMPLE_RATE, log_mel, read_audio, read_table
-from .corpus import fingerprint, previously_prepared
+from .corpus import fingerprint, previously_prepared, unusable
 from .tokenizer import SPECIAL_IDS
 
 FORMAT_VERSION = 1
@@ -50,8 +51,6 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
                    hold_out: int = 0, seed: int = 1, force: bool = False, log=print) -> dict:
     """Prepare ``out`` from the recordings table ``table`` (and ``valid``, or ``hold_out``
     recordings drawn at random as the validation split); reuses ``out`` when nothing changed."""
-    from tqdm.auto import tqdm
-
     out, say = Path(out), log or (lambda *a, **k: None)
     rows = read_table(table)
     splits = {"train": rows}
@@ -79,31 +78,23 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
     old = previously_prepared(out, fp, force, missing, say)
     if old is not None:
         return old
-    # every recording read and checked before anything is written
-    audio: dict[str, list[np.ndarray]] = {}
-    problems: list[str] = []
-    for split, pairs in splits.items():
-        audio[split] = []
-        for path, _ in tqdm(pairs, desc=f"reading {split} audio", leave=False, disable=None):
-            try:
-                audio[split].append(read_audio(path, SAMPLE_RATE))
-            except DataError as error:
-                problems.append(str(error))
-    if problems:
-        raise DataError(f"{len(problems)} recording(s) cannot be used:\n  "
-                        + "\n  ".join(problems[:10]) + ("\n  ..." if len(problems) > 10 else ""))
     chars = char_vocabulary([text for _, text in splits["train"]])
     ids = {c: i for i, c in enumerate(chars)}
     start = time.time()
+    # (written into the output's temporary folder as read: a recording that cannot be used stops
+    # it at the end, every one named, and nothing is left behind)
     with output_dir(out, "prepared dataset", inputs) as tmp:
         (tmp / "chars.json").write_text(json.dumps(chars, ensure_ascii=False) + "\n")
         meta = {"format": FORMAT_VERSION, "kind": "speech", "transduce_version": __version__,
                 "sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "hop": HOP, "units": "char",
                 "vocab_size": len(chars), "special_ids": dict(SPECIAL_IDS), "fingerprint": fp,
                 "inputs": {"table": str(table), "valid": str(valid or "")}, "splits": {}}
+        problems: list[str] = []
         for split, pairs in splits.items():
-            meta["splits"][split] = _write_split(tmp, split, pairs, audio.pop(split), ids)
-            stats = meta["splits"][split]
+            meta["splits"][split] = _write_split(tmp, split, pairs, ids, problems)
+        if problems:
+            raise unusable(f"{len(problems)} recording(s) cannot be used", problems)
+        for split, stats in meta["splits"].items():
             say(f"{split}: {stats['utterances']:,} recordings, {stats['seconds'] / 60:.1f} min, "
                 f"{stats['frames']:,} frames" + (f", {stats['unknown']} unknown characters"
                                                   if stats["unknown"] else ""))
@@ -112,14 +103,24 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
     return meta
 
 
-def _write_split(tmp: Path, split: str, pairs, recordings, ids: dict) -> dict:
+def _write_split(tmp: Path, split: str, pairs, ids: dict, problems: list[str]) -> dict:
+    """One split's features, targets and transcripts; the recordings that cannot be used go to
+    ``problems``."""
+    from tqdm.auto import tqdm
+
     unk = SPECIAL_IDS["unk_id"]
-    frames, lengths, targets, unknown = [0], [0], [], 0
+    frames, lengths, targets, unknown, samples = [0], [0], [], 0, 0
     with open(tmp / f"{split}.features.bin", "wb") as features:
-        for samples in recordings:
-            mel = log_mel(samples).T.numpy().astype(np.float16)  # (frames, n_mels)
+        for path, _ in tqdm(pairs, desc=f"{split} audio", leave=False, disable=None):
+            try:
+                audio = read_audio(path, SAMPLE_RATE)
+            except DataError as error:
+                problems.append(str(error))
+                continue
+            mel = log_mel(audio).T.numpy().astype(np.float16)  # (frames, n_mels)
             features.write(mel.tobytes())
             frames.append(frames[-1] + len(mel))
+            samples += len(audio)
     for _, text in pairs:
         row = [ids.get(c, unk) for c in text]
         unknown += sum(c not in ids for c in text)
@@ -129,6 +130,5 @@ def _write_split(tmp: Path, split: str, pairs, recordings, ids: dict) -> dict:
     np.concatenate(targets).tofile(tmp / f"{split}.tgt.bin")
     np.asarray(lengths, dtype=np.int64).tofile(tmp / f"{split}.tgt.idx")
     (tmp / f"{split}.transcripts.txt").write_text("".join(t + "\n" for _, t in pairs))
-    seconds = sum(len(s) for s in recordings) / SAMPLE_RATE
-    return {"utterances": len(pairs), "frames": frames[-1], "seconds": round(seconds, 2),
-            "unknown": unknown}
+    return {"utterances": len(pairs), "frames": frames[-1],
+            "seconds": round(samples / SAMPLE_RATE, 2), "unknown": unknown}
