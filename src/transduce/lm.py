@@ -21,6 +21,11 @@ USE = {"encoder-decoder": "transduce translate", "decoder-only": "transduce gene
        "encoder-only": "transduce fill-mask"}
 
 
+def use_for(config) -> str:
+    """The command that uses a model of ``config`` (a classifier: ``transduce classify``)."""
+    return "transduce classify" if config.classes else USE[config.architecture]
+
+
 class LanguageModel:
     """A decoder-only or encoder-only model and its tokenizer."""
 
@@ -41,8 +46,8 @@ class LanguageModel:
         model, info = load_model_from(folder, dev)
         found = model.config.architecture
         if model.config.classes:
-            raise TransduceError(f"{path} is a classifier, not a language model; use `transduce "
-                                 "classify` with it")
+            raise TransduceError(f"{path} is a classifier, not a language model; use "
+                                 f"`{use_for(model.config)}` with it")
         if found != architecture:
             raise TransduceError(f"{path} holds a model of the {found} architecture, not "
                                  f"{architecture}; use `{USE[found]}` with it")

@@ -83,15 +83,13 @@ class Translator:
         precision = resolve_precision(precision, dev, inference=True)
         compile_choice(compile, dev, precision)  # refuse a bad combination before loading
         model, info = load_model_from(folder, dev)
-        if model.config.classes:
-            raise TransduceError(f"{path} is a classifier, which does not translate; use "
-                                 "`transduce classify` with it")
-        if model.config.architecture != "encoder-decoder":
-            from .lm import USE
+        c = model.config
+        if c.classes or c.architecture != "encoder-decoder":
+            from .lm import use_for
 
-            kind = model.config.architecture
-            raise TransduceError(f"{path} is a {kind} language model, which does not translate; "
-                                 f"use `{USE[kind]}` with it")
+            kind = "a classifier" if c.classes else f"a {c.architecture} language model"
+            raise TransduceError(f"{path} is {kind}, which does not translate; use "
+                                 f"`{use_for(c)}` with it")
         if precision == "int8":
             from .inference import quantize_encoder
 

@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from transduce.checkpoint import list_checkpoints
+from transduce.visualize import read_metrics
 
 from ..helpers import BARS, cli, write_image_folder
 
@@ -48,7 +49,7 @@ def trained(bars):
 
 
 def test_a_tiny_vit_learns_the_bars(bars, trained):
-    records = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(trained)
     valid = [r for r in records if r["type"] == "valid"]
     assert valid[-1]["accuracy"] >= 0.9 and valid[-1]["images"] == 24
     assert [r for r in records if r["type"] == "train"][0]["images_per_s"] > 0

@@ -128,12 +128,12 @@ def _read_toml(path: str) -> dict:
 
 def _data_fields(meta: dict, preset: str) -> dict:
     if meta.get("kind") == "images":  # the classes and shape of the images
-        if ModelConfig.preset(preset).input != "image":
+        chosen = ModelConfig.preset(preset)
+        if chosen.input != "image":
             raise TransduceError(f"the data holds images: train an image model on it (--preset "
                                  f"vit-tiny, or another vit-* preset), not --preset {preset}")
         fields = dict(classes=len(meta["classes"]), channels=meta["channels"],
                       image_size=meta["image_size"])
-        chosen = ModelConfig.preset(preset)
         if chosen.channels != meta["channels"]:  # the preset's normalization, for each channel
             fields.update(image_mean=chosen.image_mean[:1] * meta["channels"],
                           image_std=chosen.image_std[:1] * meta["channels"])

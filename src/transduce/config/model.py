@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from .inputs import check_inputs
 from .fields import ConfigMixin, check_numbers, choice, unknown_key_error
+from .inputs import check_inputs
 from .presets import PRESETS
 
 ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
@@ -369,4 +369,3 @@ class ModelConfig(ConfigMixin):
 def _divisor_near(d_model: int, heads: int) -> int:
     divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
     return min(divisors, key=lambda h: abs(h - heads))
-

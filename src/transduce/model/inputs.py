@@ -52,12 +52,13 @@ class PatchEmbeddings(nn.Module):
         self.cls = nn.Parameter(torch.zeros(1, 1, c.d_model)) if c.pooling == "cls" else None
         length = c.num_patches + (self.cls is not None)
         self.positions: Optional[nn.Parameter] = None
+        table = None
         if c.positional == "learned":
             self.positions = nn.Parameter(torch.zeros(1, length, c.d_model))
         elif c.positional in ("sinusoidal", "sinusoidal_concat"):
             layout = "interleaved" if c.positional == "sinusoidal" else "concat"
             table = sinusoidal_table(length, c.d_model, layout)[None]
-            self.register_buffer("table", table, persistent=False)
+        self.register_buffer("table", table, persistent=False)  # (None: not sinusoidal)
         # (derived from the config, never saved)
         self.register_buffer("mean", torch.tensor(c.image_mean).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(c.image_std).view(1, -1, 1, 1), persistent=False)
@@ -86,7 +87,7 @@ class PatchEmbeddings(nn.Module):
             x = torch.cat([self.cls.expand(x.size(0), -1, -1).to(x.dtype), x], dim=1)
         if self.positions is not None:
             x = x + self.positions.to(x.dtype)
-        elif hasattr(self, "table"):
+        elif self.table is not None:
             x = x + self.table.to(x.dtype)
         return self.dropout(x)
 

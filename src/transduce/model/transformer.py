@@ -142,17 +142,12 @@ class Transformer(nn.Module):
         Indices computed on the host avoid the device sync a boolean mask costs on a GPU.
         """
         c = self.config
-        if c.classes:  # one vector per input -> (B, 1, classes)
-            x, enc_w = (
-                self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
-            )
-            x = pool(x, c.pooling, self.src_embed.mask(src))
-            logits = self._project(_select(x, select), norm=None)
-            return (logits, Attention(enc_w, [], [])) if need_weights else logits
         if c.architecture == "encoder-only":
             x, enc_w = (
                 self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
             )
+            if c.classes:  # a classifier: one vector per input -> logits (B, 1, classes)
+                x = pool(x, c.pooling, self.src_embed.mask(src))
             logits = self._project(_select(x, select), norm=None)
             return (logits, Attention(enc_w, [], [])) if need_weights else logits
         if c.architecture == "decoder-only":

@@ -52,6 +52,7 @@ def log_train(trainer, window: Window, last: dict, bar) -> None:
     seconds = max(time.time() - window.time, 1e-9)
     # device values are read here, at log steps
     loss = float(window.loss) / max(window.tokens, 1)
+    rate = round(window.tokens / seconds, 1)  # target tokens a second (a classifier's: images)
     nll = float(window.nll) / max(window.tokens, 1)
     record = {
         "type": "train",
@@ -62,16 +63,14 @@ def log_train(trainer, window: Window, last: dict, bar) -> None:
         "ppl": round(math.exp(min(nll, 50)), 2),
         "lr": float(f"{last['lr']:.4g}"),
         "grad_norm": round(float(last["grad_norm"]), 4),
-        # (a classifier's "tokens" are its images)
-        "images_per_s" if trainer.data.images else "tokens_per_s":
-            round(window.tokens / seconds, 1),
+        "images_per_s" if trainer.data.images else "tokens_per_s": rate,
         "elapsed": round(trainer.progress.elapsed, 1),
     }
     # the last update's load-balancing loss (1: uniform routing)
     if last.get("moe_aux") is not None:
         record["moe_aux"] = round(float(last["moe_aux"]), 4)
     bar.set_postfix(step=trainer.progress.step, loss=f"{loss:.3f}", lr=f"{last['lr']:.2e}",
-                    tok_s=f"{record.get('tokens_per_s', record.get('images_per_s')):.0f}")
+                    tok_s=f"{rate:.0f}")
     if bar.disable:
         trainer.log(" ".join(f"{k}={v}" for k, v in record.items() if k != "type"))
     trainer.folder.write_metrics(record)

@@ -82,11 +82,10 @@ def auto_schedule(
     """``auto``'s schedule scaled to the data in ``data_dir`` (``finetune``: ``finetune``'s)."""
     from ..data import ParallelDataset, TokenBatchSampler, TokenStream, load_meta
 
-    kind = load_meta(data_dir).get("kind")
-    if kind == "images":  # shuffled batches of batch_size images
-        per_epoch = load_meta(data_dir)["splits"]["train"]["images"] / train.batch_size
-        per_epoch /= train.update_freq
-    elif kind == "monolingual":  # blocks of a token stream
+    meta = load_meta(data_dir)
+    if meta.get("kind") == "images":  # shuffled batches of batch_size images
+        per_epoch = meta["splits"]["train"]["images"] / train.batch_size / train.update_freq
+    elif meta.get("kind") == "monolingual":  # blocks of a token stream
         blocks = TokenStream(data_dir, "train").num_blocks(
             train.block_size, model.architecture == "decoder-only"
         )
