@@ -245,3 +245,15 @@ def test_a_finished_run_resumed_does_not_validate_its_last_step_again(data, tmp_
     calls.clear()
     _trainer(data, tmp_path / "run", resume=True).train()
     assert calls == []
+
+
+def test_every_rank_checks_the_run_folder_before_rank_0_writes_into_it(data, tmp_path,
+                                                                       monkeypatch):
+    # a rank that checked --out after rank 0's lock file appeared, and before its marker, found
+    # "files transduce did not write" in its own run folder: the ranks meet once all have checked
+    out = tmp_path / "run"
+    seen = []
+    monkeypatch.setattr(run_folder, "barrier", lambda dist: seen.append(out.exists()))
+    _trainer(data, out)
+    assert seen == [False]
+    assert (out / "config.json").is_file()

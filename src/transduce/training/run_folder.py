@@ -32,6 +32,7 @@ from ..errors import TrainingError, TransduceError
 from ..files import check_output_dir, remove_output, write_marker
 from ..reading import read_json
 from .data_setup import check_same_tokenizer
+from .distributed import barrier
 from .ema import EMA_FILE, ExponentialAverage
 
 # the model options a run started --init-from a checkpoint may change: they shape training, not
@@ -138,6 +139,9 @@ class RunFolder:
         elif list_checkpoints(self.path):
             raise TrainingError(f"{self.path} already holds checkpoints; pass --resume to continue "
                                 "that run, or choose another --out")
+        # every rank checks the folder before rank 0 writes into it: a rank that checked after
+        # rank 0's first file would find a folder transduce had not (yet) marked as its own
+        barrier(self.dist)
         if self.dist.is_main:
             self.path.mkdir(parents=True, exist_ok=True)
             self.lock = RunLock(self.path)
