@@ -139,3 +139,57 @@ def write_image_folder(root: Path, per_class: int, size: int = 8, seed: int = 0,
             image = Image.fromarray(pixels, "L")
             (image.convert(mode) if mode != "L" else image).save(root / name / f"{n}.png")
     return root
+
+
+TONES = {"A": 400.0, "B": 1000.0, "C": 2200.0}  # each letter a pitch
+
+
+def write_tone_recordings(root: Path, count: int, seed: int = 0, name: str = "table") -> Path:
+    """Recordings a tiny speech model learns to transcribe in a few hundred updates: words of one
+    to three letters of A, B, C, each letter 0.12 s of its own pitch (``TONES``), words apart by a
+    silence, with a little noise; written as ``root/NAME/N.flac`` and the table ``root/NAME.tsv``
+    (path, transcript)."""
+    import numpy as np
+    import soundfile
+
+    rng = np.random.default_rng(seed)
+    rate, letter = 16_000, int(0.12 * 16_000)
+    (root / name).mkdir(parents=True, exist_ok=True)
+    lines = ["path\ttranscript"]
+    t = np.arange(letter) / rate
+    for n in range(count):
+        words = ["".join(rng.choice(list(TONES), size=int(rng.integers(1, 4))))
+                 for _ in range(int(rng.integers(1, 3)))]
+        pieces = [np.zeros(int(0.05 * rate))]
+        for word in words:
+            pieces += [0.4 * np.sin(2 * np.pi * TONES[c] * t) for c in word]
+            pieces.append(np.zeros(int(0.08 * rate)))
+        samples = np.concatenate(pieces) + 0.005 * rng.standard_normal(sum(map(len, pieces)))
+        soundfile.write(root / name / f"{n}.flac", samples.astype(np.float32), rate)
+        lines.append(f"{name}/{n}.flac\t{' '.join(words)}")
+    (root / f"{name}.tsv").write_text("\n".join(lines) + "\n")
+    return root / f"{name}.tsv"
+
+
+def assert_torchrun_equals_accumulation(common: list[str], tmp_path: Path) -> None:
+    """``transduce train *common`` in two processes under torchrun ends with the weights of one
+    process accumulating the same two batches a step (``--update-freq 2``)."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+    from safetensors.torch import load_file
+
+    from transduce.checkpoint import list_checkpoints
+
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "transduce", "train", *common, "--out", str(tmp_path / "ddp")],
+        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    cli("train", *common, "--out", str(tmp_path / "single"), "--update-freq", "2")
+    a, b = (load_file(str(list_checkpoints(tmp_path / run)[-1] / "model.safetensors"))
+            for run in ("ddp", "single"))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-4)

@@ -22,8 +22,10 @@ USE = {"encoder-decoder": "transduce translate", "decoder-only": "transduce gene
 
 
 def use_for(config) -> str:
-    """The command that uses a model of ``config`` (a classifier: ``transduce classify``)."""
-    return "transduce classify" if config.classes else USE[config.architecture]
+    """The command that uses a model of ``config`` (a classifier: ``transduce classify``; a
+    speech model: ``transduce transcribe``)."""
+    return ("transduce classify" if config.classes else "transduce transcribe"
+            if config.input == "audio" else USE[config.architecture])
 
 
 class LanguageModel:

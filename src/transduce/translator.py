@@ -84,10 +84,11 @@ class Translator:
         compile_choice(compile, dev, precision)  # refuse a bad combination before loading
         model, info = load_model_from(folder, dev)
         c = model.config
-        if c.classes or c.architecture != "encoder-decoder":
+        if c.classes or c.architecture != "encoder-decoder" or c.input == "audio":
             from .lm import use_for
 
-            kind = "a classifier" if c.classes else f"a {c.architecture} language model"
+            kind = ("a classifier" if c.classes else "a speech model" if c.input == "audio" else
+                    f"a {c.architecture} language model")
             raise TransduceError(f"{path} is {kind}, which does not translate; use "
                                  f"`{use_for(c)}` with it")
         if precision == "int8":

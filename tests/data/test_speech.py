@@ -70,3 +70,39 @@ def test_every_bad_recording_is_named_and_nothing_written(tmp_path):
                                         r"recording is silent.*slow.flac: recorded at 8000 Hz"):
         prepare_speech(table, tmp_path / "data", log=None)
     assert not (tmp_path / "data").exists()
+
+
+def test_the_prepared_split_is_read_back_and_batched_with_nan_padding(tmp_path):
+    from types import SimpleNamespace
+
+    from transduce.data.speech import Characters, SpeechSet, collate_speech
+
+    meta = prepare_speech(recordings(tmp_path), tmp_path / "out", log=None)
+    ds = SpeechSet(tmp_path / "out", "train")
+    assert len(ds) == 6 and ds.transcripts[2] == "TWO SIX"
+    chars = Characters(meta["chars"])
+    frames, ids = ds[2]
+    assert chars.decode_tgt(ids) == "TWO SIX" and chars.encode("TWO SIX") == ids.tolist()
+    assert frames.shape == (ds.src_lengths[2], 80)
+    config = SimpleNamespace(pad_id=0, start_id=1, eos_id=2)
+    batch = collate_speech(ds, [0, 5], config)
+    T = int(max(ds.src_lengths[0], ds.src_lengths[5]))
+    assert batch.src.shape == (2, T, 80)
+    short = 0 if ds.src_lengths[0] < ds.src_lengths[5] else 1
+    n = int(ds.src_lengths[[0, 5][short]])
+    assert batch.src[short, n:].isnan().all() and not batch.src[:, :n].isnan().any()
+    assert batch.tgt_in[0, 0] == 1 and batch.tgt_out[0, len(ds[0][1])] == 2
+
+
+def test_spec_augment_masks_runs_of_frames_and_bands_of_bins():
+    from transduce.data.speech import spec_augment
+
+    frames = np.ones((200, 80), dtype=np.float16)
+    rng = np.random.default_rng(0)
+    masked = spec_augment(frames, 2, 2, 30, 20, rng)
+    assert masked.dtype == np.float32 and frames.min() == 1  # a copy
+    zero_rows = (masked == 0).all(1).sum()
+    zero_cols = (masked == 0).all(0).sum()
+    assert 0 < zero_rows <= 2 * 30 and 0 < zero_cols <= 2 * 20
+    again = spec_augment(frames, 2, 2, 30, 20, np.random.default_rng(0))
+    assert np.array_equal(masked, again)  # the same draws for the same seed

@@ -53,8 +53,12 @@ SAMPLES = {
     "image_mean": [(0.5, 0.5, 0.5), (0.4, 0.5, 0.6)],
     "image_std": [(0.5, 0.5, 0.5), (0.2, 0.3, 0.25)],
     "classes": [0, 3],
+    "subsample": [4, 2],
+    "source_positions": [0, 40],
+    "ctc_weight": [0.0, 0.3],
 }
 CLASSIFIER = {"architecture": "encoder-only", "decoder_layers": 0, "tying": "none"}
+AUDIO = {"input": "audio", "tying": "decoder"}  # (frames of `channels` mel bins)
 
 
 def _values(field) -> list:
@@ -77,7 +81,9 @@ def _config(name: str, value) -> ModelConfig | None:
         "channels": {1: {"image_mean": (0.5,), "image_std": (0.5,)}},
         "classes": {3: CLASSIFIER},
         "input": {"image": {**CLASSIFIER, "classes": 3, "image_size": 8, "patch_size": 2,
-                            "channels": 1, "image_mean": (0.5,), "image_std": (0.5,)}},
+                            "channels": 1, "image_mean": (0.5,), "image_std": (0.5,)},
+                  "audio": AUDIO},
+        "ctc_weight": {0.3: AUDIO},
     }.get(name, {}).get(value, {})
     try:
         return tiny_config(**{name: value, **extra})
@@ -103,6 +109,28 @@ def test_every_field_is_declared_and_tried():
         )
 
 
+def _sources(config: ModelConfig, n: int, length: int, device) -> torch.Tensor:
+    """``n`` random sources of up to ``length`` tokens (eos last, padded), or for input="audio" of
+    up to 2 x ``length`` frames (padded with NaN frames), of several lengths."""
+    vocab = min(config.vocab_size, config.target_vocab_size)
+    if config.input == "audio":
+        g = torch.Generator().manual_seed(n)
+        frames = torch.randn(n, 2 * length, config.channels, generator=g)
+        for i in range(1, n):
+            frames[i, 2 * length - 3 * i:] = float("nan")
+        return frames.to(device)
+    src, _ = random_batch(n, length, vocab, pad_id=config.pad_id, device=device)
+    src[src == config.eos_id] = vocab - 1
+    return src
+
+
+def _trimmed(src: torch.Tensor) -> torch.Tensor:
+    """One source without its padding frames (a recording); token ids as they are."""
+    if src.dim() == 3:
+        return src[:, : int((~src.isnan().all(-1)).sum())]
+    return src
+
+
 def _perturbed(config: ModelConfig, device) -> Transformer:
     model = Transformer(config).to(device).eval()
     with torch.no_grad():  # biases start at zero and norms at one: make every parameter count
@@ -121,7 +149,6 @@ def _perturbed(config: ModelConfig, device) -> Transformer:
 def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
     config = _config(name, value)
     model = _perturbed(config, device)
-    vocab = min(config.vocab_size, config.target_vocab_size)
     reason = unsupported(config)
     if reason is not None:
         assert reason.startswith(f"{name}="), reason
@@ -129,7 +156,7 @@ def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
             with pytest.raises(ValueError, match=f"does not support {name}="):
                 make(model)
         if config.architecture == "encoder-decoder":  # search falls back to the model's own pass
-            src, _ = random_batch(2, 5, vocab, pad_id=config.pad_id, device=device)
+            src = _sources(config, 2, 5, device)
             fast = greedy_search(model, src, DecodeConfig(max_len_a=1.0, max_len_b=4))
             slow = greedy_search(
                 model, src, DecodeConfig(max_len_a=1.0, max_len_b=4), SearchOptions(fast=False)
@@ -137,9 +164,9 @@ def test_each_choice_is_decoded_exactly_or_refused_by_name(name, value, device):
             assert [h.tokens for h in fast] == [h.tokens for h in slow]
         return
     batch, beam = 2, 2
-    src, _ = random_batch(batch, 6, vocab, pad_id=config.pad_id, device=device)
-    src[src == config.eos_id] = vocab - 1
-    src[1, 4:] = config.pad_id
+    src = _sources(config, batch, 6, device)
+    if config.input == "tokens":
+        src[1, 4:] = config.pad_id
     with torch.no_grad():
         memory = model.encode(src)
         torch.testing.assert_close(FastEncoder(model)(src), memory, atol=2e-5, rtol=1e-4)
@@ -238,12 +265,11 @@ def test_pairs_of_choices_on_every_path(number, device, monkeypatch):
 
     config = tiny_config(**PAIRS[number])
     model = _perturbed(config, device)
-    vocab = min(config.vocab_size, config.target_vocab_size)
-    src, _ = random_batch(3, 6, vocab, pad_id=config.pad_id, device=device)
-    src[src == config.eos_id] = vocab - 1
+    src = _sources(config, 3, 6, device)
     decode = DecodeConfig(beam=2, nbest=2, max_len_a=0.0,
                           max_len_b=min(5, config.max_positions - 1))
-    alone = [beam_search(model, src[i : i + 1], decode, SearchOptions(fast=False))[0]
+    # each source alone, as long as it is (a recording without the batch's padding frames)
+    alone = [beam_search(model, _trimmed(src[i : i + 1]), decode, SearchOptions(fast=False))[0]
              for i in range(3)]
 
     def same(found, tolerance=1e-4):

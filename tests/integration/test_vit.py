@@ -5,9 +5,6 @@ attention rollout, and the user errors."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +14,7 @@ from safetensors.torch import load_file
 from transduce.checkpoint import list_checkpoints
 from transduce.visualize import read_metrics
 
-from ..helpers import BARS, cli, write_image_folder
+from ..helpers import BARS, assert_torchrun_equals_accumulation, cli, write_image_folder
 
 SHAPE = ["--preset", "vit-tiny", "--set", "encoder_layers=2", "--set", "d_model=32", "--set",
          "n_heads=4", "--set", "d_ff=64", "--set", "patch_size=2"]
@@ -138,15 +135,7 @@ def test_ema_averaging_and_bf16_work_on_images(bars, tmp_path):
 def test_torchrun_two_processes_equal_one_process_over_the_same_batches(bars, tmp_path):
     common = [str(bars / "data"), "--max-steps", "4", "--set", "valid_every=-1", "--device",
               "cpu", *FAST]
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "-m", "transduce", "train", *common, "--out", str(tmp_path / "ddp")],
-        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    cli("train", *common, "--out", str(tmp_path / "single"), "--update-freq", "2")
-    a, b = weights(tmp_path / "ddp"), weights(tmp_path / "single")
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-4)
+    assert_torchrun_equals_accumulation(common, tmp_path)
 
 
 def test_images_and_text_do_not_mix(bars, trained, tmp_path, reverse_run):

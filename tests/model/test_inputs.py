@@ -116,3 +116,97 @@ def test_the_rollout_multiplies_each_layers_attention_with_the_residual():
     torch.testing.assert_close(torch.from_numpy(grid), flow[0, 1:].reshape(4, 4))
     assert label == int(logits[0, 0].argmax())
     assert prob == pytest.approx(float(torch.softmax(logits[0, 0], -1).max()))
+
+
+# --- speech: log-mel frames through two convolutions --------------------------------------------
+
+
+def speech(**overrides) -> ModelConfig:
+    fields = dict(encoder_layers=2, decoder_layers=1, d_model=32, n_heads=4, d_ff=64, channels=5,
+                  vocab_size=12, dropout=0.0, max_positions=40, source_positions=40)
+    return ModelConfig.preset("speech-small", **{**fields, **overrides})
+
+
+@pytest.mark.parametrize("subsample", [2, 4])
+def test_a_recording_is_encoded_in_a_batch_exactly_as_alone(subsample):
+    torch.manual_seed(0)
+    model = Transformer(speech(subsample=subsample)).eval()
+    with torch.no_grad():  # (the biases start at zero: a padded frame would then pass unseen)
+        for p in model.src_embed.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    lengths = [23, 16, 9]
+    frames = torch.full((3, 23, 5), float("nan"))
+    for i, n in enumerate(lengths):
+        frames[i, :n] = torch.randn(n, 5)
+    with torch.no_grad():
+        batch = model.encode(frames)
+        real = model.src_embed.real(frames)
+        for i, n in enumerate(lengths):
+            alone = model.encode(frames[i:i + 1, :n])
+            positions = -(-n // subsample)  # ceil
+            assert int(real[i].sum()) == positions == alone.size(1)
+            torch.testing.assert_close(batch[i, :positions], alone[0], atol=1e-5, rtol=1e-5)
+    assert batch.size(1) == -(-23 // subsample)
+
+
+def test_the_speech_presets_have_the_sizes_of_their_models():
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    with torch.device("meta"):
+        ours = Transformer(ModelConfig.preset("whisper-tiny")).num_parameters()["total"]
+        theirs = WhisperForConditionalGeneration(WhisperConfig(
+            d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6,
+            decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536)).num_parameters()
+    # Whisper's keys have no bias (one would not change the attention): 12 attentions of 384
+    assert ours == theirs + 12 * 384
+    assert ModelConfig.preset("speech-small", vocab_size=30).size_estimate() == pytest.approx(
+        Transformer(ModelConfig.preset("speech-small", vocab_size=30)).num_parameters()["total"],
+        rel=0.03)
+
+
+def test_frames_of_another_shape_or_too_long_are_refused_with_what_was_expected():
+    model = Transformer(speech()).eval()
+    with pytest.raises(ValueError, match=r"log-mel frames \(B, T, 5\), got a tensor of shape "
+                                         r"\(2, 9, 7\)"):
+        model.encode(torch.zeros(2, 9, 7))
+    with pytest.raises(ValueError, match="makes 41 encoder positions, more than the model's 40"):
+        model.encode(torch.zeros(1, 161, 5))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(architecture="encoder-only", decoder_layers=0), "input='audio' is for an "
+                                                          "encoder-decoder"),
+    (dict(tying="all"), "has no source tokens to share"),
+    (dict(subsample=3), "subsample 2 or 4"),
+])
+def test_bad_speech_settings_are_named(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        speech(**overrides)
+
+
+def test_a_ctc_head_is_for_speech():
+    with pytest.raises(ValueError, match="a CTC head is for input='audio'"):
+        ModelConfig.preset("tiny", vocab_size=20, ctc_weight=0.3)
+
+
+def test_the_ctc_loss_is_pytorchs_over_the_encoders_positions():
+    from transduce.training.loss import with_ctc
+
+    torch.manual_seed(0)
+    model = Transformer(speech(ctc_weight=0.4)).train()
+    frames = torch.randn(2, 20, 5)
+    frames[1, 12:] = float("nan")
+    tgt_out = torch.tensor([[5, 6, 7, 2], [8, 2, 0, 0]])  # (eos = 2, pad = 0)
+    tgt_in = torch.tensor([[1, 5, 6, 7], [1, 8, 0, 0]])
+    model(frames, tgt_in)
+    logits, positions = model.ctc_output
+    assert positions.tolist() == [5, 3]
+    expected = torch.nn.functional.ctc_loss(
+        torch.log_softmax(logits, -1).transpose(0, 1), torch.tensor([[5, 6, 7], [8, 0, 0]]),
+        positions, torch.tensor([3, 1]), blank=0, reduction="sum")
+    mixed = with_ctc(model, torch.tensor(10.0), tgt_out, 0)
+    torch.testing.assert_close(mixed, 0.6 * 10.0 + 0.4 * expected)
+    assert model.ctc_output is None  # used once
+    model.eval()
+    model(frames, tgt_in)
+    assert model.ctc_output is None  # computed only in training

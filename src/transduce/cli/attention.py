@@ -12,6 +12,8 @@ def add_parser(sub) -> None:
     p.add_argument("--src", help="the source sentence")
     p.add_argument("--image", help="an image classifier's image: its [CLS] attention rollout "
                                    "over the patches, drawn on the image")
+    p.add_argument("--audio", help="a speech model's recording: its spectrogram and the "
+                                   "decoder's attention over it, each layer")
     p.add_argument("--tgt", help="the target sentence (default: the model's own beam-search "
                                  "translation)")
     p.add_argument("--out", required=True, help="the PNG to write")
@@ -25,6 +27,18 @@ def run(args) -> int:
     from .. import load
     from ..errors import TransduceError
 
+    if args.audio:
+        if args.src or args.image:
+            raise TransduceError("--audio draws a speech model's attention: --src and --image are "
+                                 "for other models")
+        from ..transcriber import Transcriber, audio_inputs, draw_audio_attention
+
+        audio_inputs([args.audio])
+        announce(args.model)
+        transcriber = Transcriber.load(args.model, decode=decode_config(args))
+        path, text = draw_audio_attention(transcriber, args.audio, args.out, args.tgt)
+        print(f"wrote {path} (transcript: {text})")
+        return 0
     if args.image:
         if args.src or args.tgt:
             raise TransduceError("--image draws an image classifier's attention: --src and --tgt "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .common import THREADS, announce, number, set_threads
+from .common import add_runtime_options, announce, number, set_threads
 
 
 def add_parser(sub) -> None:
@@ -18,11 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("--resize", action="store_true",
                    help="resize images of another size to the model's (default: refuse them)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16", "auto"])
-    p.add_argument("--threads", type=THREADS, default=0,
-                   help="CPU threads (0: the cores other programs leave idle, measured at the "
-                        "start)")
+    add_runtime_options(p)
     p.set_defaults(run=run)
 
 

@@ -120,6 +120,16 @@ def add_decode_options(
     )
 
 
+def add_runtime_options(p, precisions: Sequence[str] = ("fp32", "bf16", "fp16", "auto")) -> None:
+    """Where a model that is not searched with the translation options runs: --device,
+    --precision, --threads."""
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto")
+    p.add_argument("--precision", default="fp32", choices=list(precisions))
+    p.add_argument("--threads", type=THREADS, default=0,
+                   help="CPU threads (0: the cores other programs leave idle, measured at the "
+                        "start)")
+
+
 SAMPLING_OPTIONS = ("sampling", "temperature", "top_k", "top_p", "seed")
 
 

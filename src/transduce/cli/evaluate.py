@@ -34,6 +34,10 @@ def add_parser(sub) -> None:
     p.add_argument("--confusion", metavar="PNG", help="with --images: draw the confusion matrix")
     p.add_argument("--resize", action="store_true", help="with --images: resize images of "
                                                          "another size to the model's")
+    p.add_argument("--audio", metavar="TSV",
+                   help="a speech model's test recordings (a table with path and transcript "
+                        "columns): character and word error rates (CER, WER: the edit distance "
+                        "to the transcripts over their length, in characters or in words)")
     p.add_argument("--hyp", help="score this existing output instead of translating")
     p.add_argument("--save-hyp", help="also write the translations here")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
@@ -50,6 +54,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..config import BLEU_TOKENIZERS
 
+    if args.audio:
+        return _audio(args)
     if args.images or args.confusion:
         return _images(args)
     if not args.ref:
@@ -162,4 +168,36 @@ def _images(args) -> int:
     if args.confusion:  # (on stderr with --json: stdout stays one JSON object)
         print(f"wrote {draw_confusion(scores, args.confusion)}",
               file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _audio(args) -> int:
+    from ..transcriber import Transcriber, audio_inputs
+
+    other = [flag for flag, value in (("--src", args.src), ("--ref", args.ref), ("--hyp", args.hyp),
+                                      ("--images", args.images),
+                                      ("--confusion", args.confusion)) if value]
+    if other or len(args.model) != 1:
+        raise TransduceError("a speech model is evaluated with one model and --audio TSV (and "
+                             "--save-hyp FILE)" + (f"; {', '.join(other)} are for other models"
+                                                   if other else ""))
+    audio_inputs([args.audio])  # the table and every recording it names, before the model loads
+    if args.save_hyp:
+        check_output_file(args.save_hyp, [args.audio, *args.model], "--save-hyp")
+    set_threads(args.threads)
+    announce(args.model)
+    transcriber = Transcriber.load(args.model[0], args.device, args.precision,
+                                   decode_config(args))
+    result = transcriber.evaluate(args.audio)
+    hyps = result.pop("hypotheses")
+    if args.save_hyp:
+        write_text(args.save_hyp, "".join(h + "\n" for h in hyps),
+                   [args.audio, transcriber.folder], what="--save-hyp")
+    if args.json:
+        print(json.dumps({**result, "checkpoint": str(transcriber.folder)}))
+    else:
+        print(f"CER {100 * result['cer']:.2f}%  ({result['char_errors']:,} character edits / "
+              f"{result['chars']:,} reference characters)")
+        print(f"WER {100 * result['wer']:.2f}%  ({result['word_errors']:,} word edits / "
+              f"{result['words']:,} reference words; {result['recordings']} recordings)")
     return 0

@@ -16,7 +16,7 @@ COMMANDS = {
     "translate": "translate", "evaluate": "evaluate", "plot": "plot", "attention": "attention",
     "plot-pe": "plot_pe", "download": "download", "import-hf": "import_hf", "export": "export",
     "serve": "serve", "ablate": "ablate", "generate": "generate", "fill-mask": "fill_mask",
-    "parse": "parse", "parseval": "parseval", "classify": "classify",
+    "parse": "parse", "parseval": "parseval", "classify": "classify", "transcribe": "transcribe",
 }
 
 

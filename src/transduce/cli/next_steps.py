@@ -14,6 +14,11 @@ def next_commands(run, data_dir, meta: dict, config: ModelConfig) -> str:
         return "\n".join(["next:", f"  transduce classify {run} IMAGE.png ...",
                           f"  transduce evaluate {run} --images TEST_DIR",
                           f"  transduce attention {run} --image IMAGE.png --out attention.png"])
+    if config.input == "audio":
+        return "\n".join(["next:", f"  transduce transcribe {run} RECORDING.flac ...",
+                          f"  transduce evaluate {run} --audio TEST.tsv",
+                          f"  transduce attention {run} --audio RECORDING.flac --out "
+                          "attention.png"])
     if architecture == "decoder-only":
         return f"next: transduce generate {run} --prompt \"...\""
     if architecture == "encoder-only":

@@ -43,9 +43,17 @@ def add_parser(sub) -> None:
                         "per class, named by its label, with the class's images")
     p.add_argument("--valid-images", metavar="DIR", help="with --images: the validation images, "
                                                          "in class folders as DIR")
+    p.add_argument("--audio", metavar="TSV",
+                   help="recordings for speech recognition: a table with the header "
+                        "'path<TAB>transcript' and one recording (FLAC, WAV, ...; 16 kHz, "
+                        "others resampled) per line, paths relative to the table; the targets "
+                        "are the transcripts' characters")
+    p.add_argument("--valid-audio", metavar="TSV", help="with --audio: the validation recordings' "
+                                                        "table")
     p.add_argument("--hold-out", type=number(int, 1, 10**9), metavar="N",
-                   help="with --images and no --valid-images: N training images drawn at random "
-                        "(seeded, the same every time) as the validation split")
+                   help="with --images or --audio and no validation set: N training images or "
+                        "recordings drawn at random (seeded, the same every time) as the "
+                        "validation split")
     p.add_argument("--image-size", type=number(int, 1, 65536), metavar="N",
                    help="with --images: resize every image to N x N pixels (Pillow's bicubic "
                         "filter); default: keep the size, which every image must share")
@@ -92,6 +100,8 @@ def run(args) -> int:
     from ..data.prepare import PrepareOptions, prepare
     from ..errors import TransduceError
 
+    if args.audio or args.valid_audio:
+        return _audio(args)
     if args.images or args.valid_images or args.hold_out or args.image_size:
         return _images(args)
     vocabulary = [
@@ -228,16 +238,43 @@ def _monolingual(args) -> int:
     return 0
 
 
-def _images(args) -> int:
-    from ..data.images import prepare_images
-    from ..errors import TransduceError
-
-    text = [flag for flag, value in (
+def _text_flags(args) -> list[str]:
+    """The flags given that belong to text."""
+    return [flag for flag, value in (
         ("--train-prefix", args.train_prefix), ("--valid-prefix", args.valid_prefix),
         ("--test-prefix", args.test_prefix), ("--src", args.src), ("--tgt", args.tgt),
         ("--trees", args.trees), ("--monolingual", args.monolingual), ("--train", args.train),
         ("--valid", args.valid), ("--tokenizer", args.tokenizer), ("--vocab-size", args.vocab_size),
         ("--task-prefix", args.task_prefix), ("--sentinels", args.sentinels)) if value]
+
+
+def _audio(args) -> int:
+    from ..data.speech import prepare_speech
+    from ..errors import TransduceError
+
+    other = _text_flags(args) + [flag for flag, value in (
+        ("--images", args.images), ("--valid-images", args.valid_images),
+        ("--image-size", args.image_size)) if value]
+    if other:
+        raise TransduceError(f"--audio prepares recordings: leave out {', '.join(other)}")
+    if not args.audio:
+        raise TransduceError("--valid-audio goes with --audio TSV (the training recordings)")
+    if args.valid_audio and args.hold_out:
+        raise TransduceError("give --valid-audio TSV or --hold-out N for the validation split, "
+                             "not both")
+    meta = prepare_speech(args.audio, args.out, args.valid_audio, args.hold_out or 0,
+                          force=args.force)
+    print(f"prepared {args.out}: {len(meta['chars']) - 4} characters, {meta['n_mels']} mel bins, "
+          "splits " + ", ".join(f"{k} {v['utterances']:,} recordings ({v['seconds'] / 60:.1f} "
+                                "min)" for k, v in meta["splits"].items()))
+    return 0
+
+
+def _images(args) -> int:
+    from ..data.images import prepare_images
+    from ..errors import TransduceError
+
+    text = _text_flags(args)
     if text:
         raise TransduceError(f"--images prepares images: {', '.join(text)} belong to text; leave "
                              f"{'them' if len(text) > 1 else 'it'} out")

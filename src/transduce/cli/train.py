@@ -138,6 +138,11 @@ def _data_fields(meta: dict, preset: str) -> dict:
             fields.update(image_mean=chosen.image_mean[:1] * meta["channels"],
                           image_std=chosen.image_std[:1] * meta["channels"])
         return fields
+    if meta.get("kind") == "speech":  # the characters written, the mel bins read
+        if ModelConfig.preset(preset).input != "audio":
+            raise TransduceError(f"the data holds recordings: train a speech model on it "
+                                 f"(--preset speech-small), not --preset {preset}")
+        return dict(vocab_size=meta["vocab_size"], channels=meta["n_mels"], **meta["special_ids"])
     vocab = meta["vocab_size"]
     fields = dict(vocab_size=vocab["src"], tgt_vocab_size=None if meta["joint"] else vocab["tgt"],
                   **meta["special_ids"])
@@ -195,8 +200,8 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
         model = ModelConfig.from_dict(start.info["model"])
         train = TrainConfig(label_smoothing=start.label_smoothing)
     else:
-        preset = preset or {"monolingual": "gpt-small", "images": "vit-tiny"}.get(meta.get("kind"),
-                                                                                 "base")
+        preset = preset or {"monolingual": "gpt-small", "images": "vit-tiny",
+                            "speech": "speech-small"}.get(meta.get("kind"), "base")
         # (the data's fields, the file's and --set's checked together: an image size the
         # preset's patches do not divide may be the reason for a --set patch_size)
         data_fields = _data_fields(meta, preset)
@@ -341,6 +346,8 @@ def run(args) -> int:
             if trainer.lm
             else f"{len(trainer.train_set):,} images"
             if trainer.data.images
+            else f"{len(trainer.train_set):,} recordings"
+            if trainer.data.speech
             else f"{len(_train_pairs(trainer)):,} pairs"
         )
         + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}"

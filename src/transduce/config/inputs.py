@@ -21,7 +21,23 @@ def check_inputs(c) -> None:
     if c.classes and c.tying != "none":
         raise ValueError(f"classes={c.classes}: the classifier's output has its own weights; set "
                          "tying='none'")
+    if c.ctc_weight and c.input != "audio" or not 0 <= c.ctc_weight < 1:
+        raise ValueError(f"ctc_weight={c.ctc_weight}: a CTC head is for input='audio', with "
+                         "0 <= ctc_weight < 1")
     if c.input == "tokens":
+        return
+    if c.input == "audio":  # speech recognition: frames in, the transcript's tokens out
+        if c.architecture != "encoder-decoder" or c.classes:
+            raise ValueError("input='audio' is for an encoder-decoder that writes what it hears: "
+                             f"architecture='encoder-decoder' and classes=0 (got "
+                             f"{c.architecture!r}, {c.classes})")
+        if c.tying in ("embeddings", "all"):
+            raise ValueError(f"tying={c.tying!r}: input='audio' has no source tokens to share "
+                             "a table with; set tying='decoder' or 'none'")
+        if c.channels < 1 or c.subsample not in (2, 4) or c.source_positions < 0:
+            raise ValueError(f"input='audio' needs channels >= 1 (mel bins a frame), subsample 2 "
+                             f"or 4 and source_positions >= 0; got {c.channels}, {c.subsample}, "
+                             f"{c.source_positions}")
         return
     if c.input == "image" and not c.classes:
         raise ValueError("input='image' is for a classifier (the Vision Transformer): set classes")

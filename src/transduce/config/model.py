@@ -23,7 +23,7 @@ TYINGS = ("none", "decoder", "embeddings", "all")
 INITS = ("paper", "t5")
 ATTENTION_SCALES = ("sqrt_dk", "none")
 FFNS = ("dense", "moe")
-INPUTS = ("tokens", "image")
+INPUTS = ("tokens", "image", "audio")
 POOLINGS = ("cls", "mean")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 MAX_LAYERS = 1024  # per stack
@@ -103,8 +103,16 @@ class ModelConfig(ConfigMixin):
         moe_aux_weight: the weight of the router's load-balancing loss in training (Switch's:
             E * sum_e f_e * P_e, f_e the share of routing choices and P_e the mean router
             probability of expert e; 0.01).
-        input: what the encoder reads: "tokens" (ids, the paper) or "image" (the Vision
-            Transformer, Dosovitskiy et al. 2021: pixels cut into patches, ``model.inputs``).
+        input: what the encoder reads: "tokens" (ids, the paper), "image" (the Vision
+            Transformer, Dosovitskiy et al. 2021: pixels cut into patches) or "audio" (speech:
+            log-mel frames of ``channels`` bins, subsampled by two convolutions); ``model.inputs``.
+        subsample: with input="audio", frames per encoder position: 2 (Whisper's convolutions,
+            strides 1 and 2: one position per 20 ms) or 4 (ESPnet's, strides 2 and 2).
+        source_positions: with input="audio", the encoder's positions (Whisper's 1500: 30 s);
+            0 means max_positions, which is then the decoder's alone.
+        ctc_weight: with input="audio", w > 0 adds a CTC head on the encoder (blank = pad_id) and
+            trains on (1 - w) x the decoder's loss + w x CTC's (Watanabe et al. 2017's joint
+            training; it teaches the alignment that a small corpus is slow to give attention).
         image_size, patch_size, channels: with input="image", square images of image_size pixels
             (a multiple of patch_size) and that many channels, cut into patches of patch_size x
             patch_size: (image_size / patch_size)^2 positions, plus [CLS] (whatever
@@ -166,6 +174,9 @@ class ModelConfig(ConfigMixin):
     image_std: tuple = (0.5, 0.5, 0.5)
     classes: int = 0
     pooling: str = field(default="cls", metadata={"choices": POOLINGS})
+    subsample: int = 4
+    source_positions: int = 0
+    ctc_weight: float = 0.0
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -253,6 +264,11 @@ class ModelConfig(ConfigMixin):
         return (self.image_size // self.patch_size) ** 2
 
     @property
+    def audio_positions(self) -> int:
+        """An audio input's encoder positions (source_positions, else max_positions)."""
+        return self.source_positions or self.max_positions
+
+    @property
     def output_size(self) -> int:
         """The width of the output: the classes of a classifier, else the target vocabulary."""
         return self.classes or self.target_vocab_size
@@ -326,6 +342,11 @@ class ModelConfig(ConfigMixin):
         if self.input == "image":  # the patches' projection, [CLS] and positions; no tokens
             embeddings = (self.channels * self.patch_size**2 + 1) * D
             positions = (self.num_patches + 1) * D
+        if self.input == "audio":  # two convolutions, the encoder's positions; the target's tokens
+            embeddings = 3 * D * (self.channels + D) + self.target_vocab_size * D
+            learned = self.positional == "learned"
+            positions = (self.audio_positions * learned + self.max_positions) * D
+            output += (self.target_vocab_size * D) if self.ctc_weight else 0
         if self.classes:
             output = self.classes * D
         return (

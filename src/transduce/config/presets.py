@@ -186,3 +186,51 @@ PRESETS.update(
         "vit-b16": {**_VIT, "encoder_layers": 12, "d_model": 768, "n_heads": 12, "d_ff": 3072},
     }
 )
+
+# Speech (the Speech Transformer, Dong et al. 2018; Whisper, Radford et al. 2022): the same
+# encoder-decoder reading log-mel frames through two convolutions (model.inputs.AudioFeatures),
+# writing the transcript's characters or pieces; pre-LN and GELU as Whisper.
+_SPEECH = {
+    "input": "audio",
+    "norm_position": "pre",
+    "norm_eps": 1e-5,
+    "activation": "gelu",
+    "tying": "decoder",
+    "scale_embedding": False,
+    "channels": 80,
+}
+PRESETS.update(
+    {
+        # small enough to learn AN4's 948 recordings in an hour of a laptop's CPU (recipes/an4):
+        # one encoder position per 40 ms, sinusoidal positions, CTC beside the decoder
+        "speech-small": {
+            **_SPEECH,
+            "encoder_layers": 6,
+            "decoder_layers": 3,
+            "d_model": 256,
+            "n_heads": 4,
+            "d_ff": 1024,
+            "subsample": 4,
+            "positional": "sinusoidal",
+            "max_positions": 512,
+            "source_positions": 1500,
+            "ctc_weight": 0.3,
+        },
+        # Whisper-tiny's shape (39M parameters with its 51,865 pieces): 30 s = 1,500 positions of
+        # 20 ms, 448 decoder positions, learned positions (the encoder's hold Whisper's sinusoids)
+        "whisper-tiny": {
+            **_SPEECH,
+            "encoder_layers": 4,
+            "decoder_layers": 4,
+            "d_model": 384,
+            "n_heads": 6,
+            "d_ff": 1536,
+            "subsample": 2,
+            "positional": "learned",
+            "vocab_size": 51865,
+            "max_positions": 448,
+            "source_positions": 1500,
+            "dropout": 0.0,
+        },
+    }
+)

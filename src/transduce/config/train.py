@@ -72,6 +72,9 @@ class TrainConfig(ConfigMixin):
             each image padded with crop_padding black pixels on each side and cropped back to its
             size at a random place (4; 0: off), and, with flip, mirrored left to right half of the
             time (off: it would turn digits and letters into others).
+        time_masks, freq_masks, time_mask_width, freq_mask_width: speech data's SpecAugment (Park
+            et al. 2019) in training: in each recording, time_masks runs of up to time_mask_width
+            frames and freq_masks bands of up to freq_mask_width mel bins set to zero (0: off).
     """
 
     max_tokens: int = option(4096, low=1, high=10**9)
@@ -111,6 +114,10 @@ class TrainConfig(ConfigMixin):
     batch_size: int = option(128, low=1, high=10**7)
     crop_padding: int = option(4, low=0, high=4096)
     flip: bool = False
+    time_masks: int = option(0, low=0, high=100)
+    freq_masks: int = option(0, low=0, high=100)
+    time_mask_width: int = option(40, low=1, high=10**6)
+    freq_mask_width: int = option(30, low=1, high=10**6)
 
     def __post_init__(self) -> None:
         check_numbers(self)

@@ -35,7 +35,7 @@ def load_meta(data_dir: str | Path) -> dict:
     try:
         meta = json.loads(path.read_text())
         meta["splits"]
-        if meta.get("kind") != "images":  # (images have classes, not languages)
+        if meta.get("kind") not in ("images", "speech"):  # (languages: text only)
             meta["src"], meta["tgt"]
     except (ValueError, KeyError) as error:
         raise DataError(f"{path} is damaged or from an incompatible version ({error}); prepare the "

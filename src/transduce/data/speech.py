@@ -23,15 +23,18 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
+import torch
 
 from ..errors import DataError
 from ..files import check_output_dir, output_dir
+from ..reading import read_json
 from ..version import __version__
 from .audio import HOP, N_MELS, SAMPLE_RATE, log_mel, read_audio, read_table
 from .corpus import fingerprint, previously_prepared, unusable
+from .dataset import Batch, pad_sequences
 from .tokenizer import SPECIAL_IDS
 
 FORMAT_VERSION = 1
@@ -45,6 +48,23 @@ def char_vocabulary(transcripts: list[str]) -> list[str]:
     ]:
         raise DataError("the special tokens' ids disagree with the tokenizer's")
     return SPECIALS + sorted({c for text in transcripts for c in text})
+
+
+class Characters:
+    """A character vocabulary (``chars``: the special tokens, then one character per id): text to
+    ids and back. Unknown characters become <unk>; the special tokens are not written."""
+
+    def __init__(self, chars: Sequence[str]) -> None:
+        self.chars = list(chars)
+        self.ids = {c: i for i, c in enumerate(self.chars)}
+        self.unk_id = SPECIAL_IDS["unk_id"]
+
+    def encode(self, text: str) -> list[int]:
+        return [self.ids.get(c, self.unk_id) for c in text]
+
+    def decode_tgt(self, ids: Sequence[int]) -> str:
+        n = len(SPECIALS)
+        return "".join(self.chars[i] for i in map(int, ids) if n <= i < len(self.chars))
 
 
 def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Path] = None,
@@ -87,7 +107,8 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
         (tmp / "chars.json").write_text(json.dumps(chars, ensure_ascii=False) + "\n")
         meta = {"format": FORMAT_VERSION, "kind": "speech", "transduce_version": __version__,
                 "sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "hop": HOP, "units": "char",
-                "vocab_size": len(chars), "special_ids": dict(SPECIAL_IDS), "fingerprint": fp,
+                "vocab_size": len(chars), "chars": chars, "special_ids": dict(SPECIAL_IDS),
+                "fingerprint": fp,
                 "inputs": {"table": str(table), "valid": str(valid or "")}, "splits": {}}
         problems: list[str] = []
         for split, pairs in splits.items():
@@ -132,3 +153,82 @@ def _write_split(tmp: Path, split: str, pairs, ids: dict, problems: list[str]) -
     (tmp / f"{split}.transcripts.txt").write_text("".join(t + "\n" for _, t in pairs))
     return {"utterances": len(pairs), "frames": frames[-1],
             "seconds": round(samples / SAMPLE_RATE, 2), "unknown": unknown}
+
+
+class SpeechSet:
+    """One split of a prepared speech dataset, memory-mapped: ``dataset[i]`` is recording i's
+    log-mel frames ``(T, n_mels)`` (float16) and its transcript's ids; ``src_lengths`` (frames) and
+    ``tgt_lengths`` (ids) per recording, ``transcripts`` as written."""
+
+    def __init__(self, folder: str | Path, split: str) -> None:
+        folder = Path(folder)
+        meta = read_json(folder / "meta.json")
+        self.n_mels = meta["n_mels"]
+        try:
+            frames = np.fromfile(folder / f"{split}.features.idx", dtype=np.int64)
+            self.features = np.memmap(folder / f"{split}.features.bin", np.float16, "r",
+                                      shape=(int(frames[-1]), self.n_mels))
+            self.offsets = np.fromfile(folder / f"{split}.tgt.idx", dtype=np.int64)
+            self.targets = np.fromfile(folder / f"{split}.tgt.bin", dtype=np.int32)
+            self.transcripts = (folder / f"{split}.transcripts.txt").read_text(
+                encoding="utf-8").splitlines()
+        except (OSError, ValueError, IndexError) as error:
+            raise DataError(f"{folder}: the {split} recordings do not match meta.json ({error}); "
+                            "prepare it again") from None
+        if not len(frames) - 1 == len(self.offsets) - 1 == len(self.transcripts):
+            raise DataError(f"{folder}: the {split} split's features, targets and transcripts "
+                            "disagree in number; prepare it again")
+        self.frames = frames
+        self.src_lengths = np.diff(frames)
+        self.tgt_lengths = np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.transcripts)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return (self.features[self.frames[i]:self.frames[i + 1]],
+                self.targets[self.offsets[i]:self.offsets[i + 1]])
+
+
+def pad_frames(recordings: Sequence, device=None) -> torch.Tensor:
+    """Recordings' frames ``(T_i, n_mels)`` -> ``(B, max T, n_mels)`` float32, the shorter ones
+    padded with frames of NaN (the model's front end reads them as "no recording here")."""
+    longest = max(len(r) for r in recordings)
+    out = torch.full((len(recordings), longest, recordings[0].shape[-1]), float("nan"))
+    for i, frames in enumerate(recordings):
+        out[i, : len(frames)] = torch.as_tensor(np.asarray(frames, dtype=np.float32))
+    return out if device is None else out.to(device)
+
+
+def spec_augment(frames: np.ndarray, time_masks: int, freq_masks: int, time_width: int,
+                 freq_width: int, rng: np.random.Generator) -> np.ndarray:
+    """SpecAugment's masks (Park et al. 2019) on one recording ``(T, n_mels)``: ``time_masks``
+    runs of up to ``time_width`` frames (at most a fifth of the recording each) and
+    ``freq_masks`` bands of up to ``freq_width`` bins set to zero; a copy."""
+    frames = np.array(frames, dtype=np.float32)
+    T, F = frames.shape
+    for _ in range(time_masks):
+        width = int(rng.integers(0, min(time_width, T // 5) + 1))
+        start = int(rng.integers(0, T - width + 1))
+        frames[start:start + width] = 0.0
+    for _ in range(freq_masks):
+        width = int(rng.integers(0, min(freq_width, F) + 1))
+        start = int(rng.integers(0, F - width + 1))
+        frames[:, start:start + width] = 0.0
+    return frames
+
+
+def collate_speech(dataset: SpeechSet, indices: Sequence[int], config, train=None,
+                   rng: Optional[np.random.Generator] = None) -> Batch:
+    """The batch of recordings ``indices``: frames (NaN-padded) as the source, the transcripts'
+    ids as the target; with ``train`` (a TrainConfig) and ``rng``, SpecAugment's masks."""
+    pairs = [dataset[int(i)] for i in indices]
+    recordings = [frames for frames, _ in pairs]
+    if train is not None and rng is not None and (train.time_masks or train.freq_masks):
+        recordings = [spec_augment(r, train.time_masks, train.freq_masks, train.time_mask_width,
+                                   train.freq_mask_width, rng) for r in recordings]
+    targets = [t for _, t in pairs]
+    c = config
+    return Batch(pad_frames(recordings), pad_sequences(targets, c.pad_id, prefix=c.start_id),
+                 pad_sequences(targets, c.pad_id, suffix=c.eos_id),
+                 torch.as_tensor(np.asarray(indices, dtype=np.int64)), c.pad_id)

@@ -58,7 +58,9 @@ def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:
     capped by the model's positions (for a decoder-only model, those its start token and prompt
     leave)."""
     c = model.config
-    src_len = src.ne(c.pad_id).sum(1).cpu()  # (B,); float64 on the CPU (MPS has none)
+    # (B,) the source's positions: its tokens, or a recording's encoder positions
+    real = src.ne(c.pad_id) if c.architecture == "decoder-only" else model.src_embed.real(src)
+    src_len = real.sum(1).cpu()  # float64 on the CPU (MPS has none)
     limit = (decode.max_len_a * src_len.double() + decode.max_len_b).floor().long()
     # last input: start+prompt+L-1
     room = c.max_positions - (src.size(1) if c.architecture == "decoder-only" else 0)

@@ -10,6 +10,7 @@ import torch
 from ..config import DecodeConfig
 from ..data.batching import budget_batches
 from ..data.dataset import pad_sequences
+from ..data.speech import pad_frames
 from ..runtime import autocast, compile_choice
 from .beam import beam_search
 from .brackets import BracketRules
@@ -40,7 +41,8 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
                   prefixes: Optional[Sequence[Sequence[int]]] = None, precision: str = "fp32",
                   progress: bool = False, compile: str | bool = False,
                   rules: Optional[BracketRules] = None) -> list[list[Hypothesis]]:
-    """Search for every source (token ids without eos); results in input order, n-best lists.
+    """Search for every source (token ids without eos, or a speech model's recordings: frames
+    ``(T, n_mels)``); results in input order, n-best lists.
 
     Sources are sorted by length and cut into batches of ``decode.max_tokens`` source tokens and at
     most ``decode.max_sentences`` sentences. ``precision`` is fp32, bf16 or fp16 (autocast) or int8
@@ -53,10 +55,13 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     config = model.config
     device = next(model.parameters()).device
     compiled = compile_choice(compile, device, precision)
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]), reverse=True)
+    # a speech model's sources are recordings' frames (T, n_mels): budgeted by encoder positions
+    audio = config.input == "audio"
+    size = (lambda s: -(-len(s) // config.subsample)) if audio else len
+    order = sorted(range(len(sources)), key=lambda i: size(sources[i]), reverse=True)
     results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
     generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
-    lengths = [len(sources[i]) for i in order]
+    lengths = [size(sources[i]) for i in order]
     batches = [
         [order[n] for n in batch]
         for batch in budget_batches(lengths, decode.max_tokens, decode.max_sentences)
@@ -64,13 +69,13 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     engine, context = search_precision(precision)
     with tqdm(
         total=len(sources),
-        desc="translating",
+        desc="transcribing" if audio else "translating",
         unit=" sent",
         disable=not progress or None,
         leave=False,
     ) as bar:
         for batch in batches:
-            src = pad_sequences(
+            src = pad_frames([sources[i] for i in batch], device) if audio else pad_sequences(
                 [sources[i] for i in batch], config.pad_id, suffix=config.eos_id
             ).to(device)
             options = SearchOptions(

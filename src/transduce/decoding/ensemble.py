@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 # what members must agree on to share a search: the ids a search reads and writes
 SHARED = (
+    "input",
     "architecture",
     "vocab_size",
     "target_vocab_size",
@@ -57,6 +58,11 @@ class Ensemble(nn.Module):
                                      "models share one vocabulary and its special tokens")
         self.models = nn.ModuleList(models)
         self.config = replace(first, max_positions=min(m.config.max_positions for m in models))
+
+    @property
+    def src_embed(self) -> nn.Module:
+        """The first member's front end (which source positions hold input)."""
+        return self.models[0].src_embed
 
     def combine(self, logprobs: Sequence[Tensor]) -> Tensor:
         """The members' next-token log-probabilities ``(N, V)`` each -> the ensemble's ``(N,

@@ -117,8 +117,8 @@ class FastState:
             return
         # each source's extent: up to its last token that is not padding (a pad id inside a
         # sentence is masked like padding, and must not shorten the columns the cache keeps)
-        real = src.ne(self.model.config.pad_id)
-        lengths = (real * torch.arange(1, src.size(1) + 1, device=src.device)).amax(1)
+        real = self.model.src_embed.real(src)  # (n, S): the encoder positions that hold input
+        lengths = (real * torch.arange(1, real.size(1) + 1, device=src.device)).amax(1)
         if self.cache is None:
             self.cache = RunningCache.empty_like(
                 self.fast.start(src, memory, self.beam, capacity), lengths

@@ -48,7 +48,7 @@ class CapturedDecoder(FastDecoder):
         self.compiled = _compile_limit()(compiled)
 
     def start(self, src: Tensor, memory: Tensor, beam: int, capacity: int) -> StepCache:
-        B, S = src.shape
+        B, S = memory.shape[:2]
         H = self.heads
         cross_k, cross_v, bias = self._cross(src, memory, beam)
         total, capacity, wide = padded_sentences(B), power_of_two(capacity, 16), power_of_two(S, 8)

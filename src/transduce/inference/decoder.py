@@ -122,7 +122,7 @@ class FastDecoder:
     def __init__(self, model, precision: str = "fp32") -> None:
         require_supported(model, "the fast decode step", "Transformer.decode")
         c = model.config
-        self.config = c
+        self.config, self.real = c, model.src_embed.real  # (which encoder positions hold input)
         self.precision = precision
         int8 = precision == "int8"
         device = model.output.weight.device
@@ -181,7 +181,7 @@ class FastDecoder:
                ) -> tuple[list[Tensor], list[Tensor], Tensor]:
         """Every layer's encoder-decoder keys ``(B*H, Dh, S)`` and values ``(B*H, S, Dh)``, and the
         additive mask of the source's padding ``(B, H, beam, S)``."""
-        B, S = src.shape
+        B, S = memory.shape[:2]
         H, Dh = self.heads, self.head_dim
         with torch.no_grad(), self._precision():
             memory = memory.float() if self.bf16 else memory
@@ -194,7 +194,7 @@ class FastDecoder:
                 kv.select(3, 1).permute(2, 0, 3, 1, 4).reshape(L, B * H, S, Dh).unbind(0)
             )
         bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
-        bias.masked_fill_(src[:, None, None, :] == self.config.pad_id, float("-inf"))
+        bias.masked_fill_(~self.real(src)[:, None, None, :], float("-inf"))
         return cross_k, cross_v, bias
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:

@@ -60,7 +60,7 @@ class FastEncoder:
     def __init__(self, model, precision: str = "fp32") -> None:
         require_supported(model, "the fast encoder pass", "Transformer.encode")
         c = model.config
-        self.pad_id, self.heads, self.head_dim = c.pad_id, c.n_heads, c.d_k
+        self.heads, self.head_dim = c.n_heads, c.d_k
         self.factor = c.d_k**-0.5 if c.attention_scale == "sqrt_dk" else 1.0
         self.pre = c.norm_position == "pre"
         self.embed, self.rotary = model.src_embed, model.rotary
@@ -73,14 +73,13 @@ class FastEncoder:
 
     @torch.no_grad()
     def __call__(self, src: Tensor) -> Tensor:
-        B, S = src.shape
         H, Dh = self.heads, self.head_dim
-        x = self.embed(src)  # (B, S, D)
-        D = x.size(-1)
+        x = self.embed(src)  # (B, S, D): the front end's (token ids, or a recording's frames)
+        B, S, D = x.shape
         x = x.reshape(B * S, D)
         # the additive mask: -inf at padded keys (every source has its eos, no row is all padding)
         bias = torch.zeros(B, 1, 1, S, dtype=x.dtype, device=x.device).masked_fill_(
-            (src == self.pad_id)[:, None, None, :], float("-inf"))
+            ~self.embed.real(src)[:, None, None, :], float("-inf"))
         positions = self.position_bias("encoder", S, S)
         if positions is not None:
             bias = bias + positions.to(x.dtype)  # (B, H, S, S)

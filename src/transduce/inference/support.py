@@ -65,7 +65,7 @@ SUPPORTED: dict[str, Rule] = {
     "moe_experts": ANY,  # (read only by ffn="moe")
     "moe_top_k": ANY,
     "moe_aux_weight": ANY,
-    "input": ("tokens",),  # the passes embed token ids
+    "input": ("tokens", "audio"),  # the passes ask the model's front end (an image is classified)
     "image_size": ANY,  # (read only by input="image")
     "patch_size": ANY,
     "channels": ANY,
@@ -73,6 +73,9 @@ SUPPORTED: dict[str, Rule] = {
     "image_std": ANY,
     "classes": (0,),  # a classifier does not decode
     "pooling": ANY,  # (read only by a classifier)
+    "subsample": ANY,  # (read only by input="audio": its front end)
+    "source_positions": ANY,
+    "ctc_weight": ANY,  # (the CTC head is trained, not decoded with)
 }
 # what the model reads and predicts are named first: an image classifier is refused as one
 FIRST = ("input", "classes")

@@ -28,6 +28,10 @@ class TokenInput(Embeddings):
         super().__init__(config, tokens)
         self.pad_id = config.pad_id
 
+    def real(self, ids: Tensor) -> Tensor:
+        """``(B, S)``: the positions that hold a token (not padding)."""
+        return ids != self.pad_id
+
     def mask(self, ids: Tensor) -> Tensor:
         """The keys that are real tokens ``(B, 1, 1, S)``."""
         return padding_mask(ids, self.pad_id)
@@ -47,7 +51,7 @@ class PatchEmbeddings(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         c = config
-        self.size, self.channels = c.image_size, c.channels
+        self.size, self.channels, self.patch = c.image_size, c.channels, c.patch_size
         self.project = nn.Conv2d(c.channels, c.d_model, c.patch_size, stride=c.patch_size)
         self.cls = nn.Parameter(torch.zeros(1, 1, c.d_model)) if c.pooling == "cls" else None
         length = c.num_patches + (self.cls is not None)
@@ -91,15 +95,87 @@ class PatchEmbeddings(nn.Module):
             x = x + self.table.to(x.dtype)
         return self.dropout(x)
 
+    def real(self, images: Tensor) -> Tensor:
+        """``(B, S)``: every patch (and [CLS]) is real."""
+        B, S = self.check(images).size(0), self.size**2 // self.patch**2 + (self.cls is not None)
+        return torch.ones(B, S, dtype=torch.bool, device=images.device)
+
     def mask(self, images: Tensor) -> None:
         """Every patch is real: no mask."""
         return None
+
+
+class AudioFeatures(nn.Module):
+    """Speech: log-mel frames ``(B, T, channels)`` -> ``(B, S, D)``, S = T / subsample (rounded up):
+    two convolutions over time (kernel 3, GELU), strides 1 and 2 (Whisper's) or 2 and 2 (ESPnet's),
+    then positions (learned: a table of ``source_positions``; Whisper's fixed sinusoids are loaded
+    into it).
+
+    A shorter recording in a batch is padded on the right with frames of NaN: padding is then part
+    of the input, as the pad id is of token ids, so the mask comes from the input alone. The first
+    convolution's outputs past a recording's end are zeroed, so that each recording is encoded in a
+    batch exactly as alone.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = config
+        self.channels, self.kind, self.max_positions = c.channels, c.positional, c.audio_positions
+        self.strides = (1, 2) if c.subsample == 2 else (2, 2)
+        self.conv1 = nn.Conv1d(c.channels, c.d_model, 3, stride=self.strides[0], padding=1)
+        self.conv2 = nn.Conv1d(c.d_model, c.d_model, 3, stride=2, padding=1)
+        self.learned = (nn.Embedding(self.max_positions, c.d_model) if c.positional == "learned"
+                        else None)
+        if self.learned is not None:
+            nn.init.normal_(self.learned.weight, std=c.d_model**-0.5)
+        self.dropout = nn.Dropout(c.dropout)
+
+    def frames(self, features: Tensor) -> Tensor:
+        """``(B, T)``: the frames that hold sound (not NaN padding); a ValueError names the shape
+        expected."""
+        if features.dim() != 3 or features.size(-1) != self.channels:
+            raise ValueError(f"the model reads log-mel frames (B, T, {self.channels}), got a "
+                             f"tensor of shape {tuple(features.shape)}")
+        return ~features.isnan().all(-1)
+
+    def real(self, features: Tensor) -> Tensor:
+        """``(B, S)``: the encoder positions that hold a recording."""
+        present = self.frames(features)
+        for stride in self.strides:
+            present = present[:, ::stride]
+        return present
+
+    def mask(self, features: Tensor) -> Tensor:
+        """The keys that hold a recording ``(B, 1, 1, S)``."""
+        return self.real(features)[:, None, None, :]
+
+    def forward(self, features: Tensor) -> Tensor:
+        present = self.frames(features)[:, :: self.strides[0]]
+        dtype = self.conv1.weight.dtype
+        x = features.nan_to_num(0.0).to(dtype).transpose(1, 2)  # (B, channels, T)
+        x = nn.functional.gelu(self.conv1(x)) * present[:, None, :].to(dtype)
+        # (B, S, D) in the weights' dtype, as token embeddings are: under autocast the residual
+        # stream stays in float32
+        x = nn.functional.gelu(self.conv2(x)).transpose(1, 2).to(dtype)
+        S = x.size(1)
+        if S > self.max_positions:
+            raise ValueError(f"a recording of {features.size(1)} frames makes {S} encoder "
+                             f"positions, more than the model's {self.max_positions}; cut it "
+                             "into shorter pieces")
+        if self.learned is not None:
+            x = x + self.learned.weight[:S].to(x.dtype)
+        elif self.kind in ("sinusoidal", "sinusoidal_concat"):
+            layout = "interleaved" if self.kind == "sinusoidal" else "concat"
+            x = x + sinusoidal_table(S, x.size(-1), layout).to(x.device, x.dtype)
+        return self.dropout(x)
 
 
 def make_front_end(config: ModelConfig, tokens: Optional[nn.Embedding]) -> nn.Module:
     """The encoder's front end for ``config.input``."""
     if config.input == "image":
         return PatchEmbeddings(config)
+    if config.input == "audio":
+        return AudioFeatures(config)
     return TokenInput(config, tokens)
 
 

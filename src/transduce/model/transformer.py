@@ -53,13 +53,13 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         c = config
-        # the source's, or the only one (an image has none)
+        # the source's, or the only one (an image or a recording has none)
         tokens = nn.Embedding(c.vocab_size, c.d_model) if c.input == "tokens" else None
         tgt_tokens = (
             None
             if not c.has_decoder
             else tokens
-            if c.tying in ("all", "embeddings") or not c.has_encoder
+            if tokens is not None and (c.tying in ("all", "embeddings") or not c.has_encoder)
             else nn.Embedding(c.target_vocab_size, c.d_model)
         )
         # what the encoder reads: token ids, or an image's patches (model.inputs)
@@ -75,6 +75,10 @@ class Transformer(nn.Module):
         self.output = nn.Linear(c.d_model, c.output_size, bias=False)
         self.output_bias = nn.Parameter(torch.zeros(c.output_size)) if c.output_bias else None
         self.output_transform = OutputTransform(c) if c.output_transform else None
+        # speech: CTC's per-position predictions from the encoder (blank = pad), trained beside
+        # the decoder; ``ctc_output`` holds the last training pass's (logits, positions)
+        self.ctc = nn.Linear(c.d_model, c.target_vocab_size) if c.ctc_weight else None
+        self.ctc_output: Optional[tuple[Tensor, Tensor]] = None
         self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
         # T5's buckets: one table per stack, bidirectional in the encoder, causal in the decoder
@@ -159,6 +163,8 @@ class Transformer(nn.Module):
                 self.encode(src, need_weights=True) if need_weights else (self.encode(src), [])
             )
             memory_mask = self.src_embed.mask(src)
+            if self.ctc is not None and self.training:
+                self.ctc_output = (self.ctc(memory), memory_mask[:, 0, 0].sum(1))
         else:
             memory, enc_w, memory_mask = None, [], None
         T = tgt_in.size(1)
@@ -260,7 +266,7 @@ class Transformer(nn.Module):
             ("embeddings", [self.src_embed, self.tgt_embed]),
             ("encoder", [self.encoder, self.encoder_norm, self.encoder_relative]),
             ("decoder", [self.decoder, self.decoder_norm, self.decoder_relative]),
-            ("output", [self.output, self.output_transform]),
+            ("output", [self.output, self.output_transform, self.ctc]),
         ]
         for name, modules in groups:
             for module in filter(None, modules):

@@ -24,6 +24,7 @@ from ..data import (
 from ..data.dataset import EncodedPairs, dataset_fingerprint, tokenizer_files
 from ..data.images import ImageSet, collate_images
 from ..data.spans import collate_spans, span_counts
+from ..data.speech import Characters, SpeechSet, collate_speech
 from ..data.tokenizer import named_languages
 from ..errors import TrainingError
 
@@ -80,6 +81,8 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
     kind = meta.get("kind", "parallel")
     if kind == "images" or config.input == "image":
         return check_model_against_images(config, meta, data_dir)
+    if kind == "speech" or config.input == "audio":
+        return check_model_against_speech(config, meta, data_dir, origin)
     if config.architecture == "encoder-decoder" and kind != "parallel" and not meta.get(
         "sentinel_ids"
     ):
@@ -107,6 +110,25 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
             raise refusal(origin, data_dir, meta, f"{data_dir} uses {name}={value} but the model "
                                                   "has "
                           f"{name}={getattr(config, name)}")
+
+
+def check_model_against_speech(config: ModelConfig, meta: dict, data_dir: str,
+                               origin: Optional[tuple[str, str]] = None) -> None:
+    """A speech model and a prepared speech dataset fit: mel bins, characters, special ids."""
+    if meta.get("kind") != "speech":
+        raise TrainingError(f"the model reads recordings (input='audio'): {data_dir} holds "
+                            f"{meta.get('kind', 'parallel')} data; prepare recordings with "
+                            "`transduce prepare --audio TABLE.tsv --out DATA`")
+    if config.input != "audio":
+        raise TrainingError(f"{data_dir} holds recordings: train a speech model on it (--preset "
+                            "speech-small, or input='audio')")
+    for name, theirs, ours in (("channels", meta["n_mels"], config.channels),
+                               ("vocab_size", meta["vocab_size"], config.target_vocab_size),
+                               *((k, v, getattr(config, k)) for k, v in
+                                 meta["special_ids"].items())):
+        if theirs != ours:
+            raise refusal(origin, data_dir, meta, f"{data_dir} has {name} {theirs} but the model "
+                                                  f"has {name}={ours}")
 
 
 def check_model_against_images(config: ModelConfig, meta: dict, data_dir: str) -> None:
@@ -197,12 +219,16 @@ class TrainingData:
         self.train_indices = None  # with train_max_len: the training pairs used
         # an image classifier's: class folders' images (no tokenizer: checkpoints name the classes)
         self.images = self.meta.get("kind") == "images"
+        self.speech = self.meta.get("kind") == "speech"  # recordings and their transcripts
         self.extra_set, self.extra_name = None, None  # --valid-extra: a second validation set
         if self.images:
             if valid_extra:
                 raise TrainingError("--valid-extra: a second validation set is for translation "
                                     "models")
             self._image_data()
+            return
+        if self.speech:
+            self._speech_data(valid_extra)
             return
         if self.lm:
             self.train_set, self.valid_set, self.sampler = self._language_data()
@@ -252,6 +278,34 @@ class TrainingData:
         self.fingerprint = (self.meta["fingerprint"], True)
         self.tokenizer_roles, self.tokenizer_files, self.tokenizer = {}, [], None
 
+    def _speech_data(self, valid_extra) -> None:
+        """The recordings' splits; batches of ``max_tokens`` encoder positions (frames over
+        ``subsample``) or target characters, whichever is more."""
+        if valid_extra:
+            raise TrainingError("--valid-extra: a second validation set is for translation models")
+        cfg, splits = self.cfg, self.meta["splits"]
+        self.train_set = SpeechSet(self.data_dir, "train")
+        self.valid_set = SpeechSet(self.data_dir, "valid") if "valid" in splits else None
+        for name, ds in (("train", self.train_set), ("valid", self.valid_set)):
+            if ds is None or not len(ds):
+                continue
+            positions = -(-int(ds.src_lengths.max()) // cfg.subsample)
+            if positions > cfg.audio_positions or int(ds.tgt_lengths.max()) + 1 > \
+                    cfg.max_positions:
+                raise TrainingError(f"{self.data_dir}: the {name} split's longest recording "
+                                    f"makes {positions} encoder positions and its longest "
+                                    f"transcript {int(ds.tgt_lengths.max())} characters, but the "
+                                    f"model holds {cfg.audio_positions} and "
+                                    f"{cfg.max_positions - 1}; raise source_positions or "
+                                    "max_positions, or leave those recordings out")
+        self.sampler = TokenBatchSampler(-(-self.train_set.src_lengths // cfg.subsample),
+                                         self.train_set.tgt_lengths + 1, self.tc.max_tokens,
+                                         seed=self.tc.seed, world_size=self.world_size,
+                                         rank=self.rank)
+        self.fingerprint = (self.meta["fingerprint"], True)
+        self.tokenizer_roles, self.tokenizer_files = {}, []
+        self.tokenizer = Characters(self.meta["chars"])
+
     def _language_data(self):
         """The token streams of a language model and the sampler of the training blocks."""
         cfg, tc, data_dir = self.cfg, self.tc, self.data_dir
@@ -293,9 +347,11 @@ class TrainingData:
         """The batch of the examples (or blocks) ``indices``, the ``number``-th of ``epoch``."""
         cfg, tc = self.cfg, self.tc
         data = split if split is not None else self.train_set
-        if self.images:  # augmented in training only, the same way on a resume and on any rank
+        if self.images or self.speech:  # augmented in training only, the same on any rank
             rng = np.random.default_rng([tc.seed, epoch, int(indices[0])]) if split is None \
                 else None
+            if self.speech:
+                return collate_speech(data, indices, cfg, tc, rng)
             return collate_images(data, indices, tc.crop_padding, tc.flip, rng)
         if cfg.architecture == "decoder-only":
             return collate_next_token(data, indices, tc.block_size, cfg.pad_id)

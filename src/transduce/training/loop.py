@@ -109,13 +109,17 @@ def finish(trainer, reason, signals) -> dict[str, Any]:
         "best_bleu": p.best_bleu,
         "best_step": p.best_step,
     }
-    if trainer.lm or trainer.data.images:
+    speech = trainer.data.speech
+    if trainer.lm or trainer.data.images or speech:
         summary = {k: v for k, v in summary.items() if k != "best_bleu"}
         summary.update({"best_accuracy": p.best_accuracy} if trainer.data.images else
-                       {"best_ppl": p.best_ppl})
+                       {"best_cer": p.best_cer} if speech else {"best_ppl": p.best_ppl})
     trainer.folder.write_metrics({"type": "end", **summary})
     best = (f"; best valid accuracy {100 * p.best_accuracy:.2f}% at step "
             f"{p.best_step}" if trainer.data.images and p.best_accuracy >= 0 else
+            f"; best valid CER {100 * p.best_cer:.2f}% at step "
+            f"{p.best_step}" if speech and p.best_cer >= 0 else
+            "" if speech else
             f"; best valid perplexity {p.best_ppl:.2f} at step "
             f"{p.best_step}" if trainer.lm and p.best_ppl else
             f"; best valid BLEU {p.best_bleu:.2f} at step "

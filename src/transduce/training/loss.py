@@ -31,3 +31,20 @@ def label_smoothed_nll(
     loss = (1.0 - epsilon) * nll + epsilon * smooth
     keep = keep.to(loss.dtype)  # a product, not boolean indexing: no device sync
     return (loss * keep).sum(), (nll * keep).sum()
+
+
+def with_ctc(model, loss: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
+    """A speech model's ``(1 - w) * loss + w * CTC`` (Watanabe et al. 2017; w = ctc_weight): CTC's
+    loss of the last training pass's encoder predictions against the transcripts ``tgt_out`` (eos
+    last; blank = pad), summed over recordings as ``loss`` is over tokens. ``loss`` as it is for
+    a model without a CTC head."""
+    w = model.config.ctc_weight
+    if not w or model.ctc_output is None:
+        return loss
+    logits, positions = model.ctc_output
+    model.ctc_output = None
+    logprobs = torch.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (S, B, V)
+    lengths = (tgt_out != pad_id).sum(1) - 1  # (without eos)
+    ctc = torch.nn.functional.ctc_loss(logprobs, tgt_out, positions, lengths, blank=pad_id,
+                                       reduction="sum", zero_infinity=True)
+    return (1 - w) * loss + w * ctc

@@ -90,6 +90,12 @@ def auto_schedule(
             train.block_size, model.architecture == "decoder-only"
         )
         per_epoch = blocks / max(1, train.max_tokens // train.block_size) / train.update_freq
+    elif meta.get("kind") == "speech":  # batches of max_tokens encoder positions
+        from ..data.speech import SpeechSet
+
+        ds = SpeechSet(data_dir, "train")
+        per_epoch = len(TokenBatchSampler(-(-ds.src_lengths // model.subsample),
+                                          ds.tgt_lengths + 1, train.max_tokens)) / train.update_freq
     else:
         ds = ParallelDataset(data_dir, "train")
         per_epoch = (

@@ -53,6 +53,7 @@ class Progress:
     best_chrf: float = -1.0
     best_ppl: float = 0.0  # language models: the lowest validation perplexity (0: none yet)
     best_accuracy: float = -1.0  # classifiers: the highest validation accuracy
+    best_cer: float = -1.0  # speech: the lowest validation character error rate (-1: none yet)
     best_step: int = 0
     validations_since_best: int = 0
     skipped_updates: int = 0

@@ -24,7 +24,7 @@ from ..runtime import autocast, check_fits, release_memory
 from . import distributed
 from .data_setup import TrainingData, check_lengths_against_model, check_model_against_data
 from .ema import ExponentialAverage
-from .loss import label_smoothed_nll
+from .loss import label_smoothed_nll, with_ctc
 from .recipe import apply_recipe
 from .run_folder import Progress, RunFolder, StopSignals, TrainingState
 from .schedule import learning_rate
@@ -181,7 +181,7 @@ class Trainer:
 
     def checkpoint_info(self) -> dict:
         """What a checkpoint says of its run: model, languages, tokenizer, task prefix, classes."""
-        keys = ("src", "tgt", "task_prefix", "classes")
+        keys = ("src", "tgt", "task_prefix", "classes", "chars")
         return {"model": self.cfg.to_dict(), **{k: self.meta[k] for k in keys if k in self.meta},
                 "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
 
@@ -229,8 +229,8 @@ class Trainer:
                 loss, nll = label_smoothed_nll(
                     logits.flatten(0, -2), target, tc.label_smoothing, batch.pad_id
                 )
-                # the experts' load-balancing loss (None: dense layers)
-                balance = self.model.moe_loss()
+                loss = with_ctc(self.model, loss, batch.tgt_out, batch.pad_id)  # (speech)
+                balance = self.model.moe_loss()  # the experts' load balance (None: dense)
             scaled = loss * world / total_tokens
             if balance is not None:
                 scaled = scaled + self.cfg.moe_aux_weight * balance / len(micro_batches)

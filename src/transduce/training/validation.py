@@ -15,7 +15,7 @@ import torch
 from ..config import DecodeConfig
 from ..data import BlockSampler, TokenBatchSampler, collate
 from ..decoding import translate_ids
-from ..evaluate import score
+from ..evaluate import error_rate, score
 from ..runtime import autocast
 from . import distributed
 from .loss import label_smoothed_nll
@@ -63,6 +63,10 @@ class Validation:
             better = result["accuracy"] > p.best_accuracy
             if better:
                 p.best_accuracy = result["accuracy"]
+        elif self.data.speech:
+            better = p.best_cer < 0 or result["cer"] < p.best_cer
+            if better:
+                p.best_cer = result["cer"]
         elif self.data.lm:
             better = p.best_ppl == 0 or result["ppl"] < p.best_ppl
             if better:
@@ -82,6 +86,10 @@ class Validation:
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, accuracy "
                      f"{100 * result['accuracy']:.2f}% ({result['images']:,} images, "
                      f"{result['seconds']:.1f} s)")
+        elif self.data.speech:
+            self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, CER "
+                     f"{100 * result['cer']:.2f}%, WER {100 * result['wer']:.2f}% "
+                     f"({result['recordings']} recordings, {result['seconds']:.1f} s)")
         elif self.data.lm:
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f} "
                      f"({result['tokens']:,} "
@@ -106,6 +114,8 @@ class Validation:
         model.eval()
         if self.data.images:
             result = self._classification_scores(model)
+        elif self.data.speech:
+            result = self._speech_scores(model)
         elif self.data.lm:
             result = self._language_model_scores(model)
         else:
@@ -156,6 +166,33 @@ class Validation:
             "exact": round(exact, 4),
             "sentences": n,
         }
+
+    def _speech_scores(self, model) -> dict:
+        """A speech model's loss on the validation transcripts, and the character and word error
+        rates of its transcriptions (``valid_beam``)."""
+        tc, cfg, ds = self.tc, self.cfg, self.data.valid_set
+        sampler = TokenBatchSampler(-(-ds.src_lengths // cfg.subsample), ds.tgt_lengths + 1,
+                                    tc.max_tokens, shuffle=False)
+        loss_sum = nll_sum = tokens = 0.0
+        for indices in sampler.batches(0):
+            batch = self.data.collate(indices, 0, 0, split=ds).to(self.device)
+            with autocast(self.device, self.precision):
+                logits = model(batch.src, batch.tgt_in)
+            loss, nll = label_smoothed_nll(
+                logits.flatten(0, 1), batch.tgt_out.flatten(), tc.label_smoothing, cfg.pad_id
+            )
+            loss_sum, nll_sum = loss_sum + float(loss), nll_sum + float(nll)
+            tokens += batch.target_tokens
+        n = len(ds) if not tc.valid_max_sentences else min(len(ds), tc.valid_max_sentences)
+        decode = DecodeConfig(beam=tc.valid_beam, max_tokens=max(tc.max_tokens, 2048))
+        hyps = translate_ids(model, [ds[i][0] for i in range(n)], decode,
+                             precision=self.precision)
+        texts = [self.data.tokenizer.decode_tgt(h[0].tokens) for h in hyps]
+        references = ds.transcripts[:n]
+        return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
+                "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2),
+                "cer": round(error_rate(texts, references, "char")["rate"], 6),
+                "wer": round(error_rate(texts, references, "word")["rate"], 6), "recordings": n}
 
     def _language_model_scores(self, model) -> dict:
         """A language model's loss and perplexity of its objective on every validation block."""

@@ -1,0 +1,40 @@
+"""``transduce transcribe``: recordings -> text, by a trained speech model."""
+
+from __future__ import annotations
+
+import json
+
+from .common import add_decode_options, add_runtime_options, announce, decode_config, set_threads
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("transcribe", help="transcribe recordings with a trained speech model",
+                       description="Prints, for each recording, its path and transcript "
+                                   "(tab-separated), as each batch is done. Recordings are "
+                                   "read with soundfile (FLAC, WAV, OGG, ...) and resampled to "
+                                   "16 kHz.")
+    p.add_argument("model", help="a run directory or checkpoint of a speech model")
+    p.add_argument("audio", nargs="+",
+                   help="audio files, folders (their audio files, sorted), or recordings tables "
+                        "(.tsv with path and transcript columns)")
+    p.add_argument("--json", action="store_true", help="one JSON object a line")
+    add_decode_options(p, names=("beam", "alpha", "max_len_a", "max_len_b", "max_tokens"))
+    add_runtime_options(p, ("fp32", "bf16", "fp16", "int8", "auto"))
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..transcriber import Transcriber, audio_inputs
+
+    inputs = audio_inputs(args.audio)  # every missing one found before the model loads
+    decode = decode_config(args)
+    set_threads(args.threads)
+    announce(args.model)
+    transcriber = Transcriber.load(args.model, args.device, args.precision, decode)
+    files = [path for path, _ in inputs]
+    for path, text in zip(files, transcriber.transcribe(files)):
+        if args.json:
+            print(json.dumps({"audio": str(path), "text": text}, ensure_ascii=False), flush=True)
+        else:
+            print(f"{path}\t{text}", flush=True)
+    return 0

@@ -1,0 +1,163 @@
+"""Using a trained speech model: ``Transcriber`` transcribes recordings (files, folders of them, or
+a recordings table), scores a table (character and word error rates) and gives the decoder's
+attention over a recording's frames for the picture ``transduce attention --audio`` draws.
+
+A recording is read, resampled to 16 kHz and turned into the log-mel frames the model was trained
+on (``data.audio``); recordings are transcribed in batches of similar length with the same search
+as translation (``decoding.translate_ids``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .checkpoint import load_model_from
+from .choice import resolve
+from .config import DecodeConfig
+from .data.audio import HOP, SAMPLE_RATE, log_mel, read_audio, read_table
+from .data.speech import Characters, pad_frames
+from .decoding import translate_ids
+from .errors import DataError, TransduceError
+from .evaluate import error_rate
+from .runtime import autocast, pick_device, resolve_precision
+
+AUDIO_SUFFIXES = (".flac", ".wav", ".ogg", ".aiff", ".aif", ".au")
+
+
+def audio_inputs(paths: Sequence[str | Path]) -> list[tuple[Path, Optional[str]]]:
+    """The recordings named: audio files, folders (their audio files, sorted) and recordings tables
+    (``.tsv``: path and transcript columns), as ``(file, transcript or None)``; every missing file
+    is an error before anything is transcribed."""
+    found: list[tuple[Path, Optional[str]]] = []
+    for path in map(Path, paths):
+        if path.is_file() and path.suffix.lower() == ".tsv":
+            found += [(audio, text) for audio, text in read_table(path)]
+        elif path.is_dir():
+            files = sorted(p for p in path.rglob("*")
+                           if p.is_file() and p.suffix.lower() in AUDIO_SUFFIXES)
+            if not files:
+                raise TransduceError(f"{path}: no recordings in this folder "
+                                     f"({', '.join(AUDIO_SUFFIXES)})")
+            found += [(p, None) for p in files]
+        elif path.is_file():
+            found.append((path, None))
+        else:
+            raise TransduceError(f"{path}: no such file or folder")
+    return found
+
+
+class Transcriber:
+    """A trained speech model: ``Transcriber.load(RUN)``, then ``transcribe(files)``,
+    ``evaluate(table)`` or ``attention(file)``."""
+
+    def __init__(self, model, info: dict, device: torch.device, precision: str,
+                 decode: Optional[DecodeConfig] = None, folder: Optional[Path] = None) -> None:
+        self.model, self.info, self.device, self.precision = model, info, device, precision
+        self.folder = folder
+        self.config = model.config
+        self.decode = decode or DecodeConfig()
+        self.vocabulary = Characters(info["chars"])
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
+             decode: Optional[DecodeConfig] = None) -> "Transcriber":
+        folder = resolve(path)
+        dev = pick_device(device)
+        precision = resolve_precision(precision, dev, inference=True)
+        model, info = load_model_from(folder, dev)
+        if model.config.input != "audio":
+            raise TransduceError(f"{path} is not a speech model (it reads {model.config.input}); "
+                                 "use `transduce translate`, `classify`, `generate` or "
+                                 "`fill-mask` with it")
+        if "chars" not in info:
+            raise TransduceError(f"{folder}/model.json names no characters: it is not a speech "
+                                 "model transduce trained")
+        return cls(model, info, dev, precision, decode, folder)
+
+    def features(self, files: Sequence[Path]) -> list[np.ndarray]:
+        """Each file's log-mel frames ``(T, n_mels)``; a file that cannot be used is an error
+        naming it."""
+        out = []
+        for path in files:
+            frames = log_mel(read_audio(path, SAMPLE_RATE), n_mels=self.config.channels).T
+            out.append(frames.numpy())
+        return out
+
+    def transcribe(self, files: Sequence[Path], chunk: int = 64) -> Iterator[str]:
+        """The transcript of each file, in order, yielded as each chunk of ``chunk`` recordings
+        is done."""
+        for start in range(0, len(files), chunk):
+            frames = self.features(files[start:start + chunk])
+            yield from self.transcribe_features(frames)
+
+    def transcribe_features(self, frames: Sequence[np.ndarray]) -> list[str]:
+        """Transcripts of recordings given as log-mel frames ``(T, n_mels)`` each."""
+        self.model.eval()
+        hyps = translate_ids(self.model, list(frames), self.decode, precision=self.precision)
+        return [self.vocabulary.decode_tgt(h[0].tokens) for h in hyps]
+
+    def evaluate(self, table: str | Path) -> dict:
+        """Character and word error rates on a recordings table, with the transcripts made."""
+        rows = read_table(table)
+        texts = list(self.transcribe([path for path, _ in rows]))
+        references = [text for _, text in rows]
+        cer, wer = error_rate(texts, references, "char"), error_rate(texts, references, "word")
+        return {"cer": cer["rate"], "wer": wer["rate"], "recordings": len(rows),
+                "char_errors": cer["errors"], "chars": cer["length"], "word_errors":
+                wer["errors"], "words": wer["length"], "hypotheses": texts}
+
+    @torch.no_grad()
+    def attention(self, path: Path, text: Optional[str] = None):
+        """``(frames (T, n_mels), characters, weights (L, H, len, S))``: the recording's features,
+        the characters of ``text`` (default: its transcript by the model) and the decoder's
+        cross-attention from each character's step to the encoder positions, every layer."""
+        frames = self.features([path])[0]
+        text = text if text is not None else self.transcribe_features([frames])[0]
+        ids = self.vocabulary.encode(text)
+        if not ids:
+            raise DataError(f"{path}: the model heard nothing to write; give --tgt TEXT to draw "
+                            "the attention of a transcript")
+        c = self.config
+        src = pad_frames([frames], self.device)
+        tgt = torch.tensor([[c.start_id, *ids]], device=self.device)  # (the last step: eos)
+        self.model.eval()
+        with autocast(self.device, self.precision):
+            _, attention = self.model(src, tgt, need_weights=True)
+        weights = torch.stack([w[0].float().cpu() for w in attention.cross])  # (L, H, T, S)
+        return frames, list(text), weights
+
+
+def draw_audio_attention(transcriber: Transcriber, file: str | Path, out: str | Path,
+                         text: Optional[str] = None) -> tuple[Path, str]:
+    """The recording's log-mel spectrogram, and under it each decoder layer's cross-attention
+    (the mean of its heads) from every character to the encoder positions, on the same time axis
+    (one position per ``subsample`` frames of 10 ms); returns the picture's path and the text."""
+    from .visualize import _pyplot, _save
+
+    frames, chars, weights = transcriber.attention(Path(file), text)
+    seconds = len(frames) * HOP / SAMPLE_RATE
+    layers = weights.size(0)
+    plt = _pyplot()
+    height = 1.6 + layers * max(1.2, 0.16 * len(chars))
+    fig, axes = plt.subplots(1 + layers, 1, figsize=(max(6.0, 2.2 * seconds), height),
+                             sharex=True, squeeze=False)
+    axes = axes[:, 0]
+    axes[0].imshow(frames.T, origin="lower", aspect="auto", cmap="magma",
+                   extent=(0, seconds, 0, frames.shape[1]))
+    axes[0].set_ylabel("mel bin")
+    axes[0].set_title(f"{Path(file).name}: \"{''.join(chars)}\"", fontsize=9)
+    step = transcriber.config.subsample * HOP / SAMPLE_RATE
+    for layer, ax in enumerate(axes[1:]):
+        mean = weights[layer].mean(0).numpy()  # (characters + eos, positions)
+        rows = [*chars, "</s>"][: mean.shape[0]]
+        ax.imshow(mean, aspect="auto", cmap="viridis", interpolation="nearest",
+                  extent=(0, mean.shape[1] * step, len(rows) - 0.5, -0.5))
+        ax.set_yticks(range(len(rows)), ["_" if c == " " else c for c in rows], fontsize=6)
+        ax.set_ylabel(f"layer {layer + 1}")
+    axes[-1].set_xlabel("seconds (_: a space)")
+    axes[-1].set_xlim(0, seconds)
+    return _save(fig, out, inputs=[file]), "".join(chars)
