@@ -50,21 +50,61 @@ def audio_inputs(paths: Sequence[str | Path]) -> list[tuple[Path, Optional[str]]
     return found
 
 
+class WhisperText:
+    """An imported Whisper model's text: its tokenizer (read with ``transformers``) and the prompt
+    Whisper's decoder starts from after <|startoftranscript|>: the language and the task (for a
+    multilingual model), then <|notimestamps|> (timestamps are not predicted here)."""
+
+    def __init__(self, folder: Path, language: str = "en", task: str = "transcribe") -> None:
+        try:
+            from transformers import WhisperTokenizer
+        except ImportError:
+            raise TransduceError("an imported Whisper model's tokenizer is read with transformers: "
+                                 "pip install 'transduce[hf]'") from None
+        self.tokenizer = WhisperTokenizer.from_pretrained(str(folder))
+        if task not in ("transcribe", "translate"):
+            raise TransduceError(f"--task {task!r}: Whisper's tasks are transcribe and translate")
+        known = set(self.tokenizer.get_vocab())
+        multilingual = f"<|{language}|>" in known or "<|en|>" in known
+        if multilingual and f"<|{language}|>" not in known:
+            raise TransduceError(f"--language {language!r}: this Whisper model has no "
+                                 f"<|{language}|> token")
+        prompt = [f"<|{language}|>", f"<|{task}|>"] if multilingual else []
+        self.prompt = self.tokenizer.convert_tokens_to_ids([*prompt, "<|notimestamps|>"])
+
+    def decode_tgt(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True).strip()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(" " + text.strip(), add_special_tokens=False)
+
+    def label(self, i: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(int(i)).replace("Ġ", " ")
+
+
 class Transcriber:
     """A trained speech model: ``Transcriber.load(RUN)``, then ``transcribe(files)``,
     ``evaluate(table)`` or ``attention(file)``."""
 
     def __init__(self, model, info: dict, device: torch.device, precision: str,
-                 decode: Optional[DecodeConfig] = None, folder: Optional[Path] = None) -> None:
+                 decode: Optional[DecodeConfig] = None, folder: Optional[Path] = None,
+                 language: str = "en", task: str = "transcribe") -> None:
         self.model, self.info, self.device, self.precision = model, info, device, precision
         self.folder = folder
         self.config = model.config
         self.decode = decode or DecodeConfig()
-        self.vocabulary = Characters(info["chars"])
+        # a Whisper model: its tokenizer and prompt, and the 30-s chunks its encoder reads
+        self.whisper = info.get("whisper")
+        self.vocabulary = (WhisperText(folder, language, task) if self.whisper else
+                           Characters(info["chars"]))
+        self.prompt = getattr(self.vocabulary, "prompt", [])
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32",
-             decode: Optional[DecodeConfig] = None) -> "Transcriber":
+             decode: Optional[DecodeConfig] = None, language: str = "en",
+             task: str = "transcribe") -> "Transcriber":
+        """A run or checkpoint of a speech model (trained here, or imported from Whisper: then
+        ``language`` and ``task`` make its prompt)."""
         folder = resolve(path)
         dev = pick_device(device)
         precision = resolve_precision(precision, dev, inference=True)
@@ -73,17 +113,26 @@ class Transcriber:
             raise TransduceError(f"{path} is not a speech model (it reads {model.config.input}); "
                                  "use `transduce translate`, `classify`, `generate` or "
                                  "`fill-mask` with it")
-        if "chars" not in info:
-            raise TransduceError(f"{folder}/model.json names no characters: it is not a speech "
-                                 "model transduce trained")
-        return cls(model, info, dev, precision, decode, folder)
+        if "chars" not in info and "whisper" not in info:
+            raise TransduceError(f"{folder}/model.json names neither characters nor a Whisper "
+                                 "tokenizer: it was not written by transduce's training or import")
+        return cls(model, info, dev, precision, decode, folder, language, task)
 
     def features(self, files: Sequence[Path]) -> list[np.ndarray]:
         """Each file's log-mel frames ``(T, n_mels)``; a file that cannot be used is an error
         naming it."""
         out = []
         for path in files:
-            frames = log_mel(read_audio(path, SAMPLE_RATE), n_mels=self.config.channels).T
+            samples = read_audio(path, SAMPLE_RATE)
+            if self.whisper:  # padded with silence to the chunk Whisper reads, as its extractor
+                chunk = self.whisper["chunk_samples"]
+                if len(samples) > chunk:
+                    raise DataError(f"{path}: {len(samples) / SAMPLE_RATE:.1f} s is longer than "
+                                    f"the {chunk / SAMPLE_RATE:.0f} s Whisper reads at a time "
+                                    "(long-form transcription is not supported); cut it into "
+                                    "shorter recordings")
+                samples = np.pad(samples, (0, chunk - len(samples)))
+            frames = log_mel(samples, n_mels=self.config.channels).T
             out.append(frames.numpy())
         return out
 
@@ -97,7 +146,9 @@ class Transcriber:
     def transcribe_features(self, frames: Sequence[np.ndarray]) -> list[str]:
         """Transcripts of recordings given as log-mel frames ``(T, n_mels)`` each."""
         self.model.eval()
-        hyps = translate_ids(self.model, list(frames), self.decode, precision=self.precision)
+        prefixes = [self.prompt] * len(frames) if self.prompt else None
+        hyps = translate_ids(self.model, list(frames), self.decode, prefixes,
+                             precision=self.precision)
         return [self.vocabulary.decode_tgt(h[0].tokens) for h in hyps]
 
     def evaluate(self, table: str | Path) -> dict:
@@ -112,13 +163,14 @@ class Transcriber:
 
     @torch.no_grad()
     def attention(self, path: Path, text: Optional[str] = None):
-        """``(frames (T, n_mels), characters, weights (L, H, len, S))``: the recording's features,
-        the characters of ``text`` (default: its transcript by the model) and the decoder's
-        cross-attention from each character's step to the encoder positions, every layer."""
+        """``(frames (T, n_mels), tokens, weights (L, H, len, S))``: the recording's features, the
+        tokens (characters, or a Whisper model's prompt and pieces) of ``text`` (default: its
+        transcript by the model) and the decoder's cross-attention from the step that wrote each
+        token (then eos) to the encoder positions, every layer."""
         frames = self.features([path])[0]
         text = text if text is not None else self.transcribe_features([frames])[0]
-        ids = self.vocabulary.encode(text)
-        if not ids:
+        ids = self.prompt + self.vocabulary.encode(text)
+        if len(ids) == len(self.prompt):
             raise DataError(f"{path}: the model heard nothing to write; give --tgt TEXT to draw "
                             "the attention of a transcript")
         c = self.config
@@ -128,7 +180,7 @@ class Transcriber:
         with autocast(self.device, self.precision):
             _, attention = self.model(src, tgt, need_weights=True)
         weights = torch.stack([w[0].float().cpu() for w in attention.cross])  # (L, H, T, S)
-        return frames, list(text), weights
+        return frames, [self.vocabulary.label(i) for i in ids], weights
 
 
 def draw_audio_attention(transcriber: Transcriber, file: str | Path, out: str | Path,
@@ -139,6 +191,8 @@ def draw_audio_attention(transcriber: Transcriber, file: str | Path, out: str | 
     from .visualize import _pyplot, _save
 
     frames, chars, weights = transcriber.attention(Path(file), text)
+    if transcriber.whisper:  # (the silence Whisper's chunk was padded with is not drawn)
+        frames = frames[: len(read_audio(file, SAMPLE_RATE)) // HOP + 1]
     seconds = len(frames) * HOP / SAMPLE_RATE
     layers = weights.size(0)
     plt = _pyplot()

@@ -1,15 +1,16 @@
-"""``transduce export``: to Hugging Face Marian or CTranslate2."""
+"""``transduce export``: to Hugging Face (Marian, T5, ViT, Whisper) or CTranslate2."""
 
 from __future__ import annotations
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="export a model to Hugging Face (Marian, T5 or ViT) or "
-                                      "CTranslate2")
+    p = sub.add_parser("export", help="export a model to Hugging Face (Marian, T5, ViT or "
+                                      "Whisper) or CTranslate2")
     p.add_argument("model", help="a run directory or checkpoint folder")
     p.add_argument("--to", choices=["hf", "ctranslate2"], required=True,
-                   help="hf: a MarianMTModel, T5ForConditionalGeneration or "
-                        "ViTForImageClassification folder for transformers, as the model is; "
+                   help="hf: a MarianMTModel, T5ForConditionalGeneration, "
+                        "ViTForImageClassification or WhisperForConditionalGeneration folder for "
+                        "transformers, as the model is; "
                         "ctranslate2: a CTranslate2 model folder")
     p.add_argument("out", help="the folder to write")
     p.add_argument(

@@ -18,6 +18,11 @@ def add_parser(sub) -> None:
                    help="audio files, folders (their audio files, sorted), or recordings tables "
                         "(.tsv with path and transcript columns)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
+    p.add_argument("--language", default="en",
+                   help="a multilingual Whisper model's language token, as <|en|> (default: en); "
+                        "Whisper's language detection is not supported")
+    p.add_argument("--task", default="transcribe", choices=["transcribe", "translate"],
+                   help="a multilingual Whisper model's task (translate: into English)")
     add_decode_options(p, names=("beam", "alpha", "max_len_a", "max_len_b", "max_tokens"))
     add_runtime_options(p, ("fp32", "bf16", "fp16", "int8", "auto"))
     p.set_defaults(run=run)
@@ -30,7 +35,8 @@ def run(args) -> int:
     decode = decode_config(args)
     set_threads(args.threads)
     announce(args.model)
-    transcriber = Transcriber.load(args.model, args.device, args.precision, decode)
+    transcriber = Transcriber.load(args.model, args.device, args.precision, decode,
+                                   args.language, args.task)
     files = [path for path, _ in inputs]
     for path, text in zip(files, transcriber.transcribe(files)):
         if args.json:

@@ -62,6 +62,9 @@ class Characters:
     def encode(self, text: str) -> list[int]:
         return [self.ids.get(c, self.unk_id) for c in text]
 
+    def label(self, i: int) -> str:
+        return self.chars[int(i)]
+
     def decode_tgt(self, ids: Sequence[int]) -> str:
         n = len(SPECIALS)
         return "".join(self.chars[i] for i in map(int, ids) if n <= i < len(self.chars))

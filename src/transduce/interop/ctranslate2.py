@@ -110,6 +110,8 @@ def export_ctranslate2(
     model, info = load_model_from(folder)
     if model.config.positional == "relative":
         return _export_t5(folder, out, quantization)
+    if model.config.input == "audio":
+        return _export_whisper(folder, out, quantization)
     if model.config.input != "tokens":  # (before its tokenizer is looked for: it has none)
         raise TransduceError(f"{model.config.beyond_paper()}: CTranslate2 has no image "
                              "classifier; export it with --to hf")
@@ -141,18 +143,36 @@ def _export_t5(folder: Path, out: str | Path, quantization: str | None) -> Path:
     expresses the relative buckets, RMS norms and gated feed-forward networks the spec route
     above does not build), with spiece.model beside it for tokenizing (the sentinels are in the
     vocabulary CTranslate2 takes from the exported tokenizer)."""
+    from .t5 import export_t5
+
+    return _through_hf(export_t5, folder, out, quantization, ("spiece.model",))
+
+
+def _export_whisper(folder: Path, out: str | Path, quantization: str | None) -> Path:
+    """A speech model imported from Whisper through its Hugging Face export and CTranslate2's own
+    Whisper converter (its encoder's convolutions and the vocabulary with Whisper's special
+    tokens), with the feature extractor's settings beside it."""
+    from .whisper import export_whisper
+
+    return _through_hf(export_whisper, folder, out, quantization, ("preprocessor_config.json",))
+
+
+def _through_hf(export, folder: Path, out: str | Path, quantization: str | None,
+                keep: tuple[str, ...]) -> Path:
+    """``export`` (a Hugging Face export) into a scratch folder, converted by CTranslate2's
+    ``TransformersConverter``; the files ``keep`` of the export copied beside the model."""
     import tempfile
 
     from ctranslate2.converters import TransformersConverter
 
-    from .t5 import export_t5
-
     with tempfile.TemporaryDirectory() as scratch:
-        hf = export_t5(folder, Path(scratch) / "hf")
+        hf = export(folder, Path(scratch) / "hf")
         with output_dir(out, "ctranslate2 export", [folder], what="the export folder") as tmp:
             staging = tmp / "ct2"
             TransformersConverter(str(hf)).convert(str(staging), quantization=quantization,
                                                    force=True)
-            shutil.copyfile(hf / "spiece.model", staging / "spiece.model")
+            for name in keep:
+                if (hf / name).is_file():
+                    shutil.copyfile(hf / name, staging / name)
             _unstage(staging)
     return Path(out)

@@ -20,12 +20,13 @@ from safetensors.torch import load_file
 
 from ..checkpoint import check_weights, write_checkpoint
 from ..config import ModelConfig
+from ..data.audio import HOP
 from ..errors import TransduceError
 from ..files import check_output_dir, member, output_dir
 from ..reading import load_torch, read_json
 from ..model import Transformer
 from ..runtime import check_fits
-from . import bert, gpt2, t5, vit
+from . import bert, gpt2, t5, vit, whisper
 from .marian import config_from_hf, hf_to_transduce
 from .marian import export_hf as export_marian
 
@@ -131,6 +132,8 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
         return import_family(folder, hf, run, FAMILIES[hf["model_type"]])
     if hf.get("model_type") == "vit":
         return import_vit(folder, hf, run)
+    if hf.get("model_type") == "whisper":
+        return import_whisper(folder, hf, run)
     config = read_hf_config(config_path)
     for name in ("source.spm", "target.spm", "vocab.json"):
         _require(hf_file(folder, name).is_file(), f"{folder}: {name} is missing (MarianTokenizer "
@@ -212,6 +215,28 @@ def import_vit(folder: Path, hf: dict, out: Path) -> Path:
     return write_imported(folder, config, weights, out, info={"classes": vit.labels(hf)})
 
 
+def import_whisper(folder: Path, hf: dict, out: Path) -> Path:
+    """Write a WhisperForConditionalGeneration folder as a new run directory ``out``, with its
+    tokenizer and feature extractor files (read when transcribing) and the length of the chunks
+    its encoder reads."""
+    source = str(folder / "config.json")
+    try:
+        config = whisper.config_from_whisper(hf, source)
+        weights = whisper.whisper_to_transduce(read_hf_weights(folder), config)
+    except KeyError as error:
+        raise TransduceError(f"{folder}: {error.args[0]!r} is missing; is it a "
+                             "WhisperForConditionalGeneration folder, and config.json the one of "
+                             "these weights?") from None
+    features = hf_file(folder, "preprocessor_config.json")
+    chunk = whisper.check_features(read_json(features) if features.is_file() else {},
+                                   config.channels, str(features))
+    _require(chunk // HOP == 2 * config.audio_positions, f"{features}: chunks of {chunk} samples "
+             f"make {chunk // HOP} frames, but the encoder reads {2 * config.audio_positions}")
+    files = [hf_file(folder, name) for name in whisper.FILES if hf_file(folder, name).is_file()]
+    info = {"whisper": {"files": [f.name for f in files], "chunk_samples": chunk}}
+    return write_imported(folder, config, weights, out, tokenizer=({}, files), info=info)
+
+
 def export_hf(model_path: str | Path, out: str | Path) -> Path:
     """Write a Hugging Face folder for the model at ``model_path``: a T5ForConditionalGeneration
     for a model with T5's relative positions, a MarianMTModel for the paper's encoder-decoder."""
@@ -221,6 +246,8 @@ def export_hf(model_path: str | Path, out: str | Path) -> Path:
     config = ModelConfig.from_dict(read_info(resolve(model_path))["model"])
     if config.input == "image":
         return vit.export_vit(model_path, out)
+    if config.input == "audio":
+        return whisper.export_whisper(model_path, out)
     if config.positional == "relative":
         return t5.export_t5(model_path, out)
     return export_marian(model_path, out)
