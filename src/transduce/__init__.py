@@ -23,6 +23,10 @@ def __getattr__(name: str):
         from .vision import Classifier
 
         return Classifier
+    if name == "Transcriber":
+        from .transcriber import Transcriber
+
+        return Transcriber
     raise AttributeError(f"module 'transduce' has no attribute {name!r}")
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "Translator",
     "Parser",
     "Classifier",
+    "Transcriber",
     "load",
     "load_lm",
     "__version__",

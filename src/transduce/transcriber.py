@@ -61,7 +61,12 @@ class WhisperText:
         except ImportError:
             raise TransduceError("an imported Whisper model's tokenizer is read with transformers: "
                                  "pip install 'transduce[hf]'") from None
-        self.tokenizer = WhisperTokenizer.from_pretrained(str(folder))
+        try:
+            self.tokenizer = WhisperTokenizer.from_pretrained(str(folder))
+        except (OSError, ValueError, TypeError) as error:
+            raise TransduceError(f"{folder}: Whisper's tokenizer cannot be read ({error}); import "
+                                 "a folder with its tokenizer files (vocab.json and merges.txt, "
+                                 "or tokenizer.json)") from None
         if task not in ("transcribe", "translate"):
             raise TransduceError(f"--task {task!r}: Whisper's tasks are transcribe and translate")
         known = set(self.tokenizer.get_vocab())
@@ -113,6 +118,9 @@ class Transcriber:
             raise TransduceError(f"{path} is not a speech model (it reads {model.config.input}); "
                                  "use `transduce translate`, `classify`, `generate` or "
                                  "`fill-mask` with it")
+        if decode is not None and decode.ctc_weight and model.ctc is None:
+            raise TransduceError(f"--ctc-weight {decode.ctc_weight}: {path} has no CTC head (it "
+                                 "was trained with ctc_weight=0); transcribe without it")
         if "chars" not in info and "whisper" not in info:
             raise TransduceError(f"{folder}/model.json names neither characters nor a Whisper "
                                  "tokenizer: it was not written by transduce's training or import")

@@ -12,10 +12,11 @@ from typing import Sequence
 
 import numpy as np
 
-KINDS = {"bleu": "a translation model (BLEU)", "ppl": "a language model (perplexity)",
-         "accuracy": "a classifier (accuracy)"}
+# (in the order a validation record is recognized by: a speech model's also has a perplexity)
+KINDS = {"bleu": "a translation model (BLEU)", "cer": "a speech model (character error rate)",
+         "ppl": "a language model (perplexity)", "accuracy": "a classifier (accuracy)"}
 TITLES = {"bleu": "validation BLEU", "ppl": "validation perplexity",
-          "accuracy": "validation accuracy"}
+          "accuracy": "validation accuracy", "cer": "validation character error rate"}
 
 
 def _pyplot():

@@ -138,3 +138,21 @@ def test_speech_and_other_inputs_do_not_mix(tones, trained, tmp_path, reverse_ru
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_info_plot_and_python_describe_a_speech_run(trained, tones, reverse_run, tmp_path):
+    import transduce
+
+    out = cli("info", str(trained)).stdout
+    assert "a speech model writing 4 characters, preset speech-small" in out  # A B C and space
+    assert "frames of 80 mel bins, 4x subsampled" in out and "best       validation CER" in out
+    assert (cli("plot", str(trained), "--out", str(tmp_path / "a.png")).returncode == 0
+            and (tmp_path / "a.png").stat().st_size > 1000)
+    mixed = cli("plot", str(trained), str(reverse_run / "run"), "--out", str(tmp_path / "b.png"),
+                check=False)
+    assert mixed.returncode == 2 and "a speech model (character error rate)" in mixed.stderr
+    transcriber = transduce.Transcriber.load(trained, device="cpu")
+    texts = list(transcriber.transcribe([tones / "test" / "0.flac", tones / "test" / "1.flac"]))
+    printed = cli("transcribe", str(trained), str(tones / "test" / "0.flac"),
+                  str(tones / "test" / "1.flac"), "--threads", "1").stdout
+    assert texts == [line.split("\t")[1] for line in printed.splitlines()]

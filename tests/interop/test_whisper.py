@@ -185,3 +185,14 @@ def test_a_character_model_is_not_exported_as_whisper(tmp_path):
 
     with pytest.raises(Exception, match="subsample=4: Hugging Face's Whisper has subsample=2"):
         check_exportable(ModelConfig.preset("speech-small", vocab_size=30))
+
+
+def test_what_transcribing_with_whisper_does_not_support_is_refused_by_name(whisper, tmp_path):
+    root, _ = whisper
+    long = tmp_path / "long.wav"
+    soundfile.write(long, 0.3 * np.sin(np.arange(24_000) / 10).astype(np.float32), 16_000)
+    cases = [(["--language", "fr"], str(root / "0.wav"), "this Whisper model has no <|fr|> token"),
+             ([], str(long), "1.5 s is longer than the 1 s Whisper reads at a time (long-form")]
+    for flags, audio, message in cases:
+        result = cli("transcribe", str(root / "run"), audio, *flags, check=False)
+        assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -102,6 +102,9 @@ def describe_run(path: Path) -> int:
     if config.classes:
         kind = (f"an image classifier (ViT) of {config.classes} classes" if config.input == "image"
                 else f"a classifier of {config.classes} classes")
+    if config.input == "audio":
+        kind = ("a speech model (Whisper's tokenizer)" if "whisper" in info else
+                f"a speech model writing {len(info.get('chars', [])) - 4} characters")
     print(
         f"{'run' if run else 'checkpoint'} {path}: {kind}"
         + (f", preset {preset}" if preset else "")
@@ -113,6 +116,8 @@ def describe_run(path: Path) -> int:
     )
     reads = (f"{config.image_size}x{config.image_size}x{config.channels} images in "
              f"{config.patch_size}x{config.patch_size} patches" if config.input == "image" else
+             f"frames of {config.channels} mel bins, {config.subsample}x subsampled, vocabulary "
+             f"{config.vocab_size:,}" if config.input == "audio" else
              f"vocabulary {config.vocab_size:,}")
     print(
         f"  model      {shape}, d_model {config.d_model}, d_ff {config.d_ff}, {config.n_heads} "
@@ -137,7 +142,10 @@ def describe_run(path: Path) -> int:
                 f"  trained    {progress.get('step', 0):,} updates, {progress.get('epoch', 0) + 1} "
                 f"epoch(s) begun, {minutes:.1f} min"
             )
-            if config.architecture == "encoder-decoder" and progress.get("best_bleu", -1) >= 0:
+            if progress.get("best_cer", -1) >= 0:
+                print(f"  best       validation CER {100 * progress['best_cer']:.2f}% at update "
+                      f"{progress['best_step']:,}")
+            elif config.architecture == "encoder-decoder" and progress.get("best_bleu", -1) >= 0:
                 print(
                     f"  best       validation BLEU {progress['best_bleu']:.2f} at update "
                     f"{progress['best_step']:,}"

@@ -45,9 +45,9 @@ def add_parser(sub) -> None:
                                                          "in class folders as DIR")
     p.add_argument("--audio", metavar="TSV",
                    help="recordings for speech recognition: a table with the header "
-                        "'path<TAB>transcript' and one recording (FLAC, WAV, ...; 16 kHz, "
-                        "others resampled) per line, paths relative to the table; the targets "
-                        "are the transcripts' characters")
+                        "'path<TAB>transcript' and one recording (FLAC, WAV, ...; 16 kHz) per "
+                        "line, paths relative to the table; the targets are the transcripts' "
+                        "characters")
     p.add_argument("--valid-audio", metavar="TSV", help="with --audio: the validation recordings' "
                                                         "table")
     p.add_argument("--hold-out", type=number(int, 1, 10**9), metavar="N",

@@ -11,8 +11,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("transcribe", help="transcribe recordings with a trained speech model",
                        description="Prints, for each recording, its path and transcript "
                                    "(tab-separated), as each batch is done. Recordings are "
-                                   "read with soundfile (FLAC, WAV, OGG, ...) and resampled to "
-                                   "16 kHz.")
+                                   "read with soundfile (FLAC, WAV, OGG, ...), at 16 kHz.")
     p.add_argument("model", help="a run directory or checkpoint of a speech model")
     p.add_argument("audio", nargs="+",
                    help="audio files, folders (their audio files, sorted), or recordings tables "
@@ -23,7 +22,8 @@ def add_parser(sub) -> None:
                         "Whisper's language detection is not supported")
     p.add_argument("--task", default="transcribe", choices=["transcribe", "translate"],
                    help="a multilingual Whisper model's task (translate: into English)")
-    add_decode_options(p, names=("beam", "alpha", "max_len_a", "max_len_b", "max_tokens"))
+    add_decode_options(p, names=("beam", "alpha", "ctc_weight", "max_len_a", "max_len_b",
+                                 "max_tokens"))
     add_runtime_options(p, ("fp32", "bf16", "fp16", "int8", "auto"))
     p.set_defaults(run=run)
 

@@ -41,6 +41,9 @@ class DecodeConfig(ConfigMixin):
     top_p: float = option(1.0, "sampling: the smallest set of tokens with this probability "
                                "mass", low=0, high=1)
     seed: int = option(0, "seed of the sampler", low=0)
+    ctc_weight: float = option(0.0, "a speech model with a CTC head: joint CTC/attention search, "
+                                    "(1 - w) x the decoder's score + w x CTC's prefix score (0: "
+                                    "the decoder's alone)", low=0, high=1)
     max_tokens: int = option(4096, "source tokens per batch", low=1, high=10**9)
     max_sentences: int = option(128, "sentences per batch", low=1, high=1_000_000)
     strict: bool = option(False, "refuse lines longer than the model's maximum instead of "
@@ -64,6 +67,8 @@ class DecodeConfig(ConfigMixin):
                              "likely token, use --beam 1 without --sampling)")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.ctc_weight and self.sampling:
+            raise ValueError("ctc_weight is for search (greedy or beam), not sampling")
         if self.max_len_a == 0 and self.max_len_b == 0:
             raise ValueError("max_len_a and max_len_b are both 0: no output token would be allowed")
 

@@ -202,9 +202,13 @@ _SPEECH = {
 PRESETS.update(
     {
         # small enough to learn AN4's 948 recordings in an hour of a laptop's CPU (recipes/an4):
-        # one encoder position per 40 ms, sinusoidal positions, CTC beside the decoder
+        # one encoder position per 40 ms, sinusoidal positions added to inputs scaled by
+        # sqrt(d_model) (the paper's §3.4; unscaled, the sinusoids drowned the frames and the
+        # characters, and an hour's training learned little of the sound: docs/speech.md), CTC
+        # beside the decoder
         "speech-small": {
             **_SPEECH,
+            "scale_embedding": True,
             "encoder_layers": 6,
             "decoder_layers": 3,
             "d_model": 256,

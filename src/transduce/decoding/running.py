@@ -26,6 +26,7 @@ from ..config import DecodeConfig
 from ..data.dataset import pad_sequences
 from .beams import Beams
 from .common import Hypothesis, SearchOptions, banned_tokens, constrain, max_lengths, prefix_tensor
+from .ctc import CTCPrefixScorer
 from .sampling import draw
 from .state import decoding_state, kept_order
 
@@ -71,6 +72,9 @@ class RunningSearch:
         self.state = decoding_state(model, self.K, options or SearchOptions(), joinable)
         self.banned = banned_tokens(self.config, self.device)
         self.rules = (options or SearchOptions()).rules  # a constraint on a batch's outputs
+        # joint CTC/attention search (a batch of a speech model with a CTC head)
+        self.ctc = (CTCPrefixScorer(decode.ctc_weight, self.K, self.config.pad_id,
+                                    self.config.eos_id) if decode.ctc_weight else None)
         self.keys: list[Hashable] = []
         self.prefix: Optional[Tensor] = None  # (B, P) forced prefixes, -1 where none
         self.t = 0  # steps taken (a batch: every sentence's step)
@@ -101,10 +105,14 @@ class RunningSearch:
         max_len = max_lengths(self.model, src, self.decode)
         ends_from = self.t + int(max_len.min()) - 1
         self.ends_from = min(self.ends_from, ends_from) if self.keys else ends_from
-        if self.rules is not None:
+        if self.rules is not None or self.ctc is not None:
             if self.joinable or self.keys:
-                raise ValueError("a constraint on the outputs is for a batch, joined at once")
-            self.rules.start(self.K, self.device)
+                raise ValueError("a constraint on the outputs or a joint CTC search is for a "
+                                 "batch, joined at once")
+            if self.rules is not None:
+                self.rules.start(self.K, self.device)
+            else:
+                self.ctc.start(self.model, src, self.K)
         self.beams.join(max_len)
         self.state.join(src, capacity=self.beams.width + 1 if self.joinable else int(max_len.max()))
         self.joined_at = self.t if not self.keys or self.joined_at == self.t else None
@@ -136,19 +144,21 @@ class RunningSearch:
         )  # (N, V)
         if self.rules is not None:
             self.rules.mask(logprobs, (beams.max_len - beams.steps).repeat_interleave(self.K))
+        if self.ctc is not None:
+            logprobs = self.ctc.score(logprobs)
         self.t += 1
         if self.walk:
             chosen, nxt = self._choose(logprobs)
             done = beams.advance_walk(nxt, chosen)
-            if self.rules is not None:
-                self.rules.advance(nxt)
+            for follower in filter(None, (self.rules, self.ctc)):
+                follower.advance(nxt)
             if self.on_tokens is not None:
                 self.on_tokens(self.keys, nxt)
         else:
             done, pick = beams.advance(logprobs)
             self.state.reorder(pick)
-            if self.rules is not None:
-                self.rules.advance(beams.last, pick)
+            for follower in filter(None, (self.rules, self.ctc)):
+                follower.advance(beams.last, pick)
         if not done.any():
             return []
         finished = [(self.keys[i], beams.finished(i)) for i in done.nonzero().squeeze(1).tolist()]
@@ -176,9 +186,9 @@ class RunningSearch:
         self.keys = [self.keys[i] for i in index]
         self.state.select(sentences)
         self.beams.keep(sentences)
-        if self.rules is not None:
-            K = self.K
-            self.rules.keep((sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1))
+        K = self.K
+        for follower in filter(None, (self.rules, self.ctc)):
+            follower.keep((sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1))
         if self.prefix is not None:
             self.prefix = self.prefix.index_select(0, sentences)
 

@@ -4,13 +4,17 @@ layer, and the mask of which of them are real.
 The paper's encoder reads token ids through ``positions.Embeddings``. The Vision Transformer
 (Dosovitskiy et al. 2021) reads an image through ``PatchEmbeddings``: the image cut into P x P
 patches, each patch mapped linearly to d_model (a strided convolution), a learned [CLS] vector
-before them and positions added. Everything after the front end (the layers, the final norm, the
-head) is the same model, so a new kind of input is one module here and one line in
-``make_front_end``, never a branch inside the layers.
+before them and positions added. A speech model (the Speech Transformer, Whisper) reads log-mel
+frames through ``AudioFeatures``: two convolutions over time that subsample them, then positions.
+Everything after the front end (the layers, the final norm, the head) is the same model, so a new
+kind of input is one module here and one line in ``make_front_end``, never a branch inside the
+layers. Each front end also says which encoder positions hold input (``real``, and ``mask`` for
+attention), which is all that search and the fast passes ask of the source.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -122,6 +126,10 @@ class AudioFeatures(nn.Module):
         c = config
         self.channels, self.kind, self.max_positions = c.channels, c.positional, c.audio_positions
         self.strides = (1, 2) if c.subsample == 2 else (2, 2)
+        # scale_embedding: the convolutions' output times sqrt(d_model) before the positions are
+        # added, as the paper scales its token embeddings (and ESPnet its subsampled frames); off
+        # in Whisper
+        self.scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
         self.conv1 = nn.Conv1d(c.channels, c.d_model, 3, stride=self.strides[0], padding=1)
         self.conv2 = nn.Conv1d(c.d_model, c.d_model, 3, stride=2, padding=1)
         self.learned = (nn.Embedding(self.max_positions, c.d_model) if c.positional == "learned"
@@ -156,7 +164,7 @@ class AudioFeatures(nn.Module):
         x = nn.functional.gelu(self.conv1(x)) * present[:, None, :].to(dtype)
         # (B, S, D) in the weights' dtype, as token embeddings are: under autocast the residual
         # stream stays in float32
-        x = nn.functional.gelu(self.conv2(x)).transpose(1, 2).to(dtype)
+        x = nn.functional.gelu(self.conv2(x)).transpose(1, 2).to(dtype) * self.scale
         S = x.size(1)
         if S > self.max_positions:
             raise ValueError(f"a recording of {features.size(1)} frames makes {S} encoder "

@@ -74,6 +74,9 @@ class ServeSettings:
         if self.decode.beam > self.max_beam:
             raise ValueError(f"the default beam {self.decode.beam} is more than max_beam "
                              f"{self.max_beam}")
+        if self.decode.ctc_weight:
+            raise ValueError("ctc_weight is for transcribing recordings (transduce transcribe); "
+                             "the server translates text")
 
 
 class TranslateRequest(BaseModel):
