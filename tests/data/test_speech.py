@@ -47,6 +47,10 @@ def test_features_and_targets_are_written_as_read(tmp_path):
         assert "".join(chars[t] for t in targets[offsets[i]:offsets[i + 1]]) == WORDS[i]
     assert meta["splits"]["train"]["utterances"] == 6
     assert (tmp_path / "data" / "train.transcripts.txt").read_text().splitlines() == WORDS
+    from transduce.data.audio import read_table  # the split as a table `evaluate --audio` reads
+
+    assert read_table(tmp_path / "data" / "train.tsv") == [
+        ((tmp_path / "wav" / f"{i}.flac").resolve(), WORDS[i]) for i in range(6)]
 
 
 def test_a_held_out_part_and_unknown_characters(tmp_path):

@@ -11,6 +11,7 @@ Output folder layout (the same conventions as the text ``prepare``)::
     SPLIT.features.idx      int64 frame offsets of the utterances, n + 1 of them
     SPLIT.tgt.bin/.idx      int32 character ids of each transcript, and their offsets
     SPLIT.transcripts.txt   the transcripts as given (scored against with CER and WER)
+    SPLIT.tsv               the split's recordings table (absolute paths), for `evaluate --audio`
 
 Every recording is read and checked (``data.audio.read_audio``: its rate, length and loudness) as it
 is written into the output's temporary folder, which becomes the output only when all could be
@@ -95,7 +96,7 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
     def missing(meta: dict) -> list[str]:
         names = ["chars.json"] + [f"{split}.{kind}" for split in meta.get("splits", {})
                                   for kind in ("features.bin", "features.idx", "tgt.bin",
-                                               "tgt.idx", "transcripts.txt")]
+                                               "tgt.idx", "transcripts.txt", "tsv")]
         return [name for name in names if not (out / name).is_file()]
 
     old = previously_prepared(out, fp, force, missing, say)
@@ -154,6 +155,9 @@ def _write_split(tmp: Path, split: str, pairs, ids: dict, problems: list[str]) -
     np.concatenate(targets).tofile(tmp / f"{split}.tgt.bin")
     np.asarray(lengths, dtype=np.int64).tofile(tmp / f"{split}.tgt.idx")
     (tmp / f"{split}.transcripts.txt").write_text("".join(t + "\n" for _, t in pairs))
+    # the split as a recordings table (absolute paths): `evaluate --audio` scores a model on it
+    (tmp / f"{split}.tsv").write_text("path\ttranscript\n" + "".join(
+        f"{Path(path).resolve()}\t{text}\n" for path, text in pairs))
     return {"utterances": len(pairs), "frames": frames[-1],
             "seconds": round(samples / SAMPLE_RATE, 2), "unknown": unknown}
 
