@@ -187,14 +187,16 @@ def test_beam_four_equals_generate_in_tokens_and_scores(trained):
     eos = translator.model.config.eos_id
     with torch.no_grad():
         theirs = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=4,
-                             max_new_tokens=20, length_penalty=1.0, early_stopping="never",
+                             max_new_tokens=40, length_penalty=1.0, early_stopping="never",
                              do_sample=False, output_scores=True, return_dict_in_generate=True)
     mine = beam_search(translator.model, src, DecodeConfig(
-        beam=4, alpha=1.0, length_penalty="power", max_len_a=0, max_len_b=20))
+        beam=4, alpha=1.0, length_penalty="power", max_len_a=0, max_len_b=40))
     lengths = set()
     for row, score, hyps in zip(theirs.sequences.tolist(), theirs.sequences_scores.tolist(), mine):
         row = row[1:]
-        assert eos in row  # it ended before the limit
+        # it ended before the limit (a limit far above the trained model's outputs: how long its
+        # beams run depends on the rounding of its few training steps, which the machine varies)
+        assert eos in row
         assert row[: row.index(eos)] == hyps[0].tokens
         assert hyps[0].score == pytest.approx(score, abs=1e-4)
         lengths.add(len(hyps[0].tokens))
