@@ -139,7 +139,7 @@ def test_export_is_the_imported_folder_exactly(whisper, tmp_path):
 
 
 def test_ctranslate2s_whisper_gives_the_same_greedy_tokens(whisper, tmp_path):
-    ctranslate2 = pytest.importorskip("ctranslate2")
+    ctranslate2 = pytest.importorskip("ctranslate2", reason="the dev extra installs ctranslate2")
     root, audio = whisper
     cli("export", str(root / "run"), "--to", "ctranslate2", str(tmp_path / "ct2"))
     feats = features(root / "hf", audio)

@@ -34,7 +34,7 @@ from ..files import check_output_dir, output_dir
 from ..reading import read_json
 from ..version import __version__
 from .audio import HOP, N_MELS, SAMPLE_RATE, log_mel, read_audio, read_table
-from .corpus import fingerprint, previously_prepared, unusable
+from .corpus import fingerprint, previously_prepared, read_lines, unusable
 from .dataset import Batch, pad_sequences
 from .tokenizer import SPECIAL_IDS
 
@@ -177,8 +177,8 @@ class SpeechSet:
                                       shape=(int(frames[-1]), self.n_mels))
             self.offsets = np.fromfile(folder / f"{split}.tgt.idx", dtype=np.int64)
             self.targets = np.fromfile(folder / f"{split}.tgt.bin", dtype=np.int32)
-            self.transcripts = (folder / f"{split}.transcripts.txt").read_text(
-                encoding="utf-8").splitlines()
+            # (the project's line reader: a transcript's \u2028 or \r stays inside its line)
+            self.transcripts = list(read_lines(folder / f"{split}.transcripts.txt"))
         except (OSError, ValueError, IndexError) as error:
             raise DataError(f"{folder}: the {split} recordings do not match meta.json ({error}); "
                             "prepare it again") from None

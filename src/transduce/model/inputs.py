@@ -124,7 +124,7 @@ class AudioFeatures(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         c = config
-        self.channels, self.kind, self.max_positions = c.channels, c.positional, c.audio_positions
+        self.channels, self.max_positions = c.channels, c.audio_positions
         self.strides = (1, 2) if c.subsample == 2 else (2, 2)
         # scale_embedding: the convolutions' output times sqrt(d_model) before the positions are
         # added, as the paper scales its token embeddings (and ESPnet its subsampled frames); off
@@ -136,6 +136,11 @@ class AudioFeatures(nn.Module):
                         else None)
         if self.learned is not None:
             nn.init.normal_(self.learned.weight, std=c.d_model**-0.5)
+        table = None  # the sinusoids, once (derived from the config, never saved)
+        if c.positional in ("sinusoidal", "sinusoidal_concat"):
+            layout = "interleaved" if c.positional == "sinusoidal" else "concat"
+            table = sinusoidal_table(self.max_positions, c.d_model, layout)
+        self.register_buffer("table", table, persistent=False)
         self.dropout = nn.Dropout(c.dropout)
 
     def frames(self, features: Tensor) -> Tensor:
@@ -172,9 +177,8 @@ class AudioFeatures(nn.Module):
                              "into shorter pieces")
         if self.learned is not None:
             x = x + self.learned.weight[:S].to(x.dtype)
-        elif self.kind in ("sinusoidal", "sinusoidal_concat"):
-            layout = "interleaved" if self.kind == "sinusoidal" else "concat"
-            x = x + sinusoidal_table(S, x.size(-1), layout).to(x.device, x.dtype)
+        elif self.table is not None:
+            x = x + self.table[:S].to(x.dtype)
         return self.dropout(x)
 
 
