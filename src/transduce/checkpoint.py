@@ -360,4 +360,6 @@ def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
     info["averaged_from"] = [f.name for f in folders]
     # (an imported language model or an image classifier has no tokenizer)
     paths = tokenizer_paths(folders[-1], info) if info["tokenizer"].get("src") else {}
+    if info.get("pieces"):  # a speech model's SentencePiece targets
+        paths["pieces"] = member(folders[-1], info["pieces"], "the target pieces' model")
     return write_checkpoint(out, model, info, list(dict.fromkeys(paths.values())), inputs=folders)

@@ -19,7 +19,7 @@ from .checkpoint import load_model_from
 from .choice import resolve
 from .config import DecodeConfig
 from .data.audio import HOP, SAMPLE_RATE, log_mel, read_audio, read_table
-from .data.speech import Characters, pad_frames
+from .data.speech import pad_frames, target_vocabulary
 from .decoding import translate_ids
 from .errors import DataError, TransduceError
 from .evaluate import error_rate
@@ -101,7 +101,7 @@ class Transcriber:
         # a Whisper model: its tokenizer and prompt, and the 30-s chunks its encoder reads
         self.whisper = info.get("whisper")
         self.vocabulary = (WhisperText(folder, language, task) if self.whisper else
-                           Characters(info["chars"]))
+                           target_vocabulary(folder, info))
         self.prompt = getattr(self.vocabulary, "prompt", [])
 
     @classmethod

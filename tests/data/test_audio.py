@@ -8,7 +8,7 @@ import pytest
 import soundfile
 import torch
 
-from transduce.data.audio import log_mel, mel_filters, read_audio
+from transduce.data.audio import change_speed, log_mel, mel_filters, read_audio
 from transduce.errors import DataError
 
 transformers = pytest.importorskip("transformers", reason="the dev extra installs transformers")
@@ -105,3 +105,23 @@ def test_the_an4_tables_read_if_present():
     if not (an4 / "train.tsv").is_file():
         pytest.skip(f"AN4 is not at {an4} (the shared data beside the checkout)")
     assert len(read_table(an4 / "train.tsv")) == 948 and len(read_table(an4 / "test.tsv")) == 130
+
+
+@pytest.mark.parametrize("factor", [0.9, 1.1])
+def test_a_changed_speed_moves_pitch_and_length_together_without_folding(factor):
+    rate = 16_000
+    t = np.arange(rate) / rate
+    low, high = np.sin(2 * np.pi * 440 * t), np.sin(2 * np.pi * 7_600 * t)
+    played = change_speed((low + high).astype(np.float32), factor)
+    assert len(played) == round(rate / factor)
+    spectrum = np.abs(np.fft.rfft(played)) / len(played)
+    hz = np.fft.rfftfreq(len(played), 1 / rate)
+    # the tone at 440 Hz moves to 440 x factor, as long as it was
+    assert abs(hz[spectrum.argmax()] - 440 * factor) < 2 and spectrum.max() == pytest.approx(
+        0.5, rel=0.02)
+    moved = 7_600 * factor
+    if moved < rate / 2:  # slower: the high tone moves down and stays
+        assert spectrum[np.abs(hz - moved) < 2].max() == pytest.approx(0.5, rel=0.02)
+    else:  # faster: it would pass 8 kHz, so it is cut, not folded back to 16 kHz - 8,360 Hz
+        assert spectrum[hz > 1_000].max() < 0.01
+    assert change_speed(low, 1.0) is low

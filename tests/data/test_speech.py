@@ -110,3 +110,48 @@ def test_spec_augment_masks_runs_of_frames_and_bands_of_bins():
     assert 0 < zero_rows <= 2 * 30 and 0 < zero_cols <= 2 * 20
     again = spec_augment(frames, 2, 2, 30, 20, np.random.default_rng(0))
     assert np.array_equal(masked, again)  # the same draws for the same seed
+
+
+def test_speed_perturbation_writes_each_training_recording_at_each_speed(tmp_path):
+    from transduce.data.audio import change_speed, read_audio
+    from transduce.data.speech import SpeechSet
+
+    table = recordings(tmp_path)
+    meta = prepare_speech(table, tmp_path / "data", hold_out=2, speeds=(1.1, 0.9, 1.0), log=None)
+    assert meta["speeds"] == [0.9, 1.0, 1.1]
+    assert [meta["splits"][s]["utterances"] for s in ("train", "valid")] == [12, 2]
+    train, valid = SpeechSet(tmp_path / "data", "train"), SpeechSet(tmp_path / "data", "valid")
+    rows = (tmp_path / "data" / "train.tsv").read_text().splitlines()[1:]
+    assert len(rows) == 4  # (the table lists each recording once, for `evaluate --audio`)
+    for i, row in enumerate(rows):
+        path, text = row.split("\t")
+        samples = read_audio(path)
+        for j, factor in enumerate((0.9, 1.0, 1.1)):
+            frames, _ = train[3 * i + j]
+            expected = log_mel(change_speed(samples, factor)).T.numpy()
+            np.testing.assert_allclose(frames.astype(np.float32), expected, atol=2e-2)
+            assert train.transcripts[3 * i + j] == text
+    assert valid.src_lengths.tolist() == [len(log_mel(read_audio(r.split("\t")[0])).T)
+                                          for r in (tmp_path / "data" / "valid.tsv")
+                                          .read_text().splitlines()[1:]]
+    with pytest.raises(DataError, match="between 0.5 and 2"):
+        prepare_speech(table, tmp_path / "bad", speeds=(3.0,), log=None)
+
+
+def test_pieces_as_targets(tmp_path):
+    from transduce.data.speech import Pieces, SpeechSet, target_vocabulary
+
+    meta = prepare_speech(recordings(tmp_path), tmp_path / "data", vocab_size=24, log=None)
+    assert meta["units"] == "pieces" and meta["vocab_size"] == 24
+    pieces = target_vocabulary(tmp_path / "data", meta)
+    assert isinstance(pieces, Pieces) and pieces.chars[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+    ds = SpeechSet(tmp_path / "data", "train")
+    for i, word in enumerate(WORDS):
+        ids = ds[i][1].tolist()
+        assert ids == pieces.encode(word) and pieces.decode_tgt(ids) == word
+        assert "".join(pieces.label(t) for t in ids).strip() == word
+    # (pieces, not characters: fewer ids than characters)
+    assert len(ds.targets) < len("".join(WORDS))
+    assert json.loads((tmp_path / "data" / "chars.json").read_text()) == pieces.chars
+    again = prepare_speech(recordings(tmp_path), tmp_path / "data", log=None, force=True)
+    assert again["units"] == "char" and not (tmp_path / "data" / "pieces.model").exists()

@@ -54,6 +54,7 @@ SAMPLES = {
     "image_std": [(0.5, 0.5, 0.5), (0.2, 0.3, 0.25)],
     "classes": [0, 3],
     "subsample": [4, 2],
+    "conv_channels": [0, 3],
     "source_positions": [0, 40],
     "ctc_weight": [0.0, 0.3],
 }
@@ -84,6 +85,8 @@ def _config(name: str, value) -> ModelConfig | None:
                             "channels": 1, "image_mean": (0.5,), "image_std": (0.5,)},
                   "audio": AUDIO},
         "ctc_weight": {0.3: AUDIO},
+        "audio_conv": {"2d": AUDIO},
+        "conv_channels": {3: {**AUDIO, "audio_conv": "2d"}},
     }.get(name, {}).get(value, {})
     try:
         return tiny_config(**{name: value, **extra})

@@ -60,6 +60,35 @@ def test_a_speech_model_learns_to_transcribe_the_recordings(trained, tones):
     assert sum(row[1] == ref.split("\t")[1] for row, ref in zip(rows, references)) >= 1
 
 
+def test_pieces_as_targets_and_speed_perturbation(tones, trained, tmp_path):
+    data, run = tmp_path / "data", tmp_path / "run"
+    printed = cli("prepare", "--audio", str(tones / "train.tsv"), "--hold-out", "16",
+                  "--vocab-size", "10", "--out", str(data)).stdout
+    assert "6 pieces" in printed and "train 104 recordings" in printed
+    # a model that writes characters, on pieces as many as its characters: refused
+    printed = cli("prepare", "--audio", str(tones / "train.tsv"), "--hold-out", "16",
+                  "--vocab-size", "8", "--speeds", "0.9,1.0,1.1", "--out",
+                  str(tmp_path / "eight")).stdout
+    assert "train 312 recordings" in printed  # (104 at 3 speeds)
+    refused = cli("train", str(tmp_path / "eight"), "--out", str(tmp_path / "x"), "--init-from",
+                  str(trained), "--max-steps", "1", *FAST, check=False)
+    assert refused.returncode == 2 and "its target characters or pieces (<pad> <s> </s> <unk>" \
+        in refused.stderr and "(<pad> <s> </s> <unk> \u2581" in refused.stderr
+    assert not (tmp_path / "x").exists()
+    cli("train", str(data), "--out", str(run), "--max-steps", "400", "--set", "valid_every=200",
+        "--set", "save_every=200", *FAST)
+    assert (run / "best" / "pieces.model").is_file()
+    assert "a speech model writing 6 SentencePiece pieces" in cli("info", str(run)).stdout
+    cli("average", str(run), "--last", "2", "--out", str(tmp_path / "avg"))
+    for model in (run, tmp_path / "avg"):
+        out = json.loads(cli("evaluate", str(model), "--audio", str(tones / "test.tsv"),
+                             "--json", "--threads", "1").stdout)
+        assert out["cer"] < 0.4, out  # (the pieces decoded back to the letters; untrained: 1+)
+    text = cli("transcribe", str(run), str(tones / "test" / "0.flac"), "--threads",
+               "1").stdout.split("\t")[1].strip()
+    assert text and set(text) <= set("ABC ")
+
+
 def test_the_transcripts_of_a_table_stream_in_its_order(trained, tones):
     lines = cli("transcribe", str(trained), str(tones / "test.tsv"), "--json", "--threads",
                 "1").stdout.splitlines()

@@ -127,10 +127,10 @@ def speech(**overrides) -> ModelConfig:
     return ModelConfig.preset("speech-small", **{**fields, **overrides})
 
 
-@pytest.mark.parametrize("subsample", [2, 4])
-def test_a_recording_is_encoded_in_a_batch_exactly_as_alone(subsample):
+@pytest.mark.parametrize("subsample, conv", [(2, "1d"), (4, "1d"), (4, "2d")])
+def test_a_recording_is_encoded_in_a_batch_exactly_as_alone(subsample, conv):
     torch.manual_seed(0)
-    model = Transformer(speech(subsample=subsample)).eval()
+    model = Transformer(speech(subsample=subsample, audio_conv=conv, conv_channels=3)).eval()
     with torch.no_grad():  # (the biases start at zero: a padded frame would then pass unseen)
         for p in model.src_embed.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -162,6 +162,14 @@ def test_the_speech_presets_have_the_sizes_of_their_models():
     assert ModelConfig.preset("speech-small", vocab_size=30).size_estimate() == pytest.approx(
         Transformer(ModelConfig.preset("speech-small", vocab_size=30)).num_parameters()["total"],
         rel=0.03)
+    for channels in (0, 32):  # ESPnet's front end: its two 3x3 convolutions and the projection
+        config = ModelConfig.preset("speech-small", vocab_size=30, audio_conv="2d",
+                                    conv_channels=channels)
+        C, front = channels or 256, Transformer(config).src_embed
+        assert sum(p.numel() for p in front.parameters()) == (
+            10 * C + 9 * C * C + C + C * 20 * 256 + 256)
+        assert config.size_estimate() == pytest.approx(
+            Transformer(config).num_parameters()["total"], rel=0.03)
 
 
 def test_frames_of_another_shape_or_too_long_are_refused_with_what_was_expected():
@@ -178,6 +186,8 @@ def test_frames_of_another_shape_or_too_long_are_refused_with_what_was_expected(
                                                           "encoder-decoder"),
     (dict(tying="all"), "has no source tokens to share"),
     (dict(subsample=3), "subsample 2 or 4"),
+    (dict(audio_conv="2d", subsample=2), "audio_conv='2d' subsamples 4 times"),
+    (dict(audio_conv="3d"), "audio_conv"),
 ])
 def test_bad_speech_settings_are_named(overrides, message):
     with pytest.raises(ValueError, match=message):

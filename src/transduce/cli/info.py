@@ -104,7 +104,8 @@ def describe_run(path: Path) -> int:
                 else f"a classifier of {config.classes} classes")
     if config.input == "audio":
         kind = ("a speech model (Whisper's tokenizer)" if "whisper" in info else
-                f"a speech model writing {len(info.get('chars', [])) - 4} characters")
+                f"a speech model writing {len(info.get('chars', [])) - 4} "
+                + ("SentencePiece pieces" if info.get("pieces") else "characters"))
     print(
         f"{'run' if run else 'checkpoint'} {path}: {kind}"
         + (f", preset {preset}" if preset else "")

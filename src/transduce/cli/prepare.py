@@ -47,9 +47,14 @@ def add_parser(sub) -> None:
                    help="recordings for speech recognition: a table with the header "
                         "'path<TAB>transcript' and one recording (FLAC, WAV, ...; 16 kHz) per "
                         "line, paths relative to the table; the targets are the transcripts' "
-                        "characters")
+                        "characters, or with --vocab-size N the pieces of a SentencePiece model "
+                        "trained on them")
     p.add_argument("--valid-audio", metavar="TSV", help="with --audio: the validation recordings' "
                                                         "table")
+    p.add_argument("--speeds", metavar="LIST", type=_speeds,
+                   help="with --audio: speed perturbation: the training split holds each "
+                        "recording at each of these speeds (tempo and pitch together, as sox's "
+                        "speed), e.g. 0.9,1.0,1.1 (default 1.0: as recorded)")
     p.add_argument("--hold-out", type=number(int, 1, 10**9), metavar="N",
                    help="with --images or --audio and no validation set: N training images or "
                         "recordings drawn at random (seeded, the same every time) as the "
@@ -63,7 +68,8 @@ def add_parser(sub) -> None:
                         "imported from Hugging Face) instead of training a vocabulary: the data "
                         "for fine-tuning that model")
     p.add_argument("--vocab-size", type=number(int, 8, 10**7), default=None,
-                   help="SentencePiece vocabulary size (default 8000; paper: ~37,000 on WMT)")
+                   help="SentencePiece vocabulary size (default 8000; paper: ~37,000 on WMT; "
+                        "with --audio: pieces as targets instead of characters)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--joint", dest="joint", action="store_true", default=None,
                        help="one vocabulary for both languages (default; the paper's shared BPE)")
@@ -100,7 +106,7 @@ def run(args) -> int:
     from ..data.prepare import PrepareOptions, prepare
     from ..errors import TransduceError
 
-    if args.audio or args.valid_audio:
+    if args.audio or args.valid_audio or args.speeds:
         return _audio(args)
     if args.images or args.valid_images or args.hold_out or args.image_size:
         return _images(args)
@@ -248,23 +254,40 @@ def _text_flags(args) -> list[str]:
         ("--task-prefix", args.task_prefix), ("--sentinels", args.sentinels)) if value]
 
 
+def _speeds(text: str) -> tuple:
+    """--speeds "0.9,1.0,1.1": numbers between 0.5 and 2."""
+    import argparse
+
+    try:
+        speeds = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers separated by commas, e.g. "
+                                         "0.9,1.0,1.1") from None
+    if not all(0.5 <= v <= 2.0 for v in speeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: each speed must lie between 0.5 and 2")
+    return speeds
+
+
 def _audio(args) -> int:
     from ..data.speech import prepare_speech
     from ..errors import TransduceError
 
-    other = _text_flags(args) + [flag for flag, value in (
-        ("--images", args.images), ("--valid-images", args.valid_images),
-        ("--image-size", args.image_size)) if value]
+    other = [flag for flag in _text_flags(args) if flag != "--vocab-size"] + [
+        flag for flag, value in (("--images", args.images), ("--valid-images", args.valid_images),
+                                 ("--image-size", args.image_size)) if value]
     if other:
         raise TransduceError(f"--audio prepares recordings: leave out {', '.join(other)}")
     if not args.audio:
-        raise TransduceError("--valid-audio goes with --audio TSV (the training recordings)")
+        raise TransduceError("--valid-audio and --speeds go with --audio TSV (the training "
+                             "recordings)")
     if args.valid_audio and args.hold_out:
         raise TransduceError("give --valid-audio TSV or --hold-out N for the validation split, "
                              "not both")
     meta = prepare_speech(args.audio, args.out, args.valid_audio, args.hold_out or 0,
-                          force=args.force)
-    print(f"prepared {args.out}: {len(meta['chars']) - 4} characters, {meta['n_mels']} mel bins, "
+                          force=args.force, speeds=args.speeds or (1.0,),
+                          vocab_size=args.vocab_size or 0)
+    units = "pieces" if meta.get("pieces") else "characters"
+    print(f"prepared {args.out}: {len(meta['chars']) - 4} {units}, {meta['n_mels']} mel bins, "
           "splits " + ", ".join(f"{k} {v['utterances']:,} recordings ({v['seconds'] / 60:.1f} "
                                 "min)" for k, v in meta["splits"].items()))
     return 0

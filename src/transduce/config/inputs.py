@@ -38,6 +38,10 @@ def check_inputs(c) -> None:
             raise ValueError(f"input='audio' needs channels >= 1 (mel bins a frame), subsample 2 "
                              f"or 4 and source_positions >= 0; got {c.channels}, {c.subsample}, "
                              f"{c.source_positions}")
+        if c.conv_channels < 0 or c.audio_conv == "2d" and c.subsample != 4:
+            raise ValueError(f"audio_conv='2d' subsamples 4 times (strides 2 and 2 over time) "
+                             f"and conv_channels >= 0; got subsample={c.subsample}, "
+                             f"conv_channels={c.conv_channels}")
         return
     if c.input == "image" and not c.classes:
         raise ValueError("input='image' is for a classifier (the Vision Transformer): set classes")

@@ -108,6 +108,10 @@ class ModelConfig(ConfigMixin):
             log-mel frames of ``channels`` bins, subsampled by two convolutions); ``model.inputs``.
         subsample: with input="audio", frames per encoder position: 2 (Whisper's convolutions,
             strides 1 and 2: one position per 20 ms) or 4 (ESPnet's, strides 2 and 2).
+        audio_conv: with input="audio", the two convolutions: "1d" over time, the mel bins as
+            channels (Whisper's), or "2d" over time and frequency (subsample 4), then a linear map
+            of each position's channels x bins to d_model (ESPnet's: a sound shifted in pitch
+            meets the same filters). conv_channels: "2d"'s channels (0: d_model, as ESPnet's).
         source_positions: with input="audio", the encoder's positions (Whisper's 1500: 30 s);
             0 means max_positions, which is then the decoder's alone.
         ctc_weight: with input="audio", w > 0 adds a CTC head on the encoder (blank = pad_id) and
@@ -115,8 +119,7 @@ class ModelConfig(ConfigMixin):
             training; it teaches the alignment that a small corpus is slow to give attention).
         image_size, patch_size, channels: with input="image", square images of image_size pixels
             (a multiple of patch_size) and that many channels, cut into patches of patch_size x
-            patch_size: (image_size / patch_size)^2 positions, plus [CLS] (whatever
-            max_positions says).
+            patch_size: (image_size / patch_size)^2 positions, plus [CLS] (any max_positions).
         image_mean, image_std: per channel, the normalization of pixels scaled to 0-1 (ViT's 0.5).
         classes: 0 (a sequence model) or C: an encoder-only classifier, whose output is the C
             classes' logits from one pooled vector per input (``pooling``), not a token per
@@ -175,6 +178,8 @@ class ModelConfig(ConfigMixin):
     classes: int = 0
     pooling: str = field(default="cls", metadata={"choices": POOLINGS})
     subsample: int = 4
+    audio_conv: str = field(default="1d", metadata={"choices": ("1d", "2d")})
+    conv_channels: int = 0
     source_positions: int = 0
     ctc_weight: float = 0.0
 
@@ -343,7 +348,10 @@ class ModelConfig(ConfigMixin):
             embeddings = (self.channels * self.patch_size**2 + 1) * D
             positions = (self.num_patches + 1) * D
         if self.input == "audio":  # two convolutions, the encoder's positions; the target's tokens
-            embeddings = 3 * D * (self.channels + D) + self.target_vocab_size * D
+            C = self.conv_channels or D  # ("2d": C channels over channels / 4 bins, projected)
+            embeddings = self.target_vocab_size * D + (
+                3 * D * (self.channels + D) if self.audio_conv == "1d"
+                else 9 * C * (1 + C) + C * -(-self.channels // 4) * D)
             learned = self.positional == "learned"
             positions = (self.audio_positions * learned + self.max_positions) * D
             output += (self.target_vocab_size * D) if self.ctc_weight else 0

@@ -1,17 +1,23 @@
 """Speech for an encoder-decoder: ``prepare --audio TSV``, recordings and their transcripts checked,
-turned into log-mel features (``data.audio``) and character targets, and written for training to
+turned into log-mel features (``data.audio``) and targets (characters, or with ``vocab_size`` the
+pieces of a SentencePiece model trained on the training transcripts), and written for training to
 stream.
 
 Output folder layout (the same conventions as the text ``prepare``)::
 
     meta.json               "kind": "speech", the characters, feature settings, sizes
     chars.json              the target vocabulary: the special tokens, then every character of the
-                            training transcripts (sorted)
+                            training transcripts (sorted); with pieces, the model's pieces
+    pieces.model            with pieces: the SentencePiece model (special tokens at the same ids)
     SPLIT.features.bin      float16 log-mel frames, (all frames, n_mels), utterance after utterance
     SPLIT.features.idx      int64 frame offsets of the utterances, n + 1 of them
-    SPLIT.tgt.bin/.idx      int32 character ids of each transcript, and their offsets
+    SPLIT.tgt.bin/.idx      int32 target ids of each transcript, and their offsets
     SPLIT.transcripts.txt   the transcripts as given (scored against with CER and WER)
     SPLIT.tsv               the split's recordings table (absolute paths), for `evaluate --audio`
+
+With ``speeds`` (e.g. 0.9, 1.0, 1.1: Ko et al. 2015's speed perturbation), the training split holds
+each recording once per speed (``data.audio.change_speed``: tempo and pitch together), with its
+transcript; train.tsv still lists each recording once.
 
 Every recording is read and checked (``data.audio.read_audio``: its rate, length and loudness) as it
 is written into the output's temporary folder, which becomes the output only when all could be
@@ -30,13 +36,13 @@ import numpy as np
 import torch
 
 from ..errors import DataError
-from ..files import check_output_dir, output_dir
+from ..files import check_output_dir, member, output_dir
 from ..reading import read_json
 from ..version import __version__
-from .audio import HOP, N_MELS, SAMPLE_RATE, log_mel, read_audio, read_table
+from .audio import HOP, N_MELS, SAMPLE_RATE, change_speed, log_mel, read_audio, read_table
 from .corpus import fingerprint, previously_prepared, read_lines, unusable
 from .dataset import Batch, pad_sequences
-from .tokenizer import SPECIAL_IDS
+from .tokenizer import SPECIAL_IDS, train_sentencepiece
 
 FORMAT_VERSION = 1
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]  # at SPECIAL_IDS' ids
@@ -71,11 +77,48 @@ class Characters:
         return "".join(self.chars[i] for i in map(int, ids) if n <= i < len(self.chars))
 
 
+class Pieces(Characters):
+    """A SentencePiece model's pieces as a speech model's targets (the special tokens at the ids of
+    ``SPECIAL_IDS``, as every model trained here): text to ids and back."""
+
+    def __init__(self, path: str | Path) -> None:
+        import sentencepiece as spm
+
+        self.path = Path(path)
+        self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
+        super().__init__([self.processor.id_to_piece(i)
+                          for i in range(self.processor.get_piece_size())])
+
+    def encode(self, text: str) -> list[int]:
+        return self.processor.encode(text)
+
+    def label(self, i: int) -> str:
+        return self.chars[int(i)].replace("\u2581", " ")
+
+    def decode_tgt(self, ids: Sequence[int]) -> str:
+        n = len(SPECIALS)
+        return self.processor.decode([int(i) for i in ids if n <= int(i) < len(self.chars)])
+
+
+def target_vocabulary(folder: str | Path, info: dict) -> Characters:
+    """The targets a speech dataset's ``meta.json`` or a speech checkpoint's ``model.json``
+    (``info``) names: its SentencePiece model's pieces (in ``folder``), else its characters."""
+    if info.get("pieces"):
+        return Pieces(member(folder, info["pieces"], "the target pieces' model"))
+    return Characters(info["chars"])
+
+
 def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Path] = None,
-                   hold_out: int = 0, seed: int = 1, force: bool = False, log=print) -> dict:
+                   hold_out: int = 0, seed: int = 1, force: bool = False, log=print,
+                   speeds: Sequence[float] = (1.0,), vocab_size: int = 0) -> dict:
     """Prepare ``out`` from the recordings table ``table`` (and ``valid``, or ``hold_out``
-    recordings drawn at random as the validation split); reuses ``out`` when nothing changed."""
+    recordings drawn at random as the validation split; the training recordings at each of
+    ``speeds``; with ``vocab_size``, a SentencePiece model of that many pieces as the targets);
+    reuses ``out`` when nothing changed."""
     out, say = Path(out), log or (lambda *a, **k: None)
+    speeds = sorted({float(v) for v in speeds})
+    if not speeds or not all(0.5 <= v <= 2.0 for v in speeds):
+        raise DataError(f"speeds {speeds}: each must lie between 0.5 and 2 (e.g. 0.9,1.0,1.1)")
     rows = read_table(table)
     splits = {"train": rows}
     if valid is not None:
@@ -87,6 +130,8 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
         splits = {"train": [r for i, r in enumerate(rows) if i not in held],
                   "valid": [r for i, r in enumerate(rows) if i in held]}
     options = {"kind": "speech", "format": FORMAT_VERSION, "hold_out": hold_out, "seed": seed,
+               **({"speeds": speeds} if speeds != [1.0] else {}),
+               **({"pieces": vocab_size} if vocab_size else {}),
                "valid": valid is not None, "n_mels": N_MELS, "hop": HOP,
                "transcripts": [text for split in splits.values() for _, text in split]}
     inputs = [Path(table)] + ([Path(valid)] if valid is not None else [])
@@ -97,30 +142,41 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
         names = ["chars.json"] + [f"{split}.{kind}" for split in meta.get("splits", {})
                                   for kind in ("features.bin", "features.idx", "tgt.bin",
                                                "tgt.idx", "transcripts.txt", "tsv")]
+        names += ["pieces.model"] if meta.get("pieces") else []
         return [name for name in names if not (out / name).is_file()]
 
     old = previously_prepared(out, fp, force, missing, say)
     if old is not None:
         return old
-    chars = char_vocabulary([text for _, text in splits["train"]])
-    ids = {c: i for i, c in enumerate(chars)}
     start = time.time()
     # (written into the output's temporary folder as read: a recording that cannot be used stops
     # it at the end, every one named, and nothing is left behind)
     with output_dir(out, "prepared dataset", inputs) as tmp:
+        if vocab_size:
+            train_sentencepiece([text for _, text in splits["train"]], tmp / "pieces.model",
+                                vocab_size)
+            vocabulary = Pieces(tmp / "pieces.model")
+        else:
+            vocabulary = Characters(char_vocabulary([text for _, text in splits["train"]]))
+        chars = vocabulary.chars
         (tmp / "chars.json").write_text(json.dumps(chars, ensure_ascii=False) + "\n")
         meta = {"format": FORMAT_VERSION, "kind": "speech", "transduce_version": __version__,
-                "sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "hop": HOP, "units": "char",
+                "sample_rate": SAMPLE_RATE, "n_mels": N_MELS, "hop": HOP,
+                "units": "pieces" if vocab_size else "char",
+                **({"pieces": "pieces.model"} if vocab_size else {}),
                 "vocab_size": len(chars), "chars": chars, "special_ids": dict(SPECIAL_IDS),
-                "fingerprint": fp,
+                "fingerprint": fp, "speeds": speeds,
                 "inputs": {"table": str(table), "valid": str(valid or "")}, "splits": {}}
         problems: list[str] = []
         for split, pairs in splits.items():
-            meta["splits"][split] = _write_split(tmp, split, pairs, ids, problems)
+            meta["splits"][split] = _write_split(tmp, split, pairs, vocabulary, problems,
+                                                 speeds if split == "train" else [1.0])
         if problems:
             raise unusable(f"{len(problems)} recording(s) cannot be used", problems)
         for split, stats in meta["splits"].items():
-            say(f"{split}: {stats['utterances']:,} recordings, {stats['seconds'] / 60:.1f} min, "
+            say(f"{split}: {stats['utterances']:,} recordings"
+                + (f" ({len(speeds)} speeds)" if split == "train" and len(speeds) > 1 else "")
+                + f", {stats['seconds'] / 60:.1f} min, "
                 f"{stats['frames']:,} frames" + (f", {stats['unknown']} unknown characters"
                                                   if stats["unknown"] else ""))
         meta["seconds"] = round(time.time() - start, 2)
@@ -128,9 +184,10 @@ def prepare_speech(table: str | Path, out: str | Path, valid: Optional[str | Pat
     return meta
 
 
-def _write_split(tmp: Path, split: str, pairs, ids: dict, problems: list[str]) -> dict:
-    """One split's features, targets and transcripts; the recordings that cannot be used go to
-    ``problems``."""
+def _write_split(tmp: Path, split: str, pairs, vocabulary: Characters, problems: list[str],
+                 speeds: Sequence[float]) -> dict:
+    """One split's features, targets and transcripts, each recording at each of ``speeds``; the
+    recordings that cannot be used go to ``problems``."""
     from tqdm.auto import tqdm
 
     unk = SPECIAL_IDS["unk_id"]
@@ -142,23 +199,26 @@ def _write_split(tmp: Path, split: str, pairs, ids: dict, problems: list[str]) -
             except DataError as error:
                 problems.append(str(error))
                 continue
-            mel = log_mel(audio).T.numpy().astype(np.float16)  # (frames, n_mels)
-            features.write(mel.tobytes())
-            frames.append(frames[-1] + len(mel))
-            samples += len(audio)
-    for _, text in pairs:
-        row = [ids.get(c, unk) for c in text]
-        unknown += sum(c not in ids for c in text)
+            for factor in speeds:
+                played = change_speed(audio, factor)
+                mel = log_mel(played).T.numpy().astype(np.float16)  # (frames, n_mels)
+                features.write(mel.tobytes())
+                frames.append(frames[-1] + len(mel))
+                samples += len(played)
+    pairs_out = [(path, text) for path, text in pairs for _ in speeds]
+    for _, text in pairs_out:
+        row = vocabulary.encode(text)
+        unknown += row.count(unk)
         targets.append(np.asarray(row, dtype=np.int32))
         lengths.append(lengths[-1] + len(row))
     np.asarray(frames, dtype=np.int64).tofile(tmp / f"{split}.features.idx")
     np.concatenate(targets).tofile(tmp / f"{split}.tgt.bin")
     np.asarray(lengths, dtype=np.int64).tofile(tmp / f"{split}.tgt.idx")
-    (tmp / f"{split}.transcripts.txt").write_text("".join(t + "\n" for _, t in pairs))
+    (tmp / f"{split}.transcripts.txt").write_text("".join(t + "\n" for _, t in pairs_out))
     # the split as a recordings table (absolute paths): `evaluate --audio` scores a model on it
     (tmp / f"{split}.tsv").write_text("path\ttranscript\n" + "".join(
         f"{Path(path).resolve()}\t{text}\n" for path, text in pairs))
-    return {"utterances": len(pairs), "frames": frames[-1],
+    return {"utterances": len(pairs_out), "frames": frames[-1],
             "seconds": round(samples / SAMPLE_RATE, 2), "unknown": unknown}
 
 

@@ -74,6 +74,8 @@ SUPPORTED: dict[str, Rule] = {
     "classes": (0,),  # a classifier does not decode
     "pooling": ANY,  # (read only by a classifier)
     "subsample": ANY,  # (read only by input="audio": its front end)
+    "audio_conv": ANY,
+    "conv_channels": ANY,
     "source_positions": ANY,
     "ctc_weight": ANY,  # (the CTC head is trained, not decoded with)
 }

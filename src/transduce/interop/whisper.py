@@ -145,7 +145,8 @@ def transduce_to_whisper(state: dict[str, torch.Tensor], config: ModelConfig
 
 def check_exportable(config: ModelConfig) -> None:
     """Whisper's shape, or an error naming the first option it cannot express."""
-    expected = {"input": "audio", "subsample": 2, "norm_position": "pre", "norm_type": "layernorm",
+    expected = {"input": "audio", "subsample": 2, "audio_conv": "1d",
+                "norm_position": "pre", "norm_type": "layernorm",
                 "activation": "gelu", "scale_embedding": False, "linear_bias": True,
                 "attention_scale": "sqrt_dk", "ffn": "dense", "output_bias": False,
                 "head_dim": None, "attention_window": 0, "norm_eps": 1e-5, "scale_output": False,

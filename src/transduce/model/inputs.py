@@ -111,9 +111,10 @@ class PatchEmbeddings(nn.Module):
 
 class AudioFeatures(nn.Module):
     """Speech: log-mel frames ``(B, T, channels)`` -> ``(B, S, D)``, S = T / subsample (rounded up):
-    two convolutions over time (kernel 3, GELU), strides 1 and 2 (Whisper's) or 2 and 2 (ESPnet's),
-    then positions (learned: a table of ``source_positions``; Whisper's fixed sinusoids are loaded
-    into it).
+    two convolutions (kernel 3, GELU), then positions (learned: a table of ``source_positions``;
+    Whisper's fixed sinusoids are loaded into it). ``audio_conv="1d"``: over time, the mel bins as
+    channels, strides 1 and 2 (Whisper's) or 2 and 2; ``"2d"``: over time and frequency, strides 2
+    and 2 in both, each position's ``conv_channels`` x bins mapped to d_model (ESPnet's).
 
     A shorter recording in a batch is padded on the right with frames of NaN: padding is then part
     of the input, as the pad id is of token ids, so the mask comes from the input alone. The first
@@ -130,8 +131,15 @@ class AudioFeatures(nn.Module):
         # added, as the paper scales its token embeddings (and ESPnet its subsampled frames); off
         # in Whisper
         self.scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
-        self.conv1 = nn.Conv1d(c.channels, c.d_model, 3, stride=self.strides[0], padding=1)
-        self.conv2 = nn.Conv1d(c.d_model, c.d_model, 3, stride=2, padding=1)
+        self.project = None
+        if c.audio_conv == "2d":
+            C = c.conv_channels or c.d_model
+            self.conv1 = nn.Conv2d(1, C, 3, stride=2, padding=1)
+            self.conv2 = nn.Conv2d(C, C, 3, stride=2, padding=1)
+            self.project = nn.Linear(C * -(-c.channels // 4), c.d_model)  # (bins after 2 x 2)
+        else:
+            self.conv1 = nn.Conv1d(c.channels, c.d_model, 3, stride=self.strides[0], padding=1)
+            self.conv2 = nn.Conv1d(c.d_model, c.d_model, 3, stride=2, padding=1)
         self.learned = (nn.Embedding(self.max_positions, c.d_model) if c.positional == "learned"
                         else None)
         if self.learned is not None:
@@ -165,11 +173,17 @@ class AudioFeatures(nn.Module):
     def forward(self, features: Tensor) -> Tensor:
         present = self.frames(features)[:, :: self.strides[0]]
         dtype = self.conv1.weight.dtype
-        x = features.nan_to_num(0.0).to(dtype).transpose(1, 2)  # (B, channels, T)
-        x = nn.functional.gelu(self.conv1(x)) * present[:, None, :].to(dtype)
+        x = features.nan_to_num(0.0).to(dtype)
+        if self.project is None:  # (B, channels, T): the bins are the convolutions' channels
+            x = nn.functional.gelu(self.conv1(x.transpose(1, 2))) * present[:, None, :].to(dtype)
+            x = nn.functional.gelu(self.conv2(x)).transpose(1, 2)
+        else:  # (B, 1, T, bins): one picture
+            x = nn.functional.gelu(self.conv1(x[:, None])) * present[:, None, :, None].to(dtype)
+            x = nn.functional.gelu(self.conv2(x))  # (B, C, S, bins / 4)
+            x = self.project(x.permute(0, 2, 1, 3).flatten(2))
         # (B, S, D) in the weights' dtype, as token embeddings are: under autocast the residual
         # stream stays in float32
-        x = nn.functional.gelu(self.conv2(x)).transpose(1, 2).to(dtype) * self.scale
+        x = x.to(dtype) * self.scale
         S = x.size(1)
         if S > self.max_positions:
             raise ValueError(f"a recording of {features.size(1)} frames makes {S} encoder "

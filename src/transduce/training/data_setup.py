@@ -24,7 +24,7 @@ from ..data import (
 from ..data.dataset import EncodedPairs, dataset_fingerprint, tokenizer_files
 from ..data.images import ImageSet, collate_images
 from ..data.spans import collate_spans, span_counts
-from ..data.speech import Characters, SpeechSet, collate_speech
+from ..data.speech import SpeechSet, collate_speech, target_vocabulary
 from ..data.tokenizer import named_languages
 from ..errors import TrainingError
 
@@ -153,12 +153,16 @@ def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: s
     (fingerprint) and, where the model names them, the same languages. A checkpoint or dataset
     written before fingerprints is compared by its tokenizer files, with a warning."""
     data_dir, meta = data.data_dir, data.meta
-    if data.images or "classes" in info:  # a classifier: the same classes in the same order
-        ours, theirs = info.get("classes") or [], meta.get("classes") or []
-        if ours != theirs:
-            raise TrainingError(f"{flag} {folder}: its classes ({', '.join(ours[:10])}) are not "
-                                f"those of {data_dir} ({', '.join(theirs[:10])})")
-        return
+    # a classifier: the same classes in the same order; a speech model: the same target
+    # characters or pieces (a Whisper model's tokenizer is none of a prepared dataset's)
+    for key, what in (("classes", "classes"), ("chars", "target characters or pieces")):
+        if key in meta or key in info:
+            ours, theirs = info.get(key) or [], meta.get(key) or []
+            sep = ", " if key == "classes" else " "
+            if ours != theirs:
+                raise TrainingError(f"{flag} {folder}: its {what} ({sep.join(ours[:12])}) are "
+                                    f"not those of {data_dir} ({sep.join(theirs[:12])})")
+            return
     origin = (flag, str(folder))
     pair, theirs = named_languages(meta), named_languages(info)
     if pair and theirs and pair != theirs:
@@ -303,8 +307,10 @@ class TrainingData:
                                          seed=self.tc.seed, world_size=self.world_size,
                                          rank=self.rank)
         self.fingerprint = (self.meta["fingerprint"], True)
-        self.tokenizer_roles, self.tokenizer_files = {}, []
-        self.tokenizer = Characters(self.meta["chars"])
+        self.tokenizer_roles = {}
+        self.tokenizer_files = ([Path(self.data_dir) / self.meta["pieces"]]
+                                if self.meta.get("pieces") else [])
+        self.tokenizer = target_vocabulary(self.data_dir, self.meta)
 
     def _language_data(self):
         """The token streams of a language model and the sampler of the training blocks."""

@@ -181,7 +181,7 @@ class Trainer:
 
     def checkpoint_info(self) -> dict:
         """What a checkpoint says of its run: model, languages, tokenizer, task prefix, classes."""
-        keys = ("src", "tgt", "task_prefix", "classes", "chars")
+        keys = ("src", "tgt", "task_prefix", "classes", "chars", "pieces")
         return {"model": self.cfg.to_dict(), **{k: self.meta[k] for k in keys if k in self.meta},
                 "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
 
