@@ -44,14 +44,20 @@ class CTCPrefixScorer:
         self.weight, self.blank, self.eos = weight, blank, eos
         self.prebeam = max(2, int(math.ceil(1.5 * beam)))
 
-    @torch.no_grad()
-    def start(self, model, src: Tensor, K: int) -> None:
-        """The CTC log-probabilities of the batch ``src`` ``(T, N, V)`` (each sentence's K rows)
-        and the forward variables of the empty hypothesis."""
+    @staticmethod
+    def check(model) -> None:
+        """A ValueError unless ``model`` has a CTC head."""
         if getattr(model, "ctc", None) is None:
             raise ValueError("joint CTC search (ctc_weight > 0) needs a model with a CTC head "
                              "(trained with ctc_weight > 0)")
-        memory = model.encode(src)
+
+    @torch.no_grad()
+    def start(self, model, src: Tensor, K: int, memory: Optional[Tensor] = None) -> None:
+        """The CTC log-probabilities of the batch ``src`` ``(T, N, V)`` (each sentence's K rows)
+        and the forward variables of the empty hypothesis; ``memory``: the encoder's output of
+        ``src`` when the search has it already (else encoded here)."""
+        self.check(model)
+        memory = model.encode(src) if memory is None else memory
         logprobs = torch.log_softmax(model.ctc(memory).float(), dim=-1)  # (B, T, V)
         real = model.src_embed.real(src)  # (B, T)
         label = torch.where(real[..., None], logprobs, torch.full_like(logprobs, NEG))

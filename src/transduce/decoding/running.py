@@ -112,9 +112,14 @@ class RunningSearch:
             if self.rules is not None:
                 self.rules.start(self.K, self.device)
             else:
-                self.ctc.start(self.model, src, self.K)
+                self.ctc.check(self.model)
         self.beams.join(max_len)
-        self.state.join(src, capacity=self.beams.width + 1 if self.joinable else int(max_len.max()))
+        memory = self.state.join(src, capacity=self.beams.width + 1 if self.joinable
+                                 else int(max_len.max()))
+        if self.ctc is not None:  # (over the encoder output the decoder reads: encoded once;
+            # the fast pass may hand it over in its precision's dtype)
+            dtype = self.model.ctc.weight.dtype
+            self.ctc.start(self.model, src, self.K, None if memory is None else memory.to(dtype))
         self.joined_at = self.t if not self.keys or self.joined_at == self.t else None
         self.keys += list(keys)
         self.prefix = prefix

@@ -105,7 +105,8 @@ class FastState:
         """A running cache fills each leaver's place from the end (only those rows move)."""
         return isinstance(self.cache, RunningCache)
 
-    def join(self, src: Tensor, capacity: int) -> None:
+    def join(self, src: Tensor, capacity: int) -> Tensor:
+        """The sources join; returns their encoder output (a joint CTC search reads it too)."""
         if self.cache is not None and not self.joinable:
             raise ValueError("a batch search's sentences join once, at the first step")
         # a captured search keeps the model's own encoder pass, which Translator compiles too
@@ -114,7 +115,7 @@ class FastState:
         )  # (n, S, D)
         if self.cache is None and (self.captured or not self.joinable and src.size(0) == 1):
             self.cache = self.fast.start(src, memory, self.beam, capacity)
-            return
+            return memory
         # each source's extent: up to its last token that is not padding (a pad id inside a
         # sentence is masked like padding, and must not shorten the columns the cache keeps)
         real = self.model.src_embed.real(src)  # (n, S): the encoder positions that hold input
@@ -125,6 +126,7 @@ class FastState:
             )
         else:
             self.cache.join(self.fast.start(src, memory, self.beam, 1), lengths)
+        return memory
 
     @torch.no_grad()
     def logprobs(self, last: Tensor) -> Tensor:
@@ -150,11 +152,11 @@ class ModelState:
         self.model, self.beam = model, beam
         self.cohorts: list[list] = []  # [DecoderCache, sentences] in the order they joined
 
-    def join(self, src: Tensor, capacity: int) -> None:
-        cache = self.model.start_decoding(
-            src, self.model.encode(src), beam=self.beam, capacity=capacity
-        )
+    def join(self, src: Tensor, capacity: int) -> Tensor:
+        memory = self.model.encode(src)
+        cache = self.model.start_decoding(src, memory, beam=self.beam, capacity=capacity)
         self.cohorts.append([cache, src.size(0)])
+        return memory
 
     @torch.no_grad()
     def logprobs(self, last: Tensor) -> Tensor:
