@@ -113,7 +113,7 @@ def test_spec_augment_masks_runs_of_frames_and_bands_of_bins():
 
 
 def test_speed_perturbation_writes_each_training_recording_at_each_speed(tmp_path):
-    from transduce.data.audio import change_speed, read_audio
+    from transduce.data.audio import change_speed, read_audio, read_table
     from transduce.data.speech import SpeechSet
 
     table = recordings(tmp_path)
@@ -121,19 +121,17 @@ def test_speed_perturbation_writes_each_training_recording_at_each_speed(tmp_pat
     assert meta["speeds"] == [0.9, 1.0, 1.1]
     assert [meta["splits"][s]["utterances"] for s in ("train", "valid")] == [12, 2]
     train, valid = SpeechSet(tmp_path / "data", "train"), SpeechSet(tmp_path / "data", "valid")
-    rows = (tmp_path / "data" / "train.tsv").read_text().splitlines()[1:]
+    rows = read_table(tmp_path / "data" / "train.tsv")
     assert len(rows) == 4  # (the table lists each recording once, for `evaluate --audio`)
-    for i, row in enumerate(rows):
-        path, text = row.split("\t")
+    for i, (path, text) in enumerate(rows):
         samples = read_audio(path)
         for j, factor in enumerate((0.9, 1.0, 1.1)):
             frames, _ = train[3 * i + j]
             expected = log_mel(change_speed(samples, factor)).T.numpy()
             np.testing.assert_allclose(frames.astype(np.float32), expected, atol=2e-2)
             assert train.transcripts[3 * i + j] == text
-    assert valid.src_lengths.tolist() == [len(log_mel(read_audio(r.split("\t")[0])).T)
-                                          for r in (tmp_path / "data" / "valid.tsv")
-                                          .read_text().splitlines()[1:]]
+    assert valid.src_lengths.tolist() == [len(log_mel(read_audio(path)).T) for path, _ in
+                                          read_table(tmp_path / "data" / "valid.tsv")]
     with pytest.raises(DataError, match="between 0.5 and 2"):
         prepare_speech(table, tmp_path / "bad", speeds=(3.0,), log=None)
 

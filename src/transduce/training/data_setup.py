@@ -307,10 +307,8 @@ class TrainingData:
                                          seed=self.tc.seed, world_size=self.world_size,
                                          rank=self.rank)
         self.fingerprint = (self.meta["fingerprint"], True)
-        self.tokenizer_roles = {}
-        self.tokenizer_files = ([Path(self.data_dir) / self.meta["pieces"]]
-                                if self.meta.get("pieces") else [])
         self.tokenizer = target_vocabulary(self.data_dir, self.meta)
+        self.tokenizer_roles, self.tokenizer_files = {}, list(self.tokenizer.files)
 
     def _language_data(self):
         """The token streams of a language model and the sampler of the training blocks."""
