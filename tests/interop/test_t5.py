@@ -160,6 +160,7 @@ def trained(reverse_run, tmp_path_factory):
     translator = load(root / "run", device="cpu")
     sentences = ["the cat sat on the mat", "a dog runs", "red blue big small house",
                  "sees the walks", "cat"]
+    sentences += (reverse_run / "raw" / "valid.en").read_text().splitlines()[:5]
     ids = translator.tokenizer.encode_src(sentences)
     eos = translator.model.config.eos_id
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(x + [eos]) for x in ids],
@@ -191,16 +192,19 @@ def test_beam_four_equals_generate_in_tokens_and_scores(trained):
                              do_sample=False, output_scores=True, return_dict_in_generate=True)
     mine = beam_search(translator.model, src, DecodeConfig(
         beam=4, alpha=1.0, length_penalty="power", max_len_a=0, max_len_b=40))
-    lengths = set()
+    lengths = []
     for row, score, hyps in zip(theirs.sequences.tolist(), theirs.sequences_scores.tolist(), mine):
         row = row[1:]
-        # it ended before the limit (a limit far above the trained model's outputs: how long its
-        # beams run depends on the rounding of its few training steps, which the machine varies)
-        assert eos in row
+        # compared where Hugging Face's best ended before the limit: at the limit the two define
+        # the search differently (transduce counts eos in the limit and ends every beam there,
+        # generate returns the beams unfinished), and whether a sentence of a model trained for a
+        # few steps reaches it depends on the machine's rounding of those steps
+        if eos not in row:
+            continue
         assert row[: row.index(eos)] == hyps[0].tokens
         assert hyps[0].score == pytest.approx(score, abs=1e-4)
-        lengths.add(len(hyps[0].tokens))
-    assert len(lengths) >= 3
+        lengths.append(len(hyps[0].tokens))
+    assert len(lengths) >= len(mine) // 2 and len(set(lengths)) >= 3
 
 
 def test_the_exported_folder_imports_back_to_the_same_model(trained, tmp_path):
