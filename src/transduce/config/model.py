@@ -274,6 +274,12 @@ class ModelConfig(ConfigMixin):
         return self.source_positions or self.max_positions
 
     @property
+    def conv_features(self) -> int:
+        """What the 2-D audio front end maps to d_model per frame: its channels times the mel bins
+        left after two stride-2 convolutions (ceil(bins / 4))."""
+        return (self.conv_channels or self.d_model) * -(-self.channels // 4)
+
+    @property
     def output_size(self) -> int:
         """The width of the output: the classes of a classifier, else the target vocabulary."""
         return self.classes or self.target_vocab_size
@@ -348,23 +354,17 @@ class ModelConfig(ConfigMixin):
             embeddings = (self.channels * self.patch_size**2 + 1) * D
             positions = (self.num_patches + 1) * D
         if self.input == "audio":  # two convolutions, the encoder's positions; the target's tokens
-            C = self.conv_channels or D  # ("2d": C channels over channels / 4 bins, projected)
+            C = self.conv_channels or D
             embeddings = self.target_vocab_size * D + (
                 3 * D * (self.channels + D) if self.audio_conv == "1d"
-                else 9 * C * (1 + C) + C * -(-self.channels // 4) * D)
+                else 9 * C * (1 + C) + self.conv_features * D)
             learned = self.positional == "learned"
             positions = (self.audio_positions * learned + self.max_positions) * D
             output += (self.target_vocab_size * D) if self.ctc_weight else 0
         if self.classes:
             output = self.classes * D
-        return (
-            self.encoder_layers * layer
-            + self.decoder_layers * (layer + cross)
-            + embeddings
-            + output
-            + positions
-            + self.output_size
-        )
+        return (self.encoder_layers * layer + self.decoder_layers * (layer + cross) + embeddings
+                + output + positions + self.output_size)
 
     @property
     def target_vocab_size(self) -> int:

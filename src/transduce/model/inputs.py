@@ -136,7 +136,7 @@ class AudioFeatures(nn.Module):
             C = c.conv_channels or c.d_model
             self.conv1 = nn.Conv2d(1, C, 3, stride=2, padding=1)
             self.conv2 = nn.Conv2d(C, C, 3, stride=2, padding=1)
-            self.project = nn.Linear(C * -(-c.channels // 4), c.d_model)  # (bins after 2 x 2)
+            self.project = nn.Linear(c.conv_features, c.d_model)
         else:
             self.conv1 = nn.Conv1d(c.channels, c.d_model, 3, stride=self.strides[0], padding=1)
             self.conv2 = nn.Conv1d(c.d_model, c.d_model, 3, stride=2, padding=1)
