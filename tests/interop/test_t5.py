@@ -3,6 +3,7 @@ t5-tiny trained here on the session's reversal task."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ from safetensors.torch import load_file, save_file
 
 from transduce import ModelConfig, Transformer, load
 from transduce.config import DecodeConfig
+from transduce.data.corpus import read_lines
 from transduce.decoding import beam_search, greedy_search
 from transduce.errors import TransduceError
 from transduce.interop.huggingface import export_hf, import_hf
@@ -160,7 +162,7 @@ def trained(reverse_run, tmp_path_factory):
     translator = load(root / "run", device="cpu")
     sentences = ["the cat sat on the mat", "a dog runs", "red blue big small house",
                  "sees the walks", "cat"]
-    sentences += (reverse_run / "raw" / "valid.en").read_text().splitlines()[:5]
+    sentences += list(itertools.islice(read_lines(reverse_run / "raw" / "valid.en"), 5))
     ids = translator.tokenizer.encode_src(sentences)
     eos = translator.model.config.eos_id
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(x + [eos]) for x in ids],

@@ -61,7 +61,8 @@ class Characters:
     """A character vocabulary (``chars``: the special tokens, then one character per id): text to
     ids and back. Unknown characters become <unk>; the special tokens are not written."""
 
-    files: list[Path] = []  # (what defines the ids beyond the list itself: a checkpoint keeps it)
+    # what defines the ids beyond the list itself (a checkpoint keeps it)
+    files: tuple[Path, ...] = ()
 
     def __init__(self, chars: Sequence[str]) -> None:
         self.chars = list(chars)
@@ -87,7 +88,7 @@ class Pieces(Characters):
         import sentencepiece as spm
 
         self.path = Path(path)
-        self.files = [self.path]
+        self.files = (self.path,)
         self.processor = spm.SentencePieceProcessor(model_file=str(self.path))
         super().__init__([self.processor.id_to_piece(i)
                           for i in range(self.processor.get_piece_size())])

@@ -118,8 +118,7 @@ class RunningSearch:
                                  else int(max_len.max()))
         if self.ctc is not None:  # (over the encoder output the decoder reads: encoded once;
             # the fast pass may hand it over in its precision's dtype)
-            dtype = self.model.ctc.weight.dtype
-            self.ctc.start(self.model, src, self.K, None if memory is None else memory.to(dtype))
+            self.ctc.start(self.model, src, self.K, memory.to(self.model.ctc.weight.dtype))
         self.joined_at = self.t if not self.keys or self.joined_at == self.t else None
         self.keys += list(keys)
         self.prefix = prefix
