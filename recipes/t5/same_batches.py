@@ -1,0 +1,121 @@
+"""Is the encoder's collapse in span-corruption pretraining transduce's, or the recipe's? Trains
+transduce's T5 and Hugging Face's T5ForConditionalGeneration side by side from the same random
+weights, on the same batches, with the same Adam and schedule, and reports every ``--every``
+updates, for each, whether it reads its encoder (validation span perplexity with each block's own
+input and with the batch's inputs rotated by one, as ``encoder_use.py``) and how much the encoder's
+output varies across positions (it falls towards 0 as the encoder collapses to one vector).
+
+    python recipes/t5/same_batches.py RUN DATA [--updates 800] [--every 200]
+
+RUN: the pretraining's run (its model config is used, with new random weights); DATA: the
+monolingual dataset (``prepare --monolingual --sentinels``). Dropout draws differ between the two,
+so their numbers drift apart a little; the weights agree exactly at the start (printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from transduce import Transformer
+from transduce.checkpoint import load_model_from
+from transduce.choice import resolve
+from transduce.config import TrainConfig
+from transduce.data import TokenStream, load_meta
+from transduce.data.spans import collate_spans
+from transduce.interop.t5 import hf_config, transduce_to_t5
+
+
+def build(run: str, seed: int):
+    """transduce's model of the run's config from new random weights, and HF's holding the same."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = load_model_from(resolve(run))[0].config
+    torch.manual_seed(seed)
+    ours = Transformer(config)
+    fields = {k: v for k, v in hf_config(config).items() if k not in ("model_type",
+                                                                       "architectures")}
+    theirs = T5ForConditionalGeneration(T5Config(**fields))
+    theirs.load_state_dict(transduce_to_t5(ours.state_dict(), config), strict=False)
+    return config, {"transduce": ours, "hf": theirs}
+
+
+def logits(name: str, model, src, tgt_in):
+    if name == "transduce":
+        return model(src, tgt_in)
+    return model(input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=tgt_in).logits
+
+
+def encoded(name: str, model, src):
+    if name == "transduce":
+        return model.encode(src)
+    return model.encoder(input_ids=src, attention_mask=(src != 0).long()).last_hidden_state
+
+
+def nll(scores, target, pad_id: int):
+    return F.cross_entropy(scores.flatten(0, 1), target.flatten(), ignore_index=pad_id)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run")
+    parser.add_argument("data")
+    parser.add_argument("--updates", type=int, default=800)
+    parser.add_argument("--every", type=int, default=200)
+    parser.add_argument("--peak-lr", type=float, default=1.5e-3)
+    parser.add_argument("--warmup", type=int, default=800)
+    parser.add_argument("--block-size", type=int, default=128)
+    parser.add_argument("--max-tokens", type=int, default=2048)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    config, models = build(args.run, args.seed)
+    defaults, meta = TrainConfig(), load_meta(args.data)
+    train, valid = TokenStream(args.data, "train"), TokenStream(args.data, "valid")
+
+    def batch(stream, blocks, generator):
+        return collate_spans(stream, blocks, args.block_size, config, meta["sentinel_ids"],
+                             defaults.noise_density, defaults.mean_span, generator)
+
+    held = batch(valid, np.arange(min(32, valid.num_blocks(args.block_size, False))),
+                 np.random.default_rng(0))
+    with torch.no_grad():
+        for model in models.values():
+            model.eval()
+        first = [logits(name, m, held.src, held.tgt_in) for name, m in models.items()]
+        print(f"at the start, largest logit difference: {(first[0] - first[1]).abs().max():.2e}")
+    optimizers = {name: torch.optim.Adam(m.parameters(), lr=args.peak_lr, betas=(0.9, 0.98),
+                                         eps=1e-9) for name, m in models.items()}
+    generator = np.random.default_rng(args.seed + 1)
+    blocks, per_batch = train.num_blocks(args.block_size, False), args.max_tokens // args.block_size
+    start = time.perf_counter()
+    for step in range(1, args.updates + 1):
+        one = batch(train, generator.choice(blocks, per_batch, replace=False), generator)
+        lr = args.peak_lr * min(step / args.warmup, math.sqrt(args.warmup / step))
+        for name, model in models.items():
+            model.train()
+            for group in optimizers[name].param_groups:
+                group["lr"] = lr
+            nll(logits(name, model, one.src, one.tgt_in), one.tgt_out, config.pad_id).backward()
+            optimizers[name].step()
+            optimizers[name].zero_grad(set_to_none=True)
+        if step % args.every == 0 or step == args.updates:
+            report = [f"update {step} ({time.perf_counter() - start:.0f} s)"]
+            with torch.no_grad():
+                for name, model in models.items():
+                    model.eval()
+                    own, rotated = (nll(logits(name, model, src, held.tgt_in), held.tgt_out,
+                                        config.pad_id).exp().item()
+                                    for src in (held.src, held.src.roll(1, 0)))
+                    spread = encoded(name, model, held.src).std(1).mean().item()
+                    report.append(f"{name}: perplexity {own:.3f} own input, {rotated:.3f} "
+                                  f"another's; encoder spread {spread:.3f}")
+            print(" | ".join(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()
