@@ -3,19 +3,25 @@ at the same shape (the vit-tiny preset: 28x28 greyscale, 7x7-pixel patches, d_mo
 heads, d_ff 256, 10 classes) and precision: training (forward + backward + Adam on batches of 128
 images) and inference (batches of 256, no gradients), fp32 and bf16 autocast.
 
-    python benchmarks/vit_throughput.py [--quick] [--threads 1 2] [--trials 5]
+    python benchmarks/vit_throughput.py [--quick] [--threads 1 2] [--trials 5] [--steady-allocator]
 
 Each system runs in a process of its own, the two alternating (--rounds times) at each thread
 count; the table gives each system's best thread count, the median images/s of all its trials
 with min-max, and transduce/HF. The same
 random images (speed does not depend on their content) for both. Writes
 benchmarks/results/vit_throughput.json.
+
+--steady-allocator runs both children with glibc's mmap threshold fixed at 64 MiB
+(MALLOC_MMAP_THRESHOLD_): by default the C allocator hands the step's large blocks back to the
+system and takes them again, and the page faults that costs vary from process to process by more
+than the two models differ.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -115,6 +121,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="the two systems alternate this many times at each thread count")
     parser.add_argument("--quick", action="store_true", help="2 trials, 1 round, 2 threads only")
+    parser.add_argument("--steady-allocator", action="store_true",
+                        help="both children with glibc's mmap threshold fixed (see above)")
     parser.add_argument("--child", nargs=2, metavar=("SYSTEM", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
@@ -122,13 +130,17 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.trials, args.batch)))
         return
+    env = dict(os.environ)
+    if args.steady_allocator:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(64 << 20)
     runs: dict = {}
     for threads in args.threads:
         for _ in range(args.rounds):
             for system in ("hf", "transduce"):  # alternating, each in a fresh process
                 command = [sys.executable, __file__, "--child", system, str(threads),
                            "--trials", str(args.trials), "--batch", str(args.batch)]
-                done = subprocess.run(command, capture_output=True, text=True, check=True)
+                done = subprocess.run(command, capture_output=True, text=True, check=True,
+                                      env=env)
                 runs.setdefault((system, threads), []).append(
                     json.loads(done.stdout.strip().splitlines()[-1]))
     results = {key: pooled(rounds) for key, rounds in runs.items()}
@@ -145,10 +157,12 @@ def main() -> None:
         ratio = best["transduce"][1]["rate_median"] / best["hf"][1]["rate_median"]
         row["transduce / HF"] = f"{ratio:.2f}"
         rows.append(row)
+    allocator = "steady allocator" if args.steady_allocator else "default allocator"
     print(f"images/s, batch {args.batch} (inference {2 * args.batch}), vit-tiny shape, "
-          f"median (min-max) of {args.rounds} x {args.trials} trials")
+          f"median (min-max) of {args.rounds} x {args.trials} trials, {allocator}")
     print(table(rows, ["work", "hf", "transduce", "transduce / HF"]))
     save("vit_throughput", {"machine": machine(), "shape": SHAPE, "batch": args.batch,
+                            "steady_allocator": args.steady_allocator,
                             "rows": rows,
                             "raw": {f"{s}@{t}": r for (s, t), r in results.items()}})
 
