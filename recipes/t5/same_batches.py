@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 
 import numpy as np
@@ -28,7 +29,8 @@ from transduce.choice import resolve
 from transduce.config import TrainConfig
 from transduce.data import TokenStream, load_meta
 from transduce.data.spans import collate_spans
-from transduce.interop.t5 import hf_config, transduce_to_t5
+from transduce.errors import TransduceError
+from transduce.interop.t5 import check_exportable, hf_config, transduce_to_t5
 
 
 def build(run: str, seed: int):
@@ -36,6 +38,7 @@ def build(run: str, seed: int):
     from transformers import T5Config, T5ForConditionalGeneration
 
     config = load_model_from(resolve(run))[0].config
+    check_exportable(config)  # a model Hugging Face's T5 can hold, or a message naming the option
     torch.manual_seed(seed)
     ours = Transformer(config)
     fields = {k: v for k, v in hf_config(config).items() if k not in ("model_type",
@@ -73,8 +76,16 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    config, models = build(args.run, args.seed)
-    defaults, meta = TrainConfig(), load_meta(args.data)
+    try:
+        config, models = build(args.run, args.seed)
+        meta = load_meta(args.data)
+        if not meta.get("sentinel_ids"):
+            raise TransduceError(f"{args.data} has no sentinels: prepare the text with `transduce "
+                                 "prepare --monolingual --sentinels 100`")
+    except TransduceError as error:
+        print(f"same_batches.py: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    defaults = TrainConfig()
     train, valid = TokenStream(args.data, "train"), TokenStream(args.data, "valid")
 
     def batch(stream, blocks, generator):
