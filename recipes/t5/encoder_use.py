@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 import numpy as np
 import torch
@@ -22,6 +23,7 @@ from transduce.choice import resolve
 from transduce.config import TrainConfig
 from transduce.data import TokenStream, load_meta
 from transduce.data.spans import collate_spans
+from transduce.errors import TransduceError
 from transduce.training import label_smoothed_nll
 
 
@@ -33,10 +35,17 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=TrainConfig().block_size,
                         help="the pretraining's block_size (default 128)")
     args = parser.parse_args()
-    folder = resolve(args.model)
-    model, _ = load_model_from(folder)
+    try:
+        folder = resolve(args.model)
+        model, _ = load_model_from(folder)
+        meta = load_meta(args.data)
+        if model.config.architecture != "encoder-decoder" or not meta.get("sentinel_ids"):
+            raise TransduceError("give an encoder-decoder trained with span corruption and its "
+                                 "data (`transduce prepare --monolingual --sentinels 100`)")
+    except TransduceError as error:
+        print(f"encoder_use.py: error: {error}", file=sys.stderr)
+        sys.exit(2)
     config, defaults = model.config, TrainConfig()
-    meta = load_meta(args.data)
     stream = TokenStream(args.data, "valid")
     blocks = np.arange(min(args.blocks, stream.num_blocks(args.block_size, False)))
     batch = collate_spans(stream, blocks, args.block_size, config, meta["sentinel_ids"],
