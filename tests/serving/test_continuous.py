@@ -120,11 +120,15 @@ def test_a_sentence_joins_the_running_search_and_leaves_before_the_long_one(tran
     long = batcher.submit([ids(translator, LONG)], decode)
     assert gate.reached.wait(60)  # the long sentence is two steps in
     short = batcher.submit([ids(translator, "red")], decode)
+    # the steps the worker had made when it answered each (whatever the threads' timing)
+    answered = {}
+    for name, job in (("short", short), ("long", long)):
+        job.future.add_done_callback(lambda _, name=name: answered.setdefault(name, gate.count))
     gate.release()
     short.future.result(timeout=60)
-    assert not long.future.done()  # answered while the long one still runs
     long.future.result(timeout=60)
     batcher.close()
+    assert answered["short"] < answered["long"]  # answered while the long one still ran
     assert short.batch_sizes == [2]  # it joined a search that held the long one
     assert_alone(translator, short, decode)
     assert_alone(translator, long, decode)
