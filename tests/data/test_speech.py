@@ -67,11 +67,11 @@ def test_a_held_out_part_and_unknown_characters(tmp_path):
 
 
 def test_every_bad_recording_is_named_and_nothing_written(tmp_path):
-    table = recordings(tmp_path, extra="wav/silent.flac\tNO\nwav/slow.flac\tYES\n")
+    table = recordings(tmp_path, extra="wav/silent.flac\tNO\nwav/text.flac\tYES\n")
     soundfile.write(tmp_path / "wav" / "silent.flac", np.zeros(1600, dtype=np.float32), 16_000)
-    soundfile.write(tmp_path / "wav" / "slow.flac", chirp(0.2, 8000), 8000)
+    (tmp_path / "wav" / "text.flac").write_text("not a recording")
     with pytest.raises(DataError, match=r"(?s)2 recording\(s\) cannot be used:.*silent.flac: the "
-                                        r"recording is silent.*slow.flac: recorded at 8000 Hz"):
+                                        r"recording is silent.*text.flac: not a readable"):
         prepare_speech(table, tmp_path / "data", log=None)
     assert not (tmp_path / "data").exists()
 

@@ -45,10 +45,10 @@ def add_parser(sub) -> None:
                                                          "in class folders as DIR")
     p.add_argument("--audio", metavar="TSV",
                    help="recordings for speech recognition: a table with the header "
-                        "'path<TAB>transcript' and one recording (FLAC, WAV, ...; 16 kHz) per "
-                        "line, paths relative to the table; the targets are the transcripts' "
-                        "characters, or with --vocab-size N the pieces of a SentencePiece model "
-                        "trained on them")
+                        "'path<TAB>transcript' and one recording (FLAC, WAV, ...; any rate, "
+                        "resampled to 16 kHz) per line, paths relative to the table; the targets "
+                        "are the transcripts' characters, or with --vocab-size N the pieces of a "
+                        "SentencePiece model trained on them")
     p.add_argument("--valid-audio", metavar="TSV", help="with --audio: the validation recordings' "
                                                         "table")
     p.add_argument("--speeds", metavar="LIST", type=_speeds,

@@ -11,7 +11,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("transcribe", help="transcribe recordings with a trained speech model",
                        description="Prints, for each recording, its path and transcript "
                                    "(tab-separated), as each batch is done. Recordings are "
-                                   "read with soundfile (FLAC, WAV, OGG, ...), at 16 kHz.")
+                                   "read with soundfile (FLAC, WAV, OGG, ...) and resampled "
+                                   "to 16 kHz.")
     p.add_argument("model", help="a run directory or checkpoint of a speech model")
     p.add_argument("audio", nargs="+",
                    help="audio files, folders (their audio files, sorted), or recordings tables "

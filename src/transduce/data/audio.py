@@ -2,9 +2,9 @@
 
 Recordings are read with ``soundfile`` (FLAC, WAV, OGG and the other formats libsndfile reads; it
 ships its own library, so nothing is installed beside it) as mono floats: several channels are
-averaged. A recording at another sample rate than the one asked for is refused with a message (no
-resampling yet: convert it first, e.g. ``sox in.wav -r 16000 out.wav``), and so is an empty or
-silent one (no sample reaching -80 dB of full scale).
+averaged. A recording at another sample rate than the one asked for is resampled to it through
+its spectrum (band-limited: nothing above the lower rate's half folds back). An empty or silent
+recording (no sample reaching -80 dB of full scale) is refused with a message.
 
 The features are Whisper's (Radford et al. 2022), computed with ``torch.stft``: 25 ms Hann windows
 (400 samples at 16 kHz) every 10 ms (160), centred (the signal reflected at its ends), the power
@@ -46,9 +46,6 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
         samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError, OSError) as error:
         raise DataError(f"{path}: not a readable recording ({error})") from None
-    if rate != sample_rate:
-        raise DataError(f"{path}: recorded at {rate} Hz, not {sample_rate} Hz; convert it first "
-                        f"(e.g. sox {path.name} -r {sample_rate} out.wav)")
     if not len(samples):
         raise DataError(f"{path}: the recording is empty (0 samples)")
     mono = samples.mean(axis=1) if samples.shape[1] > 1 else samples[:, 0]
@@ -57,17 +54,28 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     if np.abs(mono).max() < SILENCE:
         raise DataError(f"{path}: the recording is silent (its loudest sample is below "
                         f"{SILENCE:g} of full scale, -80 dB): nothing to transcribe")
-    return mono
+    return mono if rate == sample_rate else resample(mono, round(len(mono) * sample_rate / rate))
 
 
 def change_speed(samples: np.ndarray, factor: float) -> np.ndarray:
     """The recording played ``factor`` times as fast, pitch and tempo together (as sox's
-    ``speed``; Ko et al. 2015's speed perturbation): resampled to ``len / factor`` samples through
-    its spectrum (band-limited: what rises above half the sample rate is cut, not folded back)."""
-    if factor == 1.0:
-        return samples
-    n = len(samples)
-    m = max(2, round(n / factor))
+    ``speed``; Ko et al. 2015's speed perturbation): resampled to ``len / factor`` samples."""
+    return samples if factor == 1.0 else _spectral(samples, round(len(samples) / factor))
+
+
+def resample(samples: np.ndarray, length: int) -> np.ndarray:
+    """The recording as ``length`` samples over the same time (another sample rate). The
+    recording and its mirror image go through the spectrum together, so that its end does not
+    meet its start: the spectrum's wrap-around would ring there."""
+    length = max(1, length)
+    mirrored = np.concatenate([samples, samples[::-1]])
+    return _spectral(mirrored, 2 * length)[:length]
+
+
+def _spectral(samples: np.ndarray, length: int) -> np.ndarray:
+    """``samples`` as ``length`` samples over the same time, through their spectrum (band-limited:
+    what rises above half the new rate is cut, not folded back)."""
+    n, m = len(samples), max(2, length)
     spectrum = np.fft.rfft(np.asarray(samples, dtype=np.float64))[: m // 2 + 1]
     return (np.fft.irfft(spectrum, n=m) * (m / n)).astype(np.float32)
 
