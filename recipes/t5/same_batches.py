@@ -18,50 +18,44 @@ import argparse
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from transduce import Transformer
-from transduce.checkpoint import load_model_from
-from transduce.choice import resolve
-from transduce.config import TrainConfig
-from transduce.data import TokenStream, load_meta
-from transduce.data.spans import collate_spans
-from transduce.errors import TransduceError
+from transduce.data import TokenStream
 from transduce.interop.t5 import check_exportable, hf_config, transduce_to_t5
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from encoder_use import load_checked, perplexities, span_batch, span_nll  # noqa: E402
 
-def build(run: str, seed: int):
-    """transduce's model of the run's config from new random weights, and HF's holding the same."""
+
+def build(config, seed: int):
+    """transduce's model of ``config`` from new random weights, and HF's holding the same."""
     from transformers import T5Config, T5ForConditionalGeneration
 
-    config = load_model_from(resolve(run))[0].config
-    check_exportable(config)  # a model Hugging Face's T5 can hold, or a message naming the option
     torch.manual_seed(seed)
     ours = Transformer(config)
     fields = {k: v for k, v in hf_config(config).items() if k not in ("model_type",
                                                                        "architectures")}
     theirs = T5ForConditionalGeneration(T5Config(**fields))
     theirs.load_state_dict(transduce_to_t5(ours.state_dict(), config), strict=False)
-    return config, {"transduce": ours, "hf": theirs}
+    return {"transduce": ours, "hf": theirs}
 
 
-def logits(name: str, model, src, tgt_in):
+def forward(name: str, model):
+    """``(src, tgt_in) -> logits`` of either model."""
     if name == "transduce":
-        return model(src, tgt_in)
-    return model(input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=tgt_in).logits
+        return model
+    return lambda src, tgt_in: model(input_ids=src, attention_mask=(src != 0).long(),
+                                     decoder_input_ids=tgt_in).logits
 
 
 def encoded(name: str, model, src):
     if name == "transduce":
         return model.encode(src)
     return model.encoder(input_ids=src, attention_mask=(src != 0).long()).last_hidden_state
-
-
-def nll(scores, target, pad_id: int):
-    return F.cross_entropy(scores.flatten(0, 1), target.flatten(), ignore_index=pad_id)
 
 
 def main() -> None:
@@ -76,28 +70,21 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    try:
-        config, models = build(args.run, args.seed)
-        meta = load_meta(args.data)
-        if not meta.get("sentinel_ids"):
-            raise TransduceError(f"{args.data} has no sentinels: prepare the text with `transduce "
-                                 "prepare --monolingual --sentinels 100`")
-    except TransduceError as error:
-        print(f"same_batches.py: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    defaults = TrainConfig()
+    # (check_exportable: a model Hugging Face's T5 can hold, or a message naming the option)
+    _, trained, meta = load_checked("same_batches.py", args.run, args.data, check_exportable)
+    config = trained.config
+    models = build(config, args.seed)
     train, valid = TokenStream(args.data, "train"), TokenStream(args.data, "valid")
 
     def batch(stream, blocks, generator):
-        return collate_spans(stream, blocks, args.block_size, config, meta["sentinel_ids"],
-                             defaults.noise_density, defaults.mean_span, generator)
+        return span_batch(stream, blocks, args.block_size, config, meta, generator)
 
     held = batch(valid, np.arange(min(32, valid.num_blocks(args.block_size, False))),
                  np.random.default_rng(0))
     with torch.no_grad():
         for model in models.values():
             model.eval()
-        first = [logits(name, m, held.src, held.tgt_in) for name, m in models.items()]
+        first = [forward(name, m)(held.src, held.tgt_in) for name, m in models.items()]
         print(f"at the start, largest logit difference: {(first[0] - first[1]).abs().max():.2e}")
     optimizers = {name: torch.optim.Adam(m.parameters(), lr=args.peak_lr, betas=(0.9, 0.98),
                                          eps=1e-9) for name, m in models.items()}
@@ -111,20 +98,18 @@ def main() -> None:
             model.train()
             for group in optimizers[name].param_groups:
                 group["lr"] = lr
-            nll(logits(name, model, one.src, one.tgt_in), one.tgt_out, config.pad_id).backward()
+            span_nll(forward(name, model)(one.src, one.tgt_in), one, config.pad_id).backward()
             optimizers[name].step()
             optimizers[name].zero_grad(set_to_none=True)
         if step % args.every == 0 or step == args.updates:
             report = [f"update {step} ({time.perf_counter() - start:.0f} s)"]
-            with torch.no_grad():
-                for name, model in models.items():
-                    model.eval()
-                    own, rotated = (nll(logits(name, model, src, held.tgt_in), held.tgt_out,
-                                        config.pad_id).exp().item()
-                                    for src in (held.src, held.src.roll(1, 0)))
+            for name, model in models.items():
+                model.eval()
+                own, other = perplexities(forward(name, model), held, config.pad_id).values()
+                with torch.no_grad():
                     spread = encoded(name, model, held.src).std(1).mean().item()
-                    report.append(f"{name}: perplexity {own:.3f} own input, {rotated:.3f} "
-                                  f"another's; encoder spread {spread:.3f}")
+                report.append(f"{name}: perplexity {own:.3f} own input, {other:.3f} another's; "
+                              f"encoder spread {spread:.3f}")
             print(" | ".join(report), flush=True)
 
 

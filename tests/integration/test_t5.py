@@ -167,7 +167,7 @@ def test_transduce_and_hugging_face_t5_train_side_by_side_from_the_same_weights(
     out = _recipe("same_batches.py", str(pretrained), str(counting / "data"), "--updates", "6",
                   "--every", "3", "--block-size", "64", "--max-tokens", "256", "--warmup", "2",
                   "--peak-lr", "1e-2")
-    lines = out.strip().splitlines()
+    lines = out.strip().split("\n")
     assert float(lines[0].rsplit(" ", 1)[1]) < 1e-5  # the largest logit difference at the start
     reports = [line for line in lines if line.startswith("update ")]
     assert len(reports) == 2 and all("transduce: perplexity" in r and "| hf: perplexity" in r
