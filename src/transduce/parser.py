@@ -87,7 +87,9 @@ class Parser:
         todo = [i for i, line in enumerate(lines) if line.strip()]
         words = [lines[i].split() for i in todo]
         numbers = [first_line + i for i in todo]
-        sources = translator.encode([" ".join(w) for w in words], strict=True, numbers=numbers)
+        sources = translator.encode([" ".join(w) for w in words], strict=True, numbers=numbers,
+                                    advice="a parse never truncates a sentence (its tree must "
+                                    "cover every word): split the sentence")
         self._check_room(sources, words, decode, numbers)
         rules = BracketRules(self.vocabulary, [len(w) for w in words]) if constrained else None
         compiled = compile_choice(translator.compile, translator.device, translator.precision)

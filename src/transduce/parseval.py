@@ -5,7 +5,8 @@ For each pair of trees (gold, test):
 
 - words: the two trees must have the same words once empty elements (``-NONE-``) go, else the
   pair is an error that names its line (EVALB counts it as an error sentence and goes on; a score
-  over the other sentences would hide it);
+  over the other sentences would hide it). A round bracket inside a word and its treebank spelling
+  are the same word (``IL-2(+)`` and ``IL-2-LRB-+-RRB-``: ``transduce parse`` writes the second);
 - deleted words: the punctuation preterminals ``, : `` '' .`` (and ``-NONE-``) leave both trees
   before spans are counted, so a bracket's span is measured in the words that remain. EVALB reads
   each tree's own tags; here the gold tree's tags decide for both, which is the same when the tags
@@ -17,7 +18,10 @@ For each pair of trees (gold, test):
 - matched: brackets are a multiset, each gold bracket matches at most one test bracket of the same
   span and label, so two identical brackets (a unary chain ``(NP (NP ...))``) count twice;
 - crossing: test brackets that cross a gold bracket (overlap without nesting);
-- complete match: as many gold as test brackets, all matched.
+- complete match: as many gold as test brackets, all matched;
+- skipped: a sentence with no word left once punctuation goes counts among the sentences but, as
+  EVALB's "skip sentence", in none of the scores; complete match and crossing are shares of the
+  other ("valid") sentences.
 
 Totals: recall = matched / gold brackets, precision = matched / test brackets, F1 their harmonic
 mean, over all sentences and over those of at most 40 words (EVALB's two sections; the length
@@ -30,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from .data.trees import Tree, TreeError
+from .data.trees import Tree, TreeError, escape, walk
 
 DELETED = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})  # COLLINS.prm's DELETE_LABEL
 EMPTY = "-NONE-"  # COLLINS.prm's DELETE_LABEL_FOR_LENGTH
@@ -52,6 +56,11 @@ class SentenceScore:
     words: int
 
     @property
+    def skipped(self) -> bool:
+        """No word left once punctuation goes: EVALB's status 2, in none of the scores."""
+        return self.words == 0
+
+    @property
     def complete(self) -> bool:
         return self.gold == self.test == self.matched
 
@@ -69,6 +78,7 @@ class Totals:
     """Sums over sentences, and the scores EVALB prints from them."""
 
     sentences: int = 0
+    skipped: int = 0
     matched: int = 0
     gold: int = 0
     test: int = 0
@@ -79,6 +89,9 @@ class Totals:
 
     def add(self, s: SentenceScore) -> None:
         self.sentences += 1
+        if s.skipped:
+            self.skipped += 1
+            return
         self.matched += s.matched
         self.gold += s.gold
         self.test += s.test
@@ -100,10 +113,15 @@ class Totals:
         r, p = self.recall, self.precision
         return 2 * p * r / (p + r) if p + r else 0.0
 
+    @property
+    def valid(self) -> int:
+        return self.sentences - self.skipped
+
     def as_dict(self) -> dict:
-        n = max(self.sentences, 1)
+        n = max(self.valid, 1)
         return {
             "sentences": self.sentences,
+            "skipped": self.skipped,
             "recall": round(self.recall, 2),
             "precision": round(self.precision, 2),
             "f1": round(self.f1, 2),
@@ -130,7 +148,7 @@ class Report:
         yield " ID  Len.  Stat. Recal  Prec.  Bracket gold test Bracket Words"
         yield "=" * 64
         for r in self.rows:
-            yield (f"{r.line:4d}  {r.length:3d}    0  {r.recall:6.2f} {r.precision:6.2f}   "
+            yield (f"{r.line:4d}  {r.length:3d}    {2 if r.skipped else 0}  {r.recall:6.2f} {r.precision:6.2f}   "
                    f"{r.matched:3d}    {r.gold:3d}  {r.test:3d}    {r.crossing:3d}   {r.words:4d}")
         yield "=" * 64
         yield from self.summary()
@@ -140,6 +158,8 @@ class Report:
             d = totals.as_dict()
             yield f"-- {title} --"
             yield f"Number of sentence        = {d['sentences']:6d}"
+            yield f"Number of Skip  sentence  = {d['skipped']:6d}"
+            yield f"Number of Valid sentence  = {totals.valid:6d}"
             yield f"Bracketing Recall         = {d['recall']:6.2f}"
             yield f"Bracketing Precision      = {d['precision']:6.2f}"
             yield f"Bracketing FMeasure       = {totals.f1:6.2f}"
@@ -149,10 +169,10 @@ class Report:
 
 
 def _leaves(tree: Tree) -> list[tuple[str, str]]:
-    """(tag, word) of every preterminal, in order."""
-    if tree.preterminal:
-        return [(tree.label, tree.children[0])]  # type: ignore[list-item]
-    return [leaf for child in tree.children if isinstance(child, Tree) for leaf in _leaves(child)]
+    """(tag, word) of every preterminal, in order (iteratively: a tree may be deeper than Python's
+    stack allows)."""
+    return [(node.label, node.children[0]) for kind, node in walk(tree)
+            if kind == "open" and node.preterminal]  # type: ignore[union-attr, misc]
 
 
 def _brackets(tree: Tree, kept: Sequence[bool]) -> list[tuple[str, int, int]]:
@@ -160,22 +180,21 @@ def _brackets(tree: Tree, kept: Sequence[bool]) -> list[tuple[str, int, int]]:
     (empty elements included) stays."""
     out: list[tuple[str, int, int]] = []
     leaf = position = 0
-
-    def walk(node: Tree, root: bool = False) -> None:
-        nonlocal leaf, position
-        if node.preterminal:
-            position += kept[leaf]
-            leaf += 1
-            return
-        start = position
-        for child in node.children:
-            if isinstance(child, Tree):
-                walk(child)
-        label = _label(node.label)
+    starts: list[int] = []  # the position at which each open constituent began
+    for kind, node in walk(tree):
+        if kind == "word" or node.preterminal:  # type: ignore[union-attr]
+            if kind == "close":
+                position += kept[leaf]
+                leaf += 1
+            continue
+        if kind == "open":
+            starts.append(position)
+            continue
+        start = starts.pop()
+        label = _label(node.label)  # type: ignore[union-attr]
+        root = node is tree
         if position > start and label not in DELETED and not (root and not label):
             out.append((EQUIVALENT.get(label, label), start, position))
-
-    walk(tree, root=True)
     return out
 
 
@@ -191,8 +210,8 @@ def score_pair(gold: Tree, test: Tree, line: int = 0, where: str = "") -> Senten
     """One pair's row; trees whose words differ are a ``TreeError`` naming ``where`` and
     ``line``."""
     gold_leaves, test_leaves = _leaves(gold), _leaves(test)
-    gold_words = [w for t, w in gold_leaves if t != EMPTY]
-    test_words = [w for t, w in test_leaves if t != EMPTY]
+    gold_words = [escape(w) for t, w in gold_leaves if t != EMPTY]
+    test_words = [escape(w) for t, w in test_leaves if t != EMPTY]
     if gold_words != test_words:
         raise TreeError(f"{where}line {line}: {_difference(gold_words, test_words)}; a test tree "
                         "must have the gold tree's words, in order")

@@ -178,8 +178,10 @@ class Translator:
         return self.model.config.max_positions - 1  # room for eos
 
     def encode(self, lines: Sequence[str], strict: bool = False,
-               numbers: Optional[Sequence[int]] = None) -> list[list[int]]:
-        """Source ids for ``lines``; over-long lines are truncated with a warning (or refused).
+               numbers: Optional[Sequence[int]] = None,
+               advice: str = "shorten it, or drop --strict to truncate it") -> list[list[int]]:
+        """Source ids for ``lines``; over-long lines are truncated with a warning (or refused,
+        with ``advice`` for the user: a command that never truncates gives its own).
 
         ``numbers`` are the lines' numbers in the user's input, for messages (default 1, 2, ...).
         """
@@ -192,7 +194,7 @@ class Translator:
                     f"input line {number} has {len(row)} tokens, more than the model's {limit}"
                 )
                 if strict:
-                    raise TransduceError(message + "; shorten it, or drop --strict to truncate it")
+                    raise TransduceError(f"{message}; {advice}")
                 warnings.warn(message + "; it is truncated", stacklevel=2)
                 ids[n] = row[:limit]
         return ids

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 import numpy as np
 
+from ..errors import DataError
 from .corpus import read_pairs, write_lines
 from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
 
@@ -143,13 +144,30 @@ def split_pairs(o: PrepareOptions, src: Path, tgt: Path) -> Iterator[tuple[str, 
 
 def closed_vocabulary(targets: Iterator[str], out_file: Path) -> None:
     """A SentencePiece word model holding every token of ``targets`` whole: the linearized trees'
-    brackets and placeholder, a closed vocabulary."""
+    brackets and placeholder, a closed vocabulary (however long a tree or a label is)."""
+    import sentencepiece as spm
+
     tokens: set[str] = set()
     lines = []
     for line in targets:
         tokens.update(line.split())
         lines.append(line)
-    train_sentencepiece(lines, out_file, len(tokens) + len(SPECIAL_IDS), "word")
+    longest = max((len(t) for t in tokens), default=1)
+    if longest > PIECE_LIMIT:
+        token = max(tokens, key=len)
+        raise DataError(f"the target token {token[:40]!r}... has {longest} characters; "
+                        f"SentencePiece keeps pieces of at most {PIECE_LIMIT}: shorten the "
+                        "treebank's labels")
+    longest_line = max((len(line.encode()) for line in lines), default=0)
+    train_sentencepiece(lines, out_file, len(tokens) + len(SPECIAL_IDS), "word",
+                        longest=(longest_line, longest))
+    known = spm.SentencePieceProcessor(model_file=str(out_file))
+    lost = sorted(t for t in tokens if known.piece_to_id("\u2581" + t) == known.unk_id())
+    if lost:  # (a bug, not the user's: every token was given whole)
+        raise RuntimeError(f"the closed vocabulary lacks {lost[:5]}")
+
+
+PIECE_LIMIT = 512  # SentencePiece's largest max_sentencepiece_length
 
 
 def chunks(pairs: Iterator[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:

@@ -26,10 +26,14 @@ def train_sentencepiece(
     threads: int = 2,
     seed_sentences: int = 0,
     user_symbols: Sequence[str] = (),
+    longest: tuple[int, int] = (0, 0),
 ) -> None:
     """Train a model on ``sentences`` and write it to ``out_file`` (a ``.model`` file).
 
     ``user_symbols`` get the ids right after the special ones (``<mask>`` is 4), never split.
+    ``longest``: (bytes of the longest line, characters of the longest piece) the model must
+    take whole where more than SentencePiece's defaults (it skips longer lines, splits longer
+    pieces, without a word).
 
     Raises:
         DataError: the vocabulary is larger than the data supports (the message says the largest
@@ -53,6 +57,8 @@ def train_sentencepiece(
                 unk_piece="<unk>",
                 hard_vocab_limit=True,
                 user_defined_symbols=list(user_symbols),
+                max_sentence_length=max(4192, longest[0] + 1),
+                max_sentencepiece_length=max(16, longest[1]),
                 **SPECIAL_IDS,
             )
         except RuntimeError as error:

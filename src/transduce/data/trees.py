@@ -110,14 +110,19 @@ def parse_trees(text: str, source: str = "<text>") -> Iterator[tuple[int, Tree]]
 def _read(text: str, i: int, line: int, source: str) -> tuple[Tree, int, int]:
     """The tree opening at ``text[i] == '('``; returns it, the index after its last ')', the line
     (iteratively, as ``walk``)."""
-    n = len(text)
+    n, start = len(text), line
     stack: list[Tree] = []
+    # the first line inside the tree that begins with '(' at its first column, as a new tree's
+    # first line does: where a ')' is most likely missing, if the brackets never close
+    suspect = 0
     while True:
         while i < n and text[i].isspace():
             line += text[i] == "\n"
             i += 1
         if i >= n:
-            raise TreeError(f"{source}, line {line}: the tree ends before its brackets close")
+            raise TreeError(_unclosed(source, start, len(stack), suspect))
+        if text[i] == "(" and stack and not suspect and i > 0 and text[i - 1] == "\n":
+            suspect = line
         if text[i] == "(":
             j = i + 1
             while j < n and not text[j].isspace() and text[j] not in "()":
@@ -147,6 +152,17 @@ def _read(text: str, i: int, line: int, source: str) -> tuple[Tree, int, int]:
             j += 1
         stack[-1].children.append(text[i:j])
         i = j
+
+
+def _unclosed(source: str, start: int, open_: int, suspect: int) -> str:
+    """The message for a tree whose brackets never close: its first line, and the line where the
+    next tree seems to begin."""
+    message = (f"{source}, line {start}: the tree that begins here never closes its brackets "
+               f"({open_} still open at the end of the file)")
+    if suspect:
+        message += (f"; line {suspect} begins with '(' at its first column, as a new tree does: "
+                    f"is a ')' missing before it, at the end of the tree of line {start}?")
+    return message
 
 
 def read_trees(path) -> list[Tree]:

@@ -28,6 +28,7 @@ from ..data.trees import PLACEHOLDER, is_word
 
 NEG_INF = float("-inf")
 OTHER, OPEN, CLOSE, WORD = 0, 1, 2, 3
+DEPTH_ROOM = 8  # open constituents a row may hold beyond its words (unary chains above them)
 
 
 class BracketVocabulary:
@@ -95,8 +96,10 @@ class BracketRules:
         n = torch.tensor(self.words, dtype=torch.long, device=device).repeat_interleave(
             per_sentence
         )
-        N, depth = n.numel(), max(self.words, default=0) + 8
-        self.n = n
+        # each row's own cap on open constituents (its words + 8), never the batch's: a sentence
+        # is searched as alone, whatever its batch-mates
+        N, depth = n.numel(), max(self.words, default=0) + DEPTH_ROOM
+        self.n, self.capacity = n, n + DEPTH_ROOM
         self.placed = torch.zeros(N, dtype=torch.long, device=device)
         self.depth = torch.zeros(N, dtype=torch.long, device=device)
         self.started = torch.zeros(N, dtype=torch.bool, device=device)
@@ -107,7 +110,7 @@ class BracketRules:
         """``logprobs (N, V)`` with every token the rules forbid at -inf; ``room (N,)``: the tokens
         each row may still output, this one included."""
         left = self.n - self.placed
-        depth, capacity = self.depth, self.labels.size(1)
+        depth, capacity = self.depth, self.capacity
         inside = depth > 0
         top = (depth - 1).clamp(min=0)[:, None]
         top_label = self.labels.gather(1, top).squeeze(1)
@@ -151,5 +154,5 @@ class BracketRules:
         self._select(rows)
 
     def _select(self, rows: Tensor) -> None:
-        for name in ("n", "placed", "depth", "started", "labels", "opened_at"):
+        for name in ("n", "capacity", "placed", "depth", "started", "labels", "opened_at"):
             setattr(self, name, getattr(self, name)[rows])
