@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -65,14 +66,70 @@ def scan(root: str | Path) -> tuple[list[str], list[tuple[Path, int]], list[Path
     return classes, files, skipped
 
 
-def read_image(path: str | Path, channels: int, size: Optional[tuple[int, int]] = None,
-               resize: bool = False) -> np.ndarray:
-    """One image as uint8 ``(C, H, W)``; ``size`` (W, H) checked, or made so with ``resize``."""
-    from PIL import Image, UnidentifiedImageError
+# what Pillow raises for a file it cannot decode (a decompression bomb is not an OSError)
+def _unreadable():
+    import struct
+
+    from PIL import Image
+
+    return (OSError, ValueError, SyntaxError, EOFError, struct.error,
+            Image.DecompressionBombError)
+
+
+@contextmanager
+def open_image(path: str | Path):
+    """``path`` opened with Pillow; whatever keeps it from being read is a DataError naming it."""
+    from PIL import Image
 
     try:
         with Image.open(path) as image:
-            image = image.convert("L" if channels == 1 else "RGB")
+            yield image
+    except _unreadable() as error:
+        raise DataError(f"{path}: not a readable image ({error})") from None
+
+
+GREY = {"1", "L", "I", "F"}  # Pillow's bands of a grey image (with "A" beside them)
+WIDE = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")  # more than 8 bits a pixel
+
+
+def eight_bits(image, path) -> "Image.Image":
+    """``image`` in a mode of 8 bits a channel without losing a value: 16- and 32-bit grey whose
+    values fit in 8 bits, opaque images with an alpha channel (the alpha dropped); any other
+    (values above 255, transparency, a colour space other than RGB) is a DataError saying which
+    mode, since a conversion would change pixels without a word."""
+    from PIL import Image
+
+    mode = image.mode
+    if mode in WIDE:
+        values = np.asarray(image)
+        integral = mode != "F" or bool(np.all(values == np.round(values)))
+        if values.size and (values.min() < 0 or values.max() > 255 or not integral):
+            raise DataError(f"{path}: {values.dtype.itemsize * 8}-bit grey pixels (Pillow mode "
+                            f"{mode}) with values from {values.min():g} to {values.max():g}; "
+                            "transduce reads 8 bits a channel and would clip them: save the "
+                            "images with 8 bits a channel (scaled, not clipped) first")
+        return Image.fromarray(values.astype(np.uint8), "L")
+    if mode == "P" and "transparency" in image.info or "A" in image.getbands():
+        alpha = np.asarray(image.convert("RGBA" if mode in ("P", "PA") else mode))[..., -1]
+        if alpha.min() < 255:
+            raise DataError(f"{path}: transparent pixels (Pillow mode {mode}, alpha down to "
+                            f"{alpha.min()}); transduce reads opaque images: flatten the "
+                            "images onto a background first")
+        return image.convert("RGB" if image.mode in ("P", "PA", "RGBA", "RGBa") else "L")
+    if mode not in ("1", "L", "P", "RGB", "YCbCr"):
+        raise DataError(f"{path}: colour space {mode} (Pillow's mode); transduce reads grey and "
+                        "RGB images: convert the images to RGB with a colour-managed tool first")
+    return image
+
+
+def read_image(path: str | Path, channels: int, size: Optional[tuple[int, int]] = None,
+               resize: bool = False) -> np.ndarray:
+    """One image as uint8 ``(C, H, W)``; ``size`` (W, H) checked, or made so with ``resize``."""
+    from PIL import Image
+
+    with open_image(path) as image:
+        try:
+            image = eight_bits(image, path).convert("L" if channels == 1 else "RGB")
             if size is not None and image.size != size:
                 if not resize:
                     raise DataError(f"{path}: {image.size[0]}x{image.size[1]} pixels, not "
@@ -80,20 +137,15 @@ def read_image(path: str | Path, channels: int, size: Optional[tuple[int, int]] 
                                     "--image-size N to resize every image to N x N")
                 image = image.resize(size, Image.Resampling.BICUBIC)
             pixels = np.asarray(image, dtype=np.uint8)
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as error:
-        raise DataError(f"{path}: not a readable image ({error})") from None
+        except _unreadable() as error:  # (decoding happens on first use of the pixels)
+            raise DataError(f"{path}: not a readable image ({error})") from None
     return pixels[None] if channels == 1 else pixels.transpose(2, 0, 1)
 
 
 def image_channels(path: Path) -> int:
     """1 for a grey image (with or without alpha), else 3."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as image:
-            return 1 if image.mode in ("1", "L", "LA", "I", "I;16", "F") else 3
-    except OSError as error:
-        raise DataError(f"{path}: not a readable image ({error})") from None
+    with open_image(path) as image:
+        return 1 if set(image.getbands()) - {"A"} <= GREY else 3
 
 
 def read_images(paths: Sequence[Path], channels: int, size: tuple[int, int], resize: bool,
@@ -139,15 +191,17 @@ def prepare_images(images: str | Path, out: str | Path, valid: Optional[str | Pa
         held = set(order[:hold_out].tolist())
         splits = {"train": [f for i, f in enumerate(files) if i not in held],
                   "valid": [f for i, f in enumerate(files) if i in held]}
+    if len(classes) < 2:
+        raise DataError(f"{images}: one class folder ({classes[0]}); a classifier needs at least "
+                        "two classes to tell apart (one folder per class: "
+                        f"{images}/LABEL/IMAGE)")
     if skipped:
         say(f"skipped {len(skipped):,} file(s) that are not images by their suffix, e.g. "
             f"{skipped[0]}")
     first = files[0][0]
     channels = image_channels(first)
     if image_size is None:
-        from PIL import Image
-
-        with Image.open(first) as image:
+        with open_image(first) as image:
             size = image.size
         if size[0] != size[1]:
             raise DataError(f"{first}: {size[0]}x{size[1]} pixels; the model reads square images: "

@@ -79,13 +79,15 @@ def gpt2_to_transduce(
     state: dict[str, torch.Tensor], config: ModelConfig
 ) -> dict[str, torch.Tensor]:
     """Rename (and transpose) GPT-2's weights into transduce's names (``TOP``, ``LAYER``)."""
-    state = {k.removeprefix("transformer."): v for k, v in state.items()}
-    out = {ours: state[theirs] for theirs, ours in TOP.items()}
+    # (the model's names with or without GPT2LMHeadModel's prefix; read by name only, since an
+    # import refuses what was not read)
+    prefix = "transformer." if "transformer.wte.weight" in state else ""
+    out = {ours: state[prefix + theirs] for theirs, ours in TOP.items()}
     out["output.weight"] = state.get("lm_head.weight", out["tgt_embed.tokens.weight"])
     for i in range(config.decoder_layers):
         for theirs, ours in LAYER.items():
             for kind in ("weight", "bias"):
-                t = state[f"h.{i}.{theirs}.{kind}"]
+                t = state[f"{prefix}h.{i}.{theirs}.{kind}"]
                 out[f"decoder.{i}.{ours}.{kind}"] = (
                     t.t().contiguous() if kind == "weight" and theirs in CONV1D else t
                 )

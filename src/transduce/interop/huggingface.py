@@ -22,11 +22,12 @@ from ..checkpoint import check_weights, write_checkpoint
 from ..config import ModelConfig
 from ..data.audio import HOP
 from ..errors import TransduceError
-from ..files import check_output_dir, member, output_dir
+from ..files import check_output_dir, output_dir
 from ..reading import load_torch, read_json
 from ..model import Transformer
 from ..runtime import check_fits
 from . import bert, gpt2, t5, vit, whisper
+from .folder import IGNORED, Tensors, check_config, hf_file
 from .marian import config_from_hf, hf_to_transduce
 from .marian import export_hf as export_marian
 
@@ -66,44 +67,24 @@ def _require(condition: bool, message: str) -> None:
         raise TransduceError(message)
 
 
-def hf_file(folder: Path, name: str) -> Path:
-    """``folder / name`` confined to the folder: a file that links out of it is refused (an import
-    must not read, then copy into the run and republish with the next export, a file from
-    elsewhere)."""
-    return member(folder, name, "file")
-
-
-def read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
+def read_hf_weights(folder: Path) -> Tensors:
+    """The folder's weights by name (``Tensors``: a converter's unread ones are refused)."""
     path = hf_file(folder, "model.safetensors")
     if path.is_file():
         try:
-            return load_file(str(path))
+            return Tensors(load_file(str(path)))
         except Exception as error:  # safetensors raises its own types for a damaged file
             raise TransduceError(f"{path} is damaged ({error})") from None
     path = hf_file(folder, "pytorch_model.bin")
     if path.is_file():
-        return load_torch(path, "Convert it to model.safetensors with a tool you trust")
+        return Tensors(load_torch(path, "Convert it to model.safetensors with a tool you trust"))
     raise TransduceError(f"{folder}: neither model.safetensors nor pytorch_model.bin found")
 
 
 def read_hf_config(path: Path) -> ModelConfig:
     """The ModelConfig of a Marian ``config.json``, with errors that name the file and the key."""
     hf = read_json(path)
-    for key in (
-        "d_model",
-        "encoder_layers",
-        "decoder_layers",
-        "encoder_attention_heads",
-        "decoder_attention_heads",
-        "encoder_ffn_dim",
-        "decoder_ffn_dim",
-        "vocab_size",
-        "max_position_embeddings",
-        "pad_token_id",
-        "eos_token_id",
-    ):
-        if key in hf and (not isinstance(hf[key], int) or isinstance(hf[key], bool)):
-            raise TransduceError(f"{path}: {key} = {hf[key]!r} should be an integer")
+    check_config(hf, str(path), "marian")
     try:
         return config_from_hf(hf, str(path))
     except KeyError as error:
@@ -140,7 +121,9 @@ def import_hf(hf_dir: str | Path, out: str | Path) -> Path:
                                                   "files are needed)")
     check_fits(config, source=str(config_path))
     model = Transformer(config)
-    weights = hf_to_transduce(read_hf_weights(folder), config)
+    state = read_hf_weights(folder)
+    weights = hf_to_transduce(state, config)
+    state.refuse_unread(folder, IGNORED["marian"])
     check_weights(weights, model, folder)
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = {"tgt_embed.tokens.weight", "output.weight", "src_embed.tokens.weight"}
@@ -167,6 +150,7 @@ def import_t5(folder: Path, hf: dict, out: Path) -> Path:
     import sentencepiece as spm
 
     config_path = folder / "config.json"
+    check_config(hf, str(config_path), "t5")
     state = read_hf_weights(folder)
     shared = state.get("shared.weight", state.get("encoder.embed_tokens.weight"))
     head = state.get("lm_head.weight")
@@ -193,6 +177,7 @@ def import_t5(folder: Path, hf: dict, out: Path) -> Path:
         raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a "
                              "T5ForConditionalGeneration folder, and config.json the one of these "
                              "weights?") from None
+    state.refuse_unread(folder, IGNORED["t5"])
     with tempfile.TemporaryDirectory() as scratch:
         added = Path(scratch) / "added_tokens.json"
         t5.write_sentinels(found, added)
@@ -205,13 +190,18 @@ def import_vit(folder: Path, hf: dict, out: Path) -> Path:
     run directory ``out``, its classes named as config.json's id2label."""
     processor_path = hf_file(folder, "preprocessor_config.json")
     processor = read_json(processor_path) if processor_path.is_file() else None
+    source = str(folder / "config.json")
+    check_config(hf, source, "vit")
+    config = vit.config_from_vit(hf, source, processor)
+    check_fits(config, source=source)  # (before a list of its classes is made)
+    state = read_hf_weights(folder)
     try:
-        config = vit.config_from_vit(hf, str(folder / "config.json"), processor)
-        weights = vit.vit_to_transduce(read_hf_weights(folder), config)
+        weights = vit.vit_to_transduce(state, config)
     except KeyError as error:
         raise TransduceError(f"{folder}: {error.args[0]!r} is missing; is it a "
                              "ViTForImageClassification folder, and config.json the one of these "
                              "weights?") from None
+    state.refuse_unread(folder, IGNORED["vit"])
     return write_imported(folder, config, weights, out, info={"classes": vit.labels(hf)})
 
 
@@ -220,13 +210,16 @@ def import_whisper(folder: Path, hf: dict, out: Path) -> Path:
     tokenizer and feature extractor files (read when transcribing) and the length of the chunks
     its encoder reads."""
     source = str(folder / "config.json")
+    check_config(hf, source, "whisper")
+    state = read_hf_weights(folder)
     try:
         config = whisper.config_from_whisper(hf, source)
-        weights = whisper.whisper_to_transduce(read_hf_weights(folder), config)
+        weights = whisper.whisper_to_transduce(state, config)
     except KeyError as error:
         raise TransduceError(f"{folder}: {error.args[0]!r} is missing; is it a "
                              "WhisperForConditionalGeneration folder, and config.json the one of "
                              "these weights?") from None
+    state.refuse_unread(folder, IGNORED["whisper"])
     features = hf_file(folder, "preprocessor_config.json")
     chunk = whisper.check_features(read_json(features) if features.is_file() else {},
                                    config.channels, str(features))
@@ -257,16 +250,19 @@ def import_family(folder: Path, hf: dict, out: Path, family: Family) -> Path:
     """Write a folder of ``family`` (GPT-2, BERT) as a new run directory ``out``; returns its
     checkpoint folder."""
     config_path = folder / "config.json"
+    check_config(hf, str(config_path), hf["model_type"])
     try:
         config = family.config(hf, str(config_path))
     except KeyError as error:
         raise TransduceError(f"{config_path}: the key {error.args[0]!r} is missing") from None
+    state = read_hf_weights(folder)
     try:
-        weights = family.weights(read_hf_weights(folder), config)
+        weights = family.weights(state, config)
     except KeyError as error:
         raise TransduceError(f"{folder}: the weight {error.args[0]!r} is missing; is it a "
                              f"{family.what} folder, and "
                              "config.json the one of these weights?") from None
+    state.refuse_unread(folder, IGNORED[hf["model_type"]])
     return write_imported(folder, config, weights, out, tied=family.tied)
 
 

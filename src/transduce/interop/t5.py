@@ -136,17 +136,22 @@ def names(config: ModelConfig) -> list[tuple[str, list[str]]]:
 
 def t5_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig
                     ) -> dict[str, torch.Tensor]:
-    """T5's weights under transduce's names (raises KeyError naming a missing one)."""
-    if "shared.weight" not in state and "encoder.embed_tokens.weight" in state:
-        state = {**state, "shared.weight": state["encoder.embed_tokens.weight"]}
+    """T5's weights under transduce's names (raises KeyError naming a missing one). ``state`` is
+    only read by name (an import refuses what was not read)."""
     for name in state:
         match = re.match(r"(encoder|decoder)\.block\.(\d+)\..*relative_attention_bias", name)
         if match and match.group(2) != "0":
             raise TransduceError(f"{name}: a relative position table in a layer other than the "
                                  "first (UMT5's per-layer buckets) is not supported")
-    if config.tying == "all":
-        state = {**state, "lm_head.weight": state["shared.weight"]}
-    out = {ours: torch.cat([state[t] for t in theirs]) for ours, theirs in names(config)}
+
+    def get(name: str) -> torch.Tensor:
+        if name == "lm_head.weight" and config.tying == "all":
+            name = "shared.weight"
+        if name == "shared.weight" and name not in state:
+            name = "encoder.embed_tokens.weight"
+        return state[name]
+
+    out = {ours: torch.cat([get(t) for t in theirs]) for ours, theirs in names(config)}
     out["tgt_embed.tokens.weight"] = out["src_embed.tokens.weight"]
     return out
 
@@ -217,15 +222,16 @@ def sentinels(folder: Path, pieces: int) -> dict[str, int]:
     one, else T5's layout after ``pieces`` SentencePiece pieces (``extra_ids`` of them, 100 by
     default, ``<extra_id_0>`` last)."""
     from ..reading import read_json
+    from .folder import hf_file
 
-    path = folder / "tokenizer.json"
+    path = hf_file(folder, "tokenizer.json")
     if path.is_file():
         added = read_json(path).get("added_tokens", [])
         found = {t["content"]: int(t["id"]) for t in added
                  if isinstance(t, dict) and SENTINEL_PATTERN.fullmatch(str(t.get("content", "")))}
         if found:
             return found
-    config = folder / "tokenizer_config.json"
+    config = hf_file(folder, "tokenizer_config.json")
     extra = read_json(config).get("extra_ids", 100) if config.is_file() else 100
     if not isinstance(extra, int) or extra < 0:
         raise TransduceError(f"{config}: extra_ids = {extra!r} should be a count")

@@ -76,16 +76,23 @@ def config_from_vit(hf: dict, source: str, processor: Optional[dict]) -> ModelCo
         channels=channels,
         image_mean=tuple(mean),
         image_std=tuple(std),
-        classes=len(labels(hf)),
+        classes=label_count(hf),
         max_positions=(size // patch) ** 2 + 1,
     )
+
+
+def label_count(hf: dict) -> int:
+    """``num_labels``, else as many as ``id2label`` names, else 2 (as transformers counts)."""
+    names = hf.get("id2label") or {}
+    if not isinstance(names, dict):
+        raise TransduceError(f"id2label = {str(names)[:40]!r} should be an object (id -> name)")
+    return hf.get("num_labels", len(names) or 2)
 
 
 def labels(hf: dict) -> list[str]:
     """The class names in label order (``id2label``; ``LABEL_i`` as transformers names them)."""
     names = hf.get("id2label") or {}
-    count = hf.get("num_labels", len(names) or 2)
-    return [str(names.get(str(i), names.get(i, f"LABEL_{i}"))) for i in range(count)]
+    return [str(names.get(str(i), names.get(i, f"LABEL_{i}"))) for i in range(label_count(hf))]
 
 
 def vit_to_transduce(state: dict[str, torch.Tensor], config: ModelConfig
