@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from .config import DecodeConfig
 from .data.trees import PLACEHOLDER, TreeError, delinearize, repair
 from .decoding import BracketRules, BracketVocabulary, translate_ids
-from .errors import TransduceError
+from .errors import TransduceError, listed
 from .runtime import compile_choice
 from .translator import Translator, search_settings
 
@@ -83,7 +83,7 @@ class Parser:
             raise TransduceError("parsing searches for the best tree: sampling, --nbest and "
                                  "--min-len do not apply")
         translator = self.translator
-        lines = list(lines)
+        lines = listed(lines, "lines (one sentence each)", "Parser.parse")
         todo = [i for i, line in enumerate(lines) if line.strip()]
         words = [lines[i].split() for i in todo]
         numbers = [first_line + i for i in todo]

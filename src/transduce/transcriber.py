@@ -21,7 +21,7 @@ from .config import DecodeConfig
 from .data.audio import HOP, SAMPLE_RATE, log_mel, read_audio, read_table
 from .data.speech import pad_frames, target_vocabulary
 from .decoding import translate_ids
-from .errors import DataError, TransduceError
+from .errors import DataError, TransduceError, listed
 from .evaluate import error_rate
 from .runtime import autocast, pick_device, resolve_precision
 
@@ -144,9 +144,50 @@ class Transcriber:
             out.append(frames.numpy())
         return out
 
+    def check(self, files: Sequence[Path]) -> None:
+        """Every recording readable and short enough for the model, from the files' headers, before
+        any is transcribed: one DataError naming each that is not (the first ten)."""
+        import math
+
+        import soundfile
+
+        problems = []
+        for path in files:
+            try:
+                info = soundfile.info(str(path))
+            except (RuntimeError, soundfile.LibsndfileError, OSError) as error:
+                problems.append(f"{path}: not a readable recording ({error})")
+                continue
+            samples = round(info.frames * SAMPLE_RATE / info.samplerate) if info.samplerate else 0
+            seconds = samples / SAMPLE_RATE
+            if self.whisper:
+                limit = self.whisper["chunk_samples"]
+                if samples > limit:
+                    problems.append(f"{path}: {seconds:.1f} s, longer than the "
+                                    f"{limit / SAMPLE_RATE:.0f} s Whisper reads at a time")
+                continue
+            positions = samples // HOP  # frames, then the front end's convolutions' outputs
+            for stride in self.model.src_embed.strides:
+                positions = math.ceil(positions / stride)
+            if positions > self.config.audio_positions:
+                most = self.config.audio_positions * self.config.subsample * HOP / SAMPLE_RATE
+                problems.append(f"{path}: {seconds:.1f} s, longer than the about {most:.0f} s "
+                                "the model's encoder positions hold")
+        if problems:
+            from .data.corpus import unusable
+
+            raise unusable(f"{len(problems)} of {len(files):,} recordings cannot be transcribed "
+                           "(cut long ones into shorter recordings; long-form transcription is "
+                           "not supported)", problems)
+
     def transcribe(self, files: Sequence[Path], chunk: int = 64) -> Iterator[str]:
         """The transcript of each file, in order, yielded as each chunk of ``chunk`` recordings
-        is done."""
+        is done; every file is checked (``check``) before the first is transcribed."""
+        files = listed(files, "recordings", "Transcriber.transcribe")
+        self.check(files)
+        return self._transcribe(files, chunk)
+
+    def _transcribe(self, files: list[Path], chunk: int) -> Iterator[str]:
         for start in range(0, len(files), chunk):
             frames = self.features(files[start:start + chunk])
             yield from self.transcribe_features(frames)

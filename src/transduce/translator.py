@@ -17,7 +17,7 @@ from .choice import resolve
 from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Ensemble, forced_attention, translate_ids
-from .errors import TransduceError
+from .errors import TransduceError, listed
 from .runtime import compile_choice, pick_device
 
 __all__ = ["Translator"]
@@ -245,6 +245,7 @@ class Translator:
         number of ``lines[0]`` in the user's input, for messages. For several hypotheses per line
         with their scores, ``translate_nbest``.
         """
+        lines = listed(lines, "lines", "Translator.translate")
         decode = search_settings(decode, options)
         if decode.nbest > 1:
             raise TransduceError(f"nbest={decode.nbest}: translate returns one translation per "
@@ -269,7 +270,7 @@ class Translator:
         log-probability for beam search, the log-probability for greedy search and sampling. Options
         as ``translate``'s."""
         decode = search_settings(decode, options)
-        lines = list(lines)
+        lines = listed(lines, "lines", "Translator.translate_nbest")
         results: list[list[tuple[str, float]]] = [[] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]  # empty lines stay empty
         numbers = [first_line + i for i in todo]

@@ -19,7 +19,7 @@ import torch
 from .checkpoint import load_model_from
 from .choice import resolve
 from .data.images import SUFFIXES, read_images, scan
-from .errors import TransduceError
+from .errors import TransduceError, listed
 from .runtime import autocast, pick_device, resolve_precision
 
 
@@ -108,6 +108,7 @@ class Classifier:
     def classify(self, files: Sequence[Path], top_k: int = 5, resize: bool = False
                  ) -> list[list[tuple[str, float]]]:
         """For each file, its ``top_k`` classes with their probabilities, most probable first."""
+        files = listed(files, "image files", "Classifier.classify")
         probs = self.probabilities(self.read(files, resize))
         k = min(top_k, len(self.classes))
         values, indices = probs.topk(k, dim=-1)

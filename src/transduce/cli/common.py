@@ -215,3 +215,14 @@ def describe(translator) -> str:
     """The checkpoint a translator came from, or an ensemble's checkpoints."""
     folders = translator.info.get("ensemble")
     return f"an ensemble of {', '.join(folders)}" if folders else str(translator.folder)
+
+
+def warn_if_silent(empty: int, total: int, what: str, folder) -> None:
+    """Say on stderr when every output (``empty`` of ``total``) is empty: a score of a model that
+    writes nothing (a CER of exactly 100%) is not a measure of what it learned."""
+    import sys
+
+    if total and empty == total:
+        print(f"warning: every {what} is empty: {folder} writes nothing for these inputs (a model "
+              "early in its training; `transduce info RUN` lists its checkpoints and their "
+              "validation scores)", file=sys.stderr)

@@ -17,6 +17,7 @@ from .common import (
     read_text_lines,
     set_threads,
     text_files,
+    warn_if_silent,
 )
 
 
@@ -190,6 +191,7 @@ def _audio(args) -> int:
                                    decode_config(args))
     result = transcriber.evaluate(args.audio)
     hyps = result.pop("hypotheses")
+    warn_if_silent(sum(not h.strip() for h in hyps), len(hyps), "transcript", transcriber.folder)
     if args.save_hyp:
         write_text(args.save_hyp, "".join(h + "\n" for h in hyps),
                    [args.audio, transcriber.folder], what="--save-hyp")

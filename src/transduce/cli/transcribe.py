@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .common import add_decode_options, add_runtime_options, announce, decode_config, set_threads
+from .common import (add_decode_options, add_runtime_options, announce, decode_config, set_threads,
+                     warn_if_silent)
 
 
 def add_parser(sub) -> None:
@@ -39,9 +40,12 @@ def run(args) -> int:
     transcriber = Transcriber.load(args.model, args.device, args.precision, decode,
                                    args.language, args.task)
     files = [path for path, _ in inputs]
+    empty = 0
     for path, text in zip(files, transcriber.transcribe(files)):
+        empty += not text.strip()
         if args.json:
             print(json.dumps({"audio": str(path), "text": text}, ensure_ascii=False), flush=True)
         else:
             print(f"{path}\t{text}", flush=True)
+    warn_if_silent(empty, len(files), "transcript", transcriber.folder)
     return 0

@@ -55,6 +55,7 @@ class Progress:
     best_accuracy: float = -1.0  # classifiers: the highest validation accuracy
     best_cer: float = -1.0  # speech: the lowest validation character error rate (-1: none yet)
     best_step: int = 0
+    best_silent: int = 0  # 1 when best/'s validation outputs were all empty (it writes nothing)
     validations_since_best: int = 0
     skipped_updates: int = 0
     valid_seconds: float = 0.0  # time spent validating, over every process

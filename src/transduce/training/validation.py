@@ -61,22 +61,28 @@ class Validation:
             return
         if self.data.images:
             better = result["accuracy"] > p.best_accuracy
-            if better:
-                p.best_accuracy = result["accuracy"]
         elif self.data.speech:
             better = p.best_cer < 0 or result["cer"] < p.best_cer
-            if better:
-                p.best_cer = result["cer"]
         elif self.data.lm:
             better = p.best_ppl == 0 or result["ppl"] < p.best_ppl
-            if better:
-                p.best_ppl = result["ppl"]
         else:
             # chrF breaks ties
             better = (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf)
-            if better:
-                p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
+        # a model that writes nothing is never better than one that writes, whatever the score
+        # (an empty transcript's CER is 100%, below that of one that inserts words)
+        silent = result.get("empty") == 1.0
+        if p.best_step > 0 and silent != bool(p.best_silent):
+            better = not silent
         if better:
+            if self.data.images:
+                p.best_accuracy = result["accuracy"]
+            elif self.data.speech:
+                p.best_cer = result["cer"]
+            elif self.data.lm:
+                p.best_ppl = result["ppl"]
+            else:
+                p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
+            p.best_silent = int(silent)
             p.best_step, p.validations_since_best = p.step, 0
             self.folder.save(state, self.checkpoint_info(), self.data.tokenizer_files, tc,
                              best=True)
@@ -102,6 +108,10 @@ class Validation:
             self.log(f"valid at step {p.step}: loss {result['loss']:.3f}, ppl {result['ppl']:.2f}, "
                      f"BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f} ({result['sentences']} "
                      f"sentences, {result['seconds']:.1f} s){extra}")
+        if silent:
+            self.log(f"  every validation output at step {p.step} is empty: the model writes "
+                     "nothing yet" + (" (kept as best/ until an update writes something)"
+                                      if better else "; best/ stays an update that writes"))
         if self.on_validate is not None:
             self.stop_reason = self.on_validate(result) or self.stop_reason
 
@@ -158,6 +168,7 @@ class Validation:
         scores = score(texts, references, tokenize=tc.bleu_tokenize)
         exact = sum(h == r for h, r in zip(texts, references)) / max(n, 1)
         return {
+            "empty": empty_share(texts),
             "loss": round(loss_sum / tokens, 4),
             "nll": round(nll_sum / tokens, 4),
             "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2),
@@ -192,7 +203,8 @@ class Validation:
         return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
                 "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2),
                 "cer": round(error_rate(texts, references, "char")["rate"], 6),
-                "wer": round(error_rate(texts, references, "word")["rate"], 6), "recordings": n}
+                "wer": round(error_rate(texts, references, "word")["rate"], 6), "recordings": n,
+                "empty": empty_share(texts)}
 
     def _language_model_scores(self, model) -> dict:
         """A language model's loss and perplexity of its objective on every validation block."""
@@ -233,3 +245,8 @@ class Validation:
         n = max(len(ds), 1)
         return {"loss": round(loss_sum / n, 4), "nll": round(nll_sum / n, 4),
                 "accuracy": round(correct / n, 6), "images": len(ds)}
+
+
+def empty_share(texts: list[str]) -> float:
+    """The share of ``texts`` that are empty (1.0: the model wrote nothing at all)."""
+    return round(sum(not t.strip() for t in texts) / max(len(texts), 1), 4)
