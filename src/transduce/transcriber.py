@@ -23,6 +23,7 @@ from .data.speech import pad_frames, target_vocabulary
 from .decoding import translate_ids
 from .errors import DataError, TransduceError, listed
 from .evaluate import error_rate
+from .lm import not_for
 from .runtime import autocast, pick_device, resolve_precision
 
 AUDIO_SUFFIXES = (".flac", ".wav", ".ogg", ".aiff", ".aif", ".au")
@@ -115,9 +116,7 @@ class Transcriber:
         precision = resolve_precision(precision, dev, inference=True)
         model, info = load_model_from(folder, dev)
         if model.config.input != "audio":
-            raise TransduceError(f"{path} is not a speech model (it reads {model.config.input}); "
-                                 "use `transduce translate`, `classify`, `generate` or "
-                                 "`fill-mask` with it")
+            raise not_for(path, model.config, "transcribe recordings")
         if decode is not None and decode.ctc_weight and model.ctc is None:
             raise TransduceError(f"--ctc-weight {decode.ctc_weight}: {path} has no CTC head (it "
                                  "was trained with ctc_weight=0); transcribe without it")

@@ -85,12 +85,9 @@ class Translator:
         model, info = load_model_from(folder, dev)
         c = model.config
         if c.classes or c.architecture != "encoder-decoder" or c.input == "audio":
-            from .lm import use_for
+            from .lm import not_for
 
-            kind = ("a classifier" if c.classes else "a speech model" if c.input == "audio" else
-                    f"a {c.architecture} language model")
-            raise TransduceError(f"{path} is {kind}, which does not translate; use "
-                                 f"`{use_for(c)}` with it")
+            raise not_for(path, c, "translate")
         if precision == "int8":
             from .inference import quantize_encoder
 

@@ -20,6 +20,7 @@ from .checkpoint import load_model_from
 from .choice import resolve
 from .data.images import SUFFIXES, read_images, scan
 from .errors import TransduceError, listed
+from .lm import not_for
 from .runtime import autocast, pick_device, resolve_precision
 
 
@@ -78,9 +79,7 @@ class Classifier:
             raise TransduceError("--precision int8 is for translation models; use fp32 or bf16")
         model, info = load_model_from(folder, dev)
         if model.config.input != "image":
-            raise TransduceError(f"{path} is not an image classifier (it reads "
-                                 f"{model.config.input}); use `transduce translate`, `generate` "
-                                 "or `fill-mask` with it")
+            raise not_for(path, model.config, "classify images")
         return cls(model, info, dev, precision, folder)
 
     def read(self, files: Sequence[Path], resize: bool = False) -> torch.Tensor:

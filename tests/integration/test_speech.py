@@ -147,7 +147,8 @@ def test_speech_and_other_inputs_do_not_mix(tones, trained, tmp_path, reverse_ru
           "--max-steps", "1"], "holds recordings: train a speech model on it"),
         (["train", str(reverse_run / "data"), "--out", str(tmp_path / "b"), "--preset",
           "speech-small", "--max-steps", "1"], "the model reads recordings (input='audio')"),
-        (["transcribe", str(reverse_run / "run"), str(silent)], "is not a speech model"),
+        (["transcribe", str(reverse_run / "run"), str(silent)],
+         "is a translation model, which does not transcribe recordings; use `transduce translate`"),
         (["transcribe", str(trained), str(tmp_path / "missing.flac")], "no such file or folder"),
         (["transcribe", str(trained), str(silent)], "silent"),
         (["translate", str(trained)], "is a speech model, which does not translate; use "

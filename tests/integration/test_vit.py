@@ -145,9 +145,9 @@ def test_images_and_text_do_not_mix(bars, trained, tmp_path, reverse_run):
         (["train", str(reverse_run / "data"), "--out", str(tmp_path / "b"), "--preset",
           "vit-tiny", "--max-steps", "1"], "the model reads images (input='image')"),
         (["classify", str(reverse_run / "run"), str(bars / "test")],
-         "is not an image classifier"),
+         "is a translation model, which does not classify images; use `transduce translate`"),
         (["classify", str(trained), str(tmp_path / "missing.png")], "no such file or folder"),
-        (["translate", str(trained)], "is a classifier, which does not translate; use "
+        (["translate", str(trained)], "is an image classifier, which does not translate; use "
                                       "`transduce classify`"),
         (["fill-mask", str(trained), "a <mask>"], "is a classifier, not a language model"),
         (["serve", str(trained)], "is a classifier"),

@@ -19,19 +19,26 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..checkpoint import read_info
+    from ..config import ModelConfig
     from ..interop.huggingface import import_hf
+    from ..lm import use_for
 
     folder = import_hf(args.hf_dir, args.out)
     info = read_info(folder)
-    architecture = info["model"].get("architecture", "encoder-decoder")
-    if info["model"].get("input") == "image":
-        print(f"imported {args.hf_dir} into {folder} (an image classifier of "
-              f"{len(info.get('classes', []))} classes); try: transduce classify {args.out} "
-              "IMAGE.png")
-    elif architecture != "encoder-decoder":
-        print(f"imported {args.hf_dir} into {folder} (a model of the {architecture} architecture, "
-              "without a tokenizer: use it from "
-              "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
+    config = ModelConfig.from_dict(info["model"])
+    use = {"transduce classify": "IMAGE.png", "transduce transcribe": "RECORDING.flac"}
+    if config.input == "image":
+        what = f" (an image classifier of {len(info.get('classes', []))} classes)"
+    elif config.input == "audio":
+        what = " (a speech model: Whisper's)"
+    elif config.architecture != "encoder-decoder":
+        print(f"imported {args.hf_dir} into {folder} (a model of the {config.architecture} "
+              "architecture, without a tokenizer: use it from Python on token ids, e.g. "
+              "transduce.checkpoint.load_model_from)")
+        return 0
     else:
-        print(f"imported {args.hf_dir} into {folder}; try: transduce translate {args.out}")
+        what = ""
+    command = use_for(config)
+    print(f"imported {args.hf_dir} into {folder}{what}; try: {command} {args.out} "
+          f"{use.get(command, '')}".rstrip())
     return 0

@@ -196,10 +196,13 @@ def export_whisper(model_path: str | Path, out: str | Path) -> Path:
     folder = resolve(model_path)
     model, info = load_model_from(folder)
     config = model.config
-    check_exportable(config)
     whisper: Optional[dict] = info.get("whisper")
-    _require(whisper is not None, f"{folder}: a model with a character vocabulary has no Whisper "
-                                  "tokenizer; --to hf exports speech models imported from Whisper")
+    _require(whisper is not None, f"{folder}: a speech model trained here (its targets are "
+             "characters or its own pieces, not Whisper's tokenizer) has no Hugging Face class "
+             "that holds it; only a model imported from Whisper (import-hf, then fine-tuned or not) "
+             "exports, to Whisper's own folder. Use this one with `transduce transcribe` or "
+             "`transduce serve`")
+    check_exportable(config)
     state = {k: v for k, v in model.state_dict().items() if not k.startswith("ctc.")}
     with output_dir(out, "hf export", [folder], what="the export folder") as tmp:
         save_file(transduce_to_whisper(state, config), str(tmp / "model.safetensors"),
