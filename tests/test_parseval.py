@@ -85,6 +85,28 @@ def test_totals_are_summed_over_sentences_before_dividing():
     assert table[6].split()[3:5] == ["83.33", "100.00"]
 
 
+def test_a_sentence_without_words_once_punctuation_goes_is_skipped_as_evalb_does():
+    """EVALB's status 2: counted among the sentences, in none of the scores; complete match and
+    crossing are shares of the valid sentences."""
+    gold = [(1, tree("( (S (NP (DT a)) (VP (VB b))) )")), (2, tree("( (FRAG (. .)) )")),
+            (3, tree("( (S (NP (DT a)) (VP (VB b))) )"))]
+    test = [(1, tree("( (S (XX a) (XX b)) )")), (2, tree("( (X (XX .)) )")),
+            (3, tree("( (S (NP (XX a)) (VP (XX b))) )"))]
+    report = parseval(gold, test)
+    d = report.all.as_dict()
+    assert (d["sentences"], d["skipped"], report.all.valid) == (3, 1, 2)
+    assert d["complete_match"] == 50.0 and d["no_crossing"] == 100.0  # of 2, not of 3
+    assert [r.skipped for r in report.rows] == [False, True, False]
+    assert list(report.table())[4].split()[:3] == ["2", "1", "2"]  # its row's status
+    assert "Number of Valid sentence  =      2" in list(report.summary())
+
+
+def test_a_words_round_brackets_equal_the_treebanks_spelling_of_them():
+    gold = [(1, tree("( (S (NN IL-2(+)) (NN cells)) )"))]
+    row_ = parseval(gold, [(1, tree("( (S (XX IL-2-LRB-+-RRB-) (XX cells)) )"))]).rows[0]
+    assert row_.matched == row_.gold == 1
+
+
 def test_words_that_differ_are_an_error_naming_the_line():
     gold = [(7, tree("( (S (NP (DT a)) (VP (VB b))) )"))]
     with pytest.raises(TreeError, match=r"line 7: word 2 is 'b' in the gold tree but 'c'"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -149,3 +150,50 @@ def test_a_prepared_folder_is_reused_until_a_file_is_missing(folder, tmp_path):
     prepare_images(folder, tmp_path / "data", log=said.append)
     assert any("train.labels.bin is missing; preparing again" in line for line in said)
     assert len(ImageSet(tmp_path / "data", "train")) == 60
+
+
+def test_every_mode_read_is_read_without_loss_or_refused_by_name(tmp_path):
+    """16- and 32-bit grey whose values fit in 8 bits, opaque images with alpha and palettes are
+    read exactly; values over 255, transparency and other colour spaces are refused, naming the
+    mode (Pillow's own conversions would clip, drop the alpha or guess the colours)."""
+    from transduce.data.images import image_channels, read_image
+
+    grey = np.arange(64, dtype=np.uint8).reshape(8, 8) * 3
+    colour = np.stack([grey, 255 - grey, grey // 2], axis=-1)
+    kept = {
+        "grey16.png": (Image.fromarray(grey.astype(np.uint16)), grey[None]),
+        "grey32.tif": (Image.fromarray(grey.astype(np.int32)), grey[None]),
+        "opaque-la.png": (Image.fromarray(np.dstack([grey, np.full_like(grey, 255)]), "LA"),
+                          grey[None]),
+        "opaque-rgba.png": (Image.fromarray(np.dstack([colour, np.full_like(grey, 255)]),
+                                            "RGBA"), colour.transpose(2, 0, 1)),
+        "palette.png": (Image.fromarray(colour).quantize(256), None),
+    }
+    for name, (image, pixels) in kept.items():
+        image.save(tmp_path / name)
+        read = read_image(tmp_path / name, image_channels(tmp_path / name))
+        expected = pixels if pixels is not None else np.asarray(
+            image.convert("RGB")).transpose(2, 0, 1)
+        assert np.array_equal(read, expected), name
+    refused = {
+        "wide.png": (Image.fromarray(grey.astype(np.uint16) * 300), "16-bit grey pixels (Pillow "
+                     "mode I;16) with values from 0 to 56700"),
+        "alpha.png": (Image.fromarray(np.dstack([colour, np.full_like(grey, 128)]), "RGBA"),
+                      "transparent pixels (Pillow mode RGBA, alpha down to 128)"),
+        "print.jpg": (Image.fromarray(colour).convert("CMYK"), "colour space CMYK"),
+    }
+    for name, (image, message) in refused.items():
+        image.save(tmp_path / name)
+        with pytest.raises(DataError, match=re.escape(f"{tmp_path / name}: {message}")):
+            read_image(tmp_path / name, 3)
+
+
+def test_a_decompression_bomb_is_a_message_wherever_the_image_is_opened(tmp_path):
+    from transduce.data.images import image_channels, read_image
+
+    from ..integration.test_user_errors_inputs import bomb_png
+
+    bomb_png(tmp_path / "bomb.png")
+    for read in (lambda p: image_channels(p), lambda p: read_image(p, 1)):
+        with pytest.raises(DataError, match="bomb.png: not a readable image .*decompression bomb"):
+            read(tmp_path / "bomb.png")

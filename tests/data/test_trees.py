@@ -4,6 +4,7 @@ linearized and read back, on hand-written trees and on the CRAFT treebank."""
 from __future__ import annotations
 
 import gzip
+import re
 
 import pytest
 
@@ -61,13 +62,15 @@ def test_a_bracketing_over_several_lines_with_its_empty_root_and_bracket_words()
 @pytest.mark.parametrize(
     "text, where",
     [
-        ("( (S (NP (NN a)) )", "ends before its brackets close"),
+        ("( (S (NP (NN a)) )", "line 1: the tree that begins here never closes its brackets"),
+        ("(S (NN a))\n(S (NN b)\n(S (NN c))\n", "line 2: the tree that begins here never closes "
+         "its brackets (1 still open at the end of the file); line 3 begins with '('"),
         ("(S (NP (NN a)))\n(S (NP))", "line 2: an empty constituent"),
         ("(S (NN a)) x", "expected '('"),
     ],
 )
 def test_a_broken_bracketing_names_its_line(text, where):
-    with pytest.raises(TreeError, match=where.replace("(", "\\(")):
+    with pytest.raises(TreeError, match=re.escape(where)):
         list(parse_trees(text))
 
 

@@ -257,3 +257,19 @@ def test_every_rank_checks_the_run_folder_before_rank_0_writes_into_it(data, tmp
     _trainer(data, out)
     assert seen == [False]
     assert (out / "config.json").is_file()
+
+
+def test_an_update_that_writes_nothing_never_replaces_one_that_writes():
+    """best/ by the score, except between an update whose validation outputs are all empty and one
+    that writes: an empty transcript's CER (100%) is lower than that of one inserting words."""
+    from transduce.training.run_folder import Progress
+    from transduce.training.validation import empty_share, replaces_best
+
+    first = Progress(step=100)
+    assert replaces_best(True, True, first)  # the first validation is best/, whatever it writes
+    silent_best = Progress(step=300, best_step=100, best_silent=1)
+    assert replaces_best(False, False, silent_best)  # a worse CER, but it writes
+    writing_best = Progress(step=300, best_step=200, best_silent=0)
+    assert not replaces_best(True, True, writing_best)  # a better CER by writing nothing
+    assert replaces_best(True, False, writing_best) and not replaces_best(False, False, writing_best)
+    assert (empty_share(["", " ", "a"]), empty_share(["", ""])) == (0.6667, 1.0)

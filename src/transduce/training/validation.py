@@ -68,11 +68,8 @@ class Validation:
         else:
             # chrF breaks ties
             better = (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf)
-        # a model that writes nothing is never better than one that writes, whatever the score
-        # (an empty transcript's CER is 100%, below that of one that inserts words)
         silent = result.get("empty") == 1.0
-        if p.best_step > 0 and silent != bool(p.best_silent):
-            better = not silent
+        better = replaces_best(better, silent, p)
         if better:
             if self.data.images:
                 p.best_accuracy = result["accuracy"]
@@ -250,3 +247,13 @@ class Validation:
 def empty_share(texts: list[str]) -> float:
     """The share of ``texts`` that are empty (1.0: the model wrote nothing at all)."""
     return round(sum(not t.strip() for t in texts) / max(len(texts), 1), 4)
+
+
+def replaces_best(better_by_score: bool, silent: bool, progress) -> bool:
+    """Whether a validation's update becomes best/: by its score, except that an update whose
+    outputs are all empty (``silent``) never replaces one that writes, and one that writes always
+    replaces one that writes nothing (an empty transcript's CER is 100%, below the CER of one that
+    inserts words: the score alone would keep a model that writes nothing)."""
+    if progress.best_step > 0 and silent != bool(progress.best_silent):
+        return not silent
+    return better_by_score
