@@ -148,7 +148,8 @@ class Report:
         yield " ID  Len.  Stat. Recal  Prec.  Bracket gold test Bracket Words"
         yield "=" * 64
         for r in self.rows:
-            yield (f"{r.line:4d}  {r.length:3d}    {2 if r.skipped else 0}  {r.recall:6.2f} {r.precision:6.2f}   "
+            status = 2 if r.skipped else 0
+            yield (f"{r.line:4d}  {r.length:3d}    {status}  {r.recall:6.2f} {r.precision:6.2f}   "
                    f"{r.matched:3d}    {r.gold:3d}  {r.test:3d}    {r.crossing:3d}   {r.words:4d}")
         yield "=" * 64
         yield from self.summary()

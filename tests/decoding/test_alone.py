@@ -1,6 +1,7 @@
 """Every constraint and scorer of a search leaves each sentence's output as it is searched alone,
-whatever its batch-mates: the bracket rules (a parser's), the length rules (--min-len, --max-len-a/b),
-forced prefixes, and the joint CTC scorer (a speech model's, with recordings of other lengths)."""
+whatever its batch-mates: the bracket rules (a parser's), the length rules (--min-len,
+--max-len-a/b), forced prefixes, and the joint CTC scorer (a speech model's, recordings of other
+lengths)."""
 
 from __future__ import annotations
 

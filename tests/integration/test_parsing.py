@@ -189,7 +189,7 @@ def test_bad_input_is_a_message_naming_file_and_line_and_nothing_is_written(
     assert (
         result.returncode == 2
         and "train.trees, line 2" in result.stderr
-        and "brackets close" in result.stderr
+        and "never closes its brackets" in result.stderr
     )
     assert not (bad / "data").exists()
     clash = cli("prepare", "--trees", "--train-prefix", str(bad / "train"), "--src", "en", "--out",

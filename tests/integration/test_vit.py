@@ -150,7 +150,7 @@ def test_images_and_text_do_not_mix(bars, trained, tmp_path, reverse_run):
         (["translate", str(trained)], "is an image classifier, which does not translate; use "
                                       "`transduce classify`"),
         (["fill-mask", str(trained), "a <mask>"], "is a classifier, not a language model"),
-        (["serve", str(trained)], "is a classifier"),
+        (["serve", str(trained)], "is an image classifier"),
         (["attention", str(trained), "--image", str(bars / "test"), "--src", "a b",
           "--out", str(tmp_path / "x.png")], "--src and --tgt are for translation models"),
         (["evaluate", str(trained), "--images", str(bars / "test"), "--ref", "x"],

@@ -199,7 +199,7 @@ def export_whisper(model_path: str | Path, out: str | Path) -> Path:
     whisper: Optional[dict] = info.get("whisper")
     _require(whisper is not None, f"{folder}: a speech model trained here (its targets are "
              "characters or its own pieces, not Whisper's tokenizer) has no Hugging Face class "
-             "that holds it; only a model imported from Whisper (import-hf, then fine-tuned or not) "
+             "that holds it; only a model imported from Whisper (import-hf, fine-tuned or not) "
              "exports, to Whisper's own folder. Use this one with `transduce transcribe` or "
              "`transduce serve`")
     check_exportable(config)
