@@ -140,7 +140,8 @@ IGNORED: dict[str, tuple[str, ...]] = {
     "marian": (r"model\.shared\.weight", r"model\.(en|de)coder\.embed_positions\.weight"),
     # the per-stack copies of the shared embedding
     "t5": (r"(en|de)coder\.embed_tokens\.weight",),
-    "vit": (),
+    # the pooler of a ViTModel checkpoint, which ViTForImageClassification does not use either
+    "vit": (r"vit\.pooler\..*",),
     "whisper": (),
     # the causal-mask buffers older versions saved
     "gpt2": (r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",),
