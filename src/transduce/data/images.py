@@ -149,22 +149,24 @@ def image_channels(path: Path) -> int:
 
 
 def read_images(paths: Sequence[Path], channels: int, size: tuple[int, int], resize: bool,
-                what: str = "images", out: Optional[np.ndarray] = None) -> np.ndarray:
+                what: str = "images", out: Optional[np.ndarray] = None,
+                bad: Optional[list[str]] = None) -> np.ndarray:
     """``(N, C, H, W)`` uint8 of ``paths`` (into ``out``, e.g. a file's memory map, if given);
     every unreadable or odd-sized file is named (the first ten) in one DataError, after all are
-    tried."""
+    tried (or added to ``bad``, for the caller to name with those of other splits)."""
     from tqdm.auto import tqdm
 
     if out is None:
         out = np.empty((len(paths), channels, size[1], size[0]), dtype=np.uint8)
-    bad: list[str] = []
+    collect = bad is not None
+    bad = bad if bad is not None else []
     for i, path in enumerate(tqdm(paths, desc=f"reading {what}", unit=" images", leave=False,
                                   disable=None)):
         try:
             out[i] = read_image(path, channels, size, resize)
         except DataError as error:
             bad.append(str(error))
-    if bad:
+    if bad and not collect:
         raise unusable(f"{len(bad)} of {len(paths):,} {what} cannot be used", bad)
     return out
 
@@ -228,19 +230,23 @@ def prepare_images(images: str | Path, out: str | Path, valid: Optional[str | Pa
                 "classes": classes, "channels": channels, "image_size": size[0],
                 "fingerprint": fp, "inputs": {"images": str(images), "valid": str(valid or "")},
                 "splits": {}}
+        bad: list[str] = []  # every split's unusable images, named together
         for split, pairs in splits.items():
             # written as they are read: memory stays flat however many images there are
             pixels = np.memmap(tmp / f"{split}.images.bin", np.uint8, "w+",
                                shape=(len(pairs), channels, size[1], size[0]))
             read_images([p for p, _ in pairs], channels, size, image_size is not None,
-                        f"{split} images", out=pixels)
+                        f"{split} images", out=pixels, bad=bad)
             pixels.flush()
             del pixels
             labels = np.asarray([label for _, label in pairs], dtype=np.int64)
             labels.tofile(tmp / f"{split}.labels.bin")
             counts = np.bincount(labels, minlength=len(classes))
             meta["splits"][split] = {"images": len(pairs), "per_class": counts.tolist()}
-            say(f"{split}: {len(pairs):,} images, {len(classes)} classes "
+        if bad:
+            raise unusable(f"{len(bad)} of {len(every):,} images cannot be used", bad)
+        for split, counts in ((k, np.asarray(v["per_class"])) for k, v in meta["splits"].items()):
+            say(f"{split}: {int(counts.sum()):,} images, {len(classes)} classes "
                 f"({int(counts.min()):,} to {int(counts.max()):,} a class)")
         meta["seconds"] = round(time.time() - start, 2)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
