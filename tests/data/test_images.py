@@ -197,3 +197,17 @@ def test_a_decompression_bomb_is_a_message_wherever_the_image_is_opened(tmp_path
     for read in (lambda p: image_channels(p), lambda p: read_image(p, 1)):
         with pytest.raises(DataError, match="bomb.png: not a readable image .*decompression bomb"):
             read(tmp_path / "bomb.png")
+
+
+def test_every_splits_unusable_images_are_named_together_before_any_summary(tmp_path):
+    write_image_folder(tmp_path / "train", 3)
+    write_image_folder(tmp_path / "valid", 2)
+    Image.fromarray(np.full((8, 8), 4000, np.uint16)).save(tmp_path / "train" / "down" / "0.png")
+    Image.fromarray(np.full((8, 8), 4000, np.uint16)).save(tmp_path / "valid" / "down" / "1.png")
+    said: list[str] = []
+    with pytest.raises(DataError, match=r"2 of 15 images cannot be used:\n  .*train/down/0.png: "
+                                        r"16-bit.*\n  .*valid/down/1.png: 16-bit"):
+        prepare_images(tmp_path / "train", tmp_path / "data", valid=tmp_path / "valid",
+                       log=said.append)
+    assert not any(line.startswith(("train:", "valid:")) for line in said)
+    assert not (tmp_path / "data").exists()
