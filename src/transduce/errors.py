@@ -1,5 +1,7 @@
 """Errors meant for the person at the keyboard: the CLI prints them without a traceback."""
 
+import os
+
 
 class TransduceError(Exception):
     """A problem the user can fix; the message says which file, which line, and what to do."""
@@ -16,8 +18,6 @@ class TrainingError(TransduceError):
 def listed(value, what: str, call: str) -> list:
     """``value`` (lines, files) as a list; one string or path where a list of them is expected is
     refused (iterating it would take it one character at a time)."""
-    import os
-
     if isinstance(value, (str, bytes, os.PathLike)):
         shown = repr(value if not isinstance(value, os.PathLike) else str(value))
         raise TransduceError(f"{call} takes a list of {what}, not one "

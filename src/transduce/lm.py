@@ -28,13 +28,17 @@ def use_for(config) -> str:
             if config.input == "audio" else USE[config.architecture])
 
 
-def not_for(path, config, verb: str) -> TransduceError:
-    """The error for a model given to a command it is not for: what it is, and its command."""
-    kind = ("an image classifier" if config.classes else "a speech model" if config.input ==
+def describe(config) -> str:
+    """What a model of ``config`` is, in words (the kinds ``use_for`` tells apart)."""
+    return ("an image classifier" if config.classes else "a speech model" if config.input ==
             "audio" else "a translation model" if config.architecture == "encoder-decoder" else
             f"a {config.architecture} language model")
-    return TransduceError(f"{path} is {kind}, which does not {verb}; use `{use_for(config)}` "
-                          "with it")
+
+
+def not_for(path, config, verb: str) -> TransduceError:
+    """The error for a model given to a command it is not for: what it is, and its command."""
+    return TransduceError(f"{path} is {describe(config)}, which does not {verb}; use "
+                          f"`{use_for(config)}` with it")
 
 
 class LanguageModel:

@@ -125,20 +125,16 @@ class Transcriber:
                                  "tokenizer: it was not written by transduce's training or import")
         return cls(model, info, dev, precision, decode, folder, language, task)
 
-    def features(self, files: Sequence[Path]) -> list[np.ndarray]:
+    def features(self, files: Sequence[Path], checked: bool = False) -> list[np.ndarray]:
         """Each file's log-mel frames ``(T, n_mels)``; a file that cannot be used is an error
-        naming it."""
+        naming it (``check``, unless the caller ``checked`` them already)."""
+        if not checked:
+            self.check(files)
         out = []
         for path in files:
             samples = read_audio(path, SAMPLE_RATE)
             if self.whisper:  # padded with silence to the chunk Whisper reads, as its extractor
-                chunk = self.whisper["chunk_samples"]
-                if len(samples) > chunk:
-                    raise DataError(f"{path}: {len(samples) / SAMPLE_RATE:.1f} s is longer than "
-                                    f"the {chunk / SAMPLE_RATE:.0f} s Whisper reads at a time "
-                                    "(long-form transcription is not supported); cut it into "
-                                    "shorter recordings")
-                samples = np.pad(samples, (0, chunk - len(samples)))
+                samples = np.pad(samples, (0, self.whisper["chunk_samples"] - len(samples)))
             frames = log_mel(samples, n_mels=self.config.channels).T
             out.append(frames.numpy())
         return out
@@ -146,8 +142,6 @@ class Transcriber:
     def check(self, files: Sequence[Path]) -> None:
         """Every recording readable and short enough for the model, from the files' headers, before
         any is transcribed: one DataError naming each that is not (the first ten)."""
-        import math
-
         import soundfile
 
         problems = []
@@ -165,10 +159,7 @@ class Transcriber:
                     problems.append(f"{path}: {seconds:.1f} s, longer than the "
                                     f"{limit / SAMPLE_RATE:.0f} s Whisper reads at a time")
                 continue
-            positions = samples // HOP  # frames, then the front end's convolutions' outputs
-            for stride in self.model.src_embed.strides:
-                positions = math.ceil(positions / stride)
-            if positions > self.config.audio_positions:
+            if self.model.src_embed.positions(samples // HOP) > self.config.audio_positions:
                 most = self.config.audio_positions * self.config.subsample * HOP / SAMPLE_RATE
                 problems.append(f"{path}: {seconds:.1f} s, longer than the about {most:.0f} s "
                                 "the model's encoder positions hold")
@@ -188,7 +179,7 @@ class Transcriber:
 
     def _transcribe(self, files: list[Path], chunk: int) -> Iterator[str]:
         for start in range(0, len(files), chunk):
-            frames = self.features(files[start:start + chunk])
+            frames = self.features(files[start:start + chunk], checked=True)
             yield from self.transcribe_features(frames)
 
     def transcribe_features(self, frames: Sequence[np.ndarray]) -> list[str]:

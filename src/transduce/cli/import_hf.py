@@ -21,24 +21,17 @@ def run(args) -> int:
     from ..checkpoint import read_info
     from ..config import ModelConfig
     from ..interop.huggingface import import_hf
-    from ..lm import use_for
+    from ..lm import describe, use_for
 
     folder = import_hf(args.hf_dir, args.out)
-    info = read_info(folder)
-    config = ModelConfig.from_dict(info["model"])
-    use = {"transduce classify": "IMAGE.png", "transduce transcribe": "RECORDING.flac"}
-    if config.input == "image":
-        what = f" (an image classifier of {len(info.get('classes', []))} classes)"
-    elif config.input == "audio":
-        what = " (a speech model: Whisper's)"
-    elif config.architecture != "encoder-decoder":
-        print(f"imported {args.hf_dir} into {folder} (a model of the {config.architecture} "
-              "architecture, without a tokenizer: use it from Python on token ids, e.g. "
-              "transduce.checkpoint.load_model_from)")
+    config = ModelConfig.from_dict(read_info(folder)["model"])
+    what = describe(config) + (f" of {config.classes} classes" if config.classes else "")
+    if config.architecture != "encoder-decoder" and not config.classes:
+        print(f"imported {args.hf_dir} into {folder} ({what}, without a tokenizer: use it from "
+              "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
         return 0
-    else:
-        what = ""
     command = use_for(config)
-    print(f"imported {args.hf_dir} into {folder}{what}; try: {command} {args.out} "
-          f"{use.get(command, '')}".rstrip())
+    example = {"transduce classify": " IMAGE.png", "transduce transcribe": " RECORDING.flac"}
+    print(f"imported {args.hf_dir} into {folder} ({what}); try: {command} {args.out}"
+          f"{example.get(command, '')}")
     return 0

@@ -101,12 +101,10 @@ def export_ctranslate2(
     model_path: str | Path, out: str | Path, quantization: str | None = None
 ) -> Path:
     """Write a CTranslate2 model folder, with the SentencePiece files beside it for tokenizing."""
-    from ..checkpoint import read_info
-    from ..config import ModelConfig
-
     folder = resolve(model_path)
+    model, info = load_model_from(folder)
     # (what CTranslate2 cannot hold is said before asking for it to be installed)
-    if ModelConfig.from_dict(read_info(folder)["model"]).input == "image":
+    if model.config.input == "image":
         raise TransduceError(f"{folder}: an image classifier; CTranslate2 has none (it runs "
                              "translation, language and speech models): export it with --to hf")
     try:
@@ -114,7 +112,6 @@ def export_ctranslate2(
     except ImportError:
         raise TransduceError("exporting to CTranslate2 needs the optional package: "
                              "pip install 'transduce[ctranslate2]'") from None
-    model, info = load_model_from(folder)
     if model.config.positional == "relative":
         return _export_t5(folder, out, quantization)
     if model.config.input == "audio":

@@ -38,16 +38,15 @@ def check_numbers(hf: dict, source: str, at_least: dict[str, int] = {},
             raise TransduceError(f"{source}: {key} = {value!r} should be an integer")
         if value < least:
             raise TransduceError(f"{source}: {key} = {value} is out of range (at least {least})")
-    for key, low, high in [*((k, 0.0, 1.0) for k in fractions),
-                           *((k, 0.0, float("inf")) for k in positive)]:
+    ranges = [(key, lambda v: 0 <= v < 1, "from 0 up to 1") for key in fractions]
+    ranges += [(key, lambda v: 0 < v < float("inf"), "above 0") for key in positive]
+    for key, inside, span in ranges:
         if key not in hf or hf[key] is None:
             continue
         value = hf[key]
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise TransduceError(f"{source}: {key} = {value!r} should be a number")
-        inside = low <= value < high if high == 1.0 else low < value < high
-        if not inside:
-            span = "from 0 up to 1" if high == 1.0 else "above 0"
+        if not inside(value):
             raise TransduceError(f"{source}: {key} = {value} is out of range ({span})")
 
 

@@ -159,6 +159,13 @@ class AudioFeatures(nn.Module):
                              f"tensor of shape {tuple(features.shape)}")
         return ~features.isnan().all(-1)
 
+    def positions(self, frames: int) -> int:
+        """The encoder positions a recording of ``frames`` frames makes (each stride rounds up, as
+        ``real`` slices)."""
+        for stride in self.strides:
+            frames = -(-frames // stride)
+        return frames
+
     def real(self, features: Tensor) -> Tensor:
         """``(B, S)``: the encoder positions that hold a recording."""
         present = self.frames(features)

@@ -60,25 +60,20 @@ class Validation:
         if not self.dist.is_main:
             return
         if self.data.images:
-            better = result["accuracy"] > p.best_accuracy
+            better, best = result["accuracy"] > p.best_accuracy, {"best_accuracy": "accuracy"}
         elif self.data.speech:
-            better = p.best_cer < 0 or result["cer"] < p.best_cer
+            better, best = p.best_cer < 0 or result["cer"] < p.best_cer, {"best_cer": "cer"}
         elif self.data.lm:
-            better = p.best_ppl == 0 or result["ppl"] < p.best_ppl
+            better, best = p.best_ppl == 0 or result["ppl"] < p.best_ppl, {"best_ppl": "ppl"}
         else:
             # chrF breaks ties
             better = (result["bleu"], result["chrf"]) > (p.best_bleu, p.best_chrf)
+            best = {"best_bleu": "bleu", "best_chrf": "chrf"}
         silent = result.get("empty") == 1.0
         better = replaces_best(better, silent, p)
         if better:
-            if self.data.images:
-                p.best_accuracy = result["accuracy"]
-            elif self.data.speech:
-                p.best_cer = result["cer"]
-            elif self.data.lm:
-                p.best_ppl = result["ppl"]
-            else:
-                p.best_bleu, p.best_chrf = result["bleu"], result["chrf"]
+            for field, key in best.items():
+                setattr(p, field, result[key])
             p.best_silent = int(silent)
             p.best_step, p.validations_since_best = p.step, 0
             self.folder.save(state, self.checkpoint_info(), self.data.tokenizer_files, tc,
