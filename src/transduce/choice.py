@@ -17,6 +17,7 @@ from .checkpoint import CHECKPOINT_RE, candidates, is_checkpoint, list_checkpoin
 from .errors import TransduceError
 from .files import recover
 from .reading import read_json
+from .tasks import METRICS
 
 
 @dataclass
@@ -42,24 +43,29 @@ def _run_of(folder: Path) -> Optional[Path]:
     return None
 
 
-def _best_record(run: Path) -> tuple[Optional[int], Optional[float]]:
-    """``(best_step, best_bleu)`` of the run's validation record (its newest checkpoint's)."""
+def _best_record(run: Path) -> tuple[Optional[int], Optional[str]]:
+    """``(best_step, the best score in words)`` of the run's validation record (its newest
+    checkpoint's), e.g. ``(3000, "BLEU (31.20)")``."""
     for folder in list_checkpoints(run)[::-1]:
         try:
             progress = read_json(folder / "trainer.json").get("progress", {})
         except TransduceError:
             continue
-        step, bleu = progress.get("best_step"), progress.get("best_bleu")
-        return (
-            step if isinstance(step, int) and step > 0 else None,
-            bleu if isinstance(bleu, (int, float)) and bleu >= 0 else None,
-        )
+        step = progress.get("best_step")
+        step = step if isinstance(step, int) and step > 0 else None
+        key, value = progress.get("best_metric"), progress.get("best_value")
+        if key is None and progress.get("best_bleu", -1) >= 0:  # a record of an older version
+            key, value = "bleu", progress["best_bleu"]
+        metric = METRICS.get(key) if isinstance(key, str) else None
+        if metric is None or not isinstance(value, (int, float)) or step is None:
+            return step, None
+        return step, f"{metric.label} ({metric.format(value)})"
     return None, None
 
 
 def describe_checkpoint(folder: str | Path) -> str:
     """What a checkpoint is, in a few words: its update, and what made it (an average, the EMA, the
-    best validation BLEU, an import)."""
+    best validation score, an import)."""
     folder = Path(folder)
     try:
         info = read_info(folder)
@@ -88,9 +94,9 @@ def describe_checkpoint(folder: str | Path) -> str:
         return f"the exponential moving average of the weights (decay {decay}) at update {step:,}"
     run = _run_of(folder)
     if run is not None and folder.name == "best":
-        best_step, bleu = _best_record(run)
-        if bleu is not None and best_step == step:
-            return f"update {step:,}, the best validation BLEU ({bleu:.2f})"
+        best_step, score = _best_record(run)
+        if score is not None and best_step == step:
+            return f"update {step:,}, the best validation {score}"
         return f"update {step:,}, the best validation score"
     return f"update {step:,}"
 

@@ -102,7 +102,7 @@ class Parser:
             translator.precision,
             progress,
             compiled,
-            rules=rules,
+            modifiers=[rules] if rules is not None else (),
         )
         trees = [("", 0.0)] * len(lines)
         for i, w, h, number in zip(todo, words, hyps, numbers):

@@ -40,8 +40,8 @@ def test_a_parse_is_the_parse_of_its_sentence_alone(beam, device):
     g = torch.Generator().manual_seed(2)
     sources = [torch.randint(4, 40, (n,), generator=g).tolist() for n in words]
     decode = DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=60)
-    batched = translate_ids(model, sources, decode, rules=BracketRules(vocabulary, words))
-    alone = [translate_ids(model, [s], decode, rules=BracketRules(vocabulary, [n]))[0]
+    batched = translate_ids(model, sources, decode, modifiers=[BracketRules(vocabulary, words)])
+    alone = [translate_ids(model, [s], decode, modifiers=[BracketRules(vocabulary, [n])])[0]
              for s, n in zip(sources, words)]
     assert_alone(batched, alone)
     one_word = tokens(batched[0][0].tokens)

@@ -49,7 +49,7 @@ def test_every_output_is_a_tree_over_its_words(beam, seed, sharpen, pieces, devi
     assert vocabulary.tagged == tagged
     # room: source length + eos + 2 = words + 3, the shortest tree's length with eos: no slack
     decode = DecodeConfig(beam=beam, nbest=beam, max_len_a=1.0, max_len_b=2, alpha=0.6)
-    results = translate_ids(model, sources, decode, rules=BracketRules(vocabulary, words))
+    results = translate_ids(model, sources, decode, modifiers=[BracketRules(vocabulary, words)])
     for n, hyps in zip(words, results):
         assert hyps
         for h in hyps:
@@ -58,7 +58,7 @@ def test_every_output_is_a_tree_over_its_words(beam, seed, sharpen, pieces, devi
             assert len(tree.children) == 1 and tree.children[0].label != "X"
     # with room to spare the outputs are trees too, and the search uses the room
     roomy = DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=12)
-    results = translate_ids(model, sources, roomy, rules=BracketRules(vocabulary, words))
+    results = translate_ids(model, sources, roomy, modifiers=[BracketRules(vocabulary, words)])
     for n, hyps in zip(words, results):
         delinearize(tokens(hyps[0].tokens, pieces), ["w"] * n, tags=tagged)
 
@@ -66,7 +66,7 @@ def test_every_output_is_a_tree_over_its_words(beam, seed, sharpen, pieces, devi
 def test_the_rules_allow_exactly_the_continuations_of_a_tree():
     vocabulary = BracketVocabulary(PIECES, 2)
     rules = BracketRules(vocabulary, [2])
-    rules.start(1, torch.device("cpu"))
+    rules.begin(1, torch.device("cpu"))
     prefix = "(S (NP XX )NP".split()
     for token in prefix:
         rules.advance(torch.tensor([PIECES.index("\u2581" + token)]))

@@ -60,7 +60,7 @@ def test_prefix_scores_are_the_sums_over_every_alignment():
     logits[..., EOS] = -1e9
     model = Fixed(logits, [5, 3])  # the second recording is shorter: its padding is ignored
     scorer = CTCPrefixScorer(0.5, beam=1, blank=BLANK, eos=EOS)
-    scorer.start(model, torch.zeros(2, T, 1), K=1)
+    scorer.begin(model, torch.zeros(2, T, 1), K=1)
     logprobs = torch.log_softmax(logits, -1)
     for row, length in enumerate([5, 3]):
         exact = enumerate_ctc(logprobs[row], length)
@@ -70,7 +70,7 @@ def test_prefix_scores_are_the_sums_over_every_alignment():
 
         for h in [(), (1,), (3,), (1, 1), (1, 3), (4, 4, 1)]:
             # the scorer's state for h: advance one row along h
-            scorer.start(model, torch.zeros(2, T, 1), K=1)
+            scorer.begin(model, torch.zeros(2, T, 1), K=1)
             for token in h:
                 candidates = torch.tensor([[token], [token]])
                 psi, r_n, r_b = scorer.extend(candidates)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig
+from ..tasks import METRICS
 from .common import number, parse_sets
 
 
@@ -143,24 +144,9 @@ def describe_run(path: Path) -> int:
                 f"  trained    {progress.get('step', 0):,} updates, {progress.get('epoch', 0) + 1} "
                 f"epoch(s) begun, {minutes:.1f} min"
             )
-            if progress.get("best_cer", -1) >= 0:
-                print(f"  best       validation CER {100 * progress['best_cer']:.2f}% at update "
-                      f"{progress['best_step']:,}")
-            elif config.architecture == "encoder-decoder" and progress.get("best_bleu", -1) >= 0:
-                print(
-                    f"  best       validation BLEU {progress['best_bleu']:.2f} at update "
-                    f"{progress['best_step']:,}"
-                )
-            elif progress.get("best_accuracy", -1) >= 0:
-                print(
-                    f"  best       validation accuracy {100 * progress['best_accuracy']:.2f}% at "
-                    f"update {progress['best_step']:,}"
-                )
-            elif progress.get("best_ppl"):
-                print(
-                    f"  best       validation perplexity {progress['best_ppl']:.2f} at update "
-                    f"{progress['best_step']:,}"
-                )
+            best = _best_line(progress)
+            if best:
+                print(f"  best       validation {best}")
             print(f"  saved      {', '.join(f.name for f in found)}")
         for name in ("best", "averaged", "ema"):
             if (run / name / "model.json").is_file():
@@ -170,3 +156,16 @@ def describe_run(path: Path) -> int:
     print(f"commands use {choice.line()}")
     print_counts(config)
     return 0
+
+
+def _best_line(progress: dict) -> str:
+    """The best validation a checkpoint's progress record holds, in words (an older record's
+    fields read as ``Progress.from_dict`` reads them)."""
+    from ..training.progress import upgrade_best
+
+    progress = upgrade_best(progress)
+    metric = METRICS.get(progress.get("best_metric", ""))
+    if metric is None or not progress.get("best_step"):
+        return ""
+    return (f"{metric.label} {metric.format(progress['best_value'])} at update "
+            f"{progress['best_step']:,}")

@@ -341,15 +341,7 @@ def run(args) -> int:
         f"training a {params:,}-parameter model on {device} ({precision}"
         + (f", {threads} CPU thread{'s' if threads > 1 else ''}" if device.type == "cpu" else "")
         + "), "
-        + (
-            f"{len(trainer.train_set):,} tokens in blocks of {trainer.tc.block_size}"
-            if trainer.lm
-            else f"{len(trainer.train_set):,} images"
-            if trainer.data.images
-            else f"{len(trainer.train_set):,} recordings"
-            if trainer.data.speech
-            else f"{len(_train_pairs(trainer)):,} pairs"
-        )
+        + trainer.data.describe()
         + f", {len(trainer.sampler):,} batches an epoch; run: {args.out}"
     )
     trainer.log(
@@ -368,7 +360,3 @@ def run(args) -> int:
     trainer.log(next_commands(args.out, args.data_dir, meta, model_config))
     return 0
 
-
-def _train_pairs(trainer):
-    """The training pairs a run draws from (the indices it kept, or the whole set)."""
-    return trainer.train_indices if trainer.train_indices is not None else trainer.train_set

@@ -5,16 +5,14 @@ into ``SPLIT.LANG.bin``/``.idx`` with the training filters (``prepare.py`` drive
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
 from ..errors import DataError
 from .corpus import read_pairs, write_lines
+from .options import PrepareOptions
 from .tokenizer import SPECIAL_IDS, Tokenizer, train_sentencepiece
-
-if TYPE_CHECKING:
-    from .prepare import PrepareOptions
 
 
 def reservoir(

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -28,40 +27,12 @@ from ..version import __version__
 from ..checkpoint import tokenizer_fingerprint
 from ..errors import DataError
 from ..files import check_output_dir, output_dir
+from .options import PrepareOptions
 from .binarize import closed_vocabulary, encode_split, reservoir, split_pairs
 from .corpus import find_files, fingerprint, previously_prepared
 from .tokenizer import SPECIAL_IDS, ModelTokenizer, Tokenizer, model_tokenizer, train_sentencepiece
 
 FORMAT_VERSION = 1
-
-
-@dataclass
-class PrepareOptions:
-    """What ``prepare`` does; see ``transduce prepare --help`` for each option."""
-
-    src: str
-    tgt: str
-    train_prefix: str
-    valid_prefix: Optional[str] = None
-    test_prefix: Optional[str] = None
-    vocab_size: int = 8000
-    joint: bool = True
-    model_type: str = "bpe"
-    max_len: int = 256
-    max_ratio: float = 3.0
-    vocab_sample: int = 1_000_000
-    encoding_errors: str = "strict"
-    chunk_lines: int = 100_000
-    threads: int = 2
-    seed: int = 1
-    tokenizer: Optional[str] = None  # a model's run or checkpoint whose tokenizer encodes the text
-    # the splits are treebanks (PREFIX.trees): words -> linearized trees (``data/trees.py``), the
-    # target a closed vocabulary of its brackets and placeholder, no length-ratio filter
-    trees: bool = False
-    tags: bool = False  # (trees) the part-of-speech tags in the target instead of the placeholder
-    # text put before every source sentence (T5's tasks: "translate English to German: "); the
-    # models trained on the data put it there too when they translate
-    task_prefix: str = ""
 
 
 # the share of a side's pieces unknown to a model's tokenizer above which prepare warns

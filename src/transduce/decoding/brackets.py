@@ -72,6 +72,9 @@ class BracketRules:
     the module docstring. ``RunningSearch`` calls ``start`` when they join, ``mask`` before each
     choice, ``advance`` after it and ``keep`` when sentences leave."""
 
+    name = "a constraint on the outputs (trees)"
+    running = False
+
     def __init__(self, vocabulary: BracketVocabulary, words: Sequence[int]) -> None:
         self.vocab = vocabulary
         self.words = list(words)
@@ -85,7 +88,14 @@ class BracketRules:
         """The fewest output tokens, eos included, of a tree over ``words`` words."""
         return words + 3
 
-    def start(self, per_sentence: int, device: torch.device) -> None:
+    def start(self, start) -> None:
+        """A batch joins (``modifiers.Start``)."""
+        self.begin(start.per_row, start.device)
+
+    def adjust(self, logprobs: Tensor, step) -> Tensor:
+        return self.mask(logprobs, step.room)
+
+    def begin(self, per_sentence: int, device: torch.device) -> None:
         """Rows for the sentences, ``per_sentence`` each (the beam), at the start of their
         output."""
         v = self.vocab
@@ -149,7 +159,7 @@ class BracketRules:
         self.started |= opening
         self.placed += (kind == WORD).long()
 
-    def keep(self, rows: Tensor) -> None:
+    def keep(self, rows: Tensor, sentences: Optional[Tensor] = None) -> None:
         """Only ``rows`` stay (sentences left the search)."""
         self._select(rows)
 

@@ -12,7 +12,7 @@ from torch import Tensor
 from ..config import DecodeConfig
 
 if TYPE_CHECKING:
-    from .brackets import BracketRules
+    from .modifiers import ScoreModifier
 
 
 @dataclass
@@ -39,8 +39,9 @@ class SearchOptions:
         context around the search.
     compile: capture the fast step with ``torch.compile`` (``inference.captured.CapturedDecoder``).
     on_step: greedy and sampling call it with each step's new tokens ``(B,)`` (streaming output).
-    rules: a constraint on the outputs of a batch's sentences, in order (``brackets.BracketRules``:
-        linearized trees over each sentence's words).
+    modifiers: score modifiers of the caller's (``modifiers.ScoreModifier``) for the batch's
+        sentences, in order, applied after the length rules and forced prefixes (a parser's
+        ``brackets.BracketRules``: linearized trees over each sentence's words).
     """
 
     prefix: Optional[Sequence[Sequence[int]]] = None
@@ -49,7 +50,7 @@ class SearchOptions:
     precision: str = "fp32"
     compile: bool = False
     on_step: Optional[Callable[[Tensor], None]] = None
-    rules: Optional["BracketRules"] = None
+    modifiers: Sequence["ScoreModifier"] = ()
 
 
 def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:

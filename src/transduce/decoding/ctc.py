@@ -10,6 +10,9 @@ beam search's exact stopping rule still holds. The prefix probability is compute
 ``prebeam`` most likely next tokens of each hypothesis (ESPnet's partial scoring, 1.5 x the beam);
 the others are not extended.
 
+The scorer is a score modifier (``modifiers.py``) of a batch's search: it keeps forward variables
+per row from the batch's start, so it does not serve a running search.
+
 For each hypothesis the forward variables over the positions t of its recording are kept, ending
 in a label (r_n) or in a blank (r_b), in log space; extending h by c:
 
@@ -40,6 +43,9 @@ class CTCPrefixScorer:
     K rows), ``advance`` with the chosen tokens and the rows they extend, and ``keep`` the rows of
     the sentences still in flight."""
 
+    name = "a joint CTC search"
+    running = False
+
     def __init__(self, weight: float, beam: int, blank: int, eos: int) -> None:
         self.weight, self.blank, self.eos = weight, blank, eos
         self.prebeam = max(2, int(math.ceil(1.5 * beam)))
@@ -51,8 +57,22 @@ class CTCPrefixScorer:
             raise ValueError("joint CTC search (ctc_weight > 0) needs a model with a CTC head "
                              "(trained with ctc_weight > 0)")
 
+    def start(self, start) -> None:
+        """A batch joins (``modifiers.Start``): over the encoder output the decoder reads, encoded
+        once (the fast pass may hand it over in its precision's dtype)."""
+        memory = start.memory
+        if memory is not None and getattr(start.model, "ctc", None) is not None:
+            memory = memory.to(start.model.ctc.weight.dtype)
+        self.begin(start.model, start.src, start.per_row, memory)
+
+    def adjust(self, logprobs: Tensor, step) -> Tensor:
+        return self.score(logprobs)
+
+    def subset(self, sentences) -> "CTCPrefixScorer":
+        return self  # (made for each batch: nothing to cut)
+
     @torch.no_grad()
-    def start(self, model, src: Tensor, K: int, memory: Optional[Tensor] = None) -> None:
+    def begin(self, model, src: Tensor, K: int, memory: Optional[Tensor] = None) -> None:
         """The CTC log-probabilities of the batch ``src`` ``(T, N, V)`` (each sentence's K rows)
         and the forward variables of the empty hypothesis; ``memory``: the encoder's output of
         ``src`` when the search has it already (else encoded here)."""
@@ -116,7 +136,7 @@ class CTCPrefixScorer:
         self.last, self.x = tokens.clone(), self.x[:, rows]
         self.pending = None
 
-    def keep(self, rows: Tensor) -> None:
+    def keep(self, rows: Tensor, sentences: Optional[Tensor] = None) -> None:
         """Only ``rows`` stay, in that order (the sentences still in flight)."""
         self.psi, self.last = self.psi[rows], self.last[rows]
         self.r_n, self.r_b, self.x = self.r_n[:, rows], self.r_b[:, rows], self.x[:, rows]

@@ -13,8 +13,8 @@ from ..data.dataset import pad_sequences
 from ..data.speech import pad_frames
 from ..runtime import autocast, compile_choice
 from .beam import beam_search
-from .brackets import BracketRules
 from .common import Hypothesis, SearchOptions
+from .modifiers import ScoreModifier
 from .greedy import greedy_search, sample
 
 
@@ -40,15 +40,15 @@ def search_precision(precision: str) -> tuple[str, str]:
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
                   prefixes: Optional[Sequence[Sequence[int]]] = None, precision: str = "fp32",
                   progress: bool = False, compile: str | bool = False,
-                  rules: Optional[BracketRules] = None) -> list[list[Hypothesis]]:
+                  modifiers: Sequence[ScoreModifier] = ()) -> list[list[Hypothesis]]:
     """Search for every source (token ids without eos, or a speech model's recordings: frames
     ``(T, n_mels)``); results in input order, n-best lists.
 
     Sources are sorted by length and cut into batches of ``decode.max_tokens`` source tokens and at
     most ``decode.max_sentences`` sentences. ``precision`` is fp32, bf16 or fp16 (autocast) or int8
     (quantized decoder step, CPU); ``compile`` is True/False or "auto"/"on"/"off"
-    (``runtime.compile_choice``). ``rules``: a constraint on every source's output, in order
-    (``brackets.BracketRules``).
+    (``runtime.compile_choice``). ``modifiers``: score modifiers made for every source, in order
+    (a parser's ``brackets.BracketRules``), cut into each batch's (``ScoreModifier.subset``).
     """
     from tqdm.auto import tqdm
 
@@ -56,7 +56,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     device = next(model.parameters()).device
     compiled = compile_choice(compile, device, precision)
     # a speech model's sources are recordings' frames (T, n_mels): budgeted by encoder positions
-    audio = config.input == "audio"
+    audio = bool(sources) and getattr(sources[0], "ndim", 1) == 2
     size = (lambda s: -(-len(s) // config.subsample)) if audio else len
     order = sorted(range(len(sources)), key=lambda i: size(sources[i]), reverse=True)
     results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
@@ -82,7 +82,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
                 prefix=[prefixes[i] for i in batch] if prefixes else None,
                 precision=engine,
                 compile=compiled,
-                rules=rules.subset(batch) if rules is not None else None,
+                modifiers=[modifier.subset(batch) for modifier in modifiers],
             )
             with torch.inference_mode(), autocast(device, context):
                 out = search(model, src, decode, options, generator)

@@ -4,8 +4,8 @@ join at the first step.
 ``RunningSearch`` keeps stepping: between two steps new sentences ``join`` (encoded, their rows
 added to the decoding state, each at its own step count) and every sentence that is done leaves
 at once, its hypotheses returned by ``step``. Each sentence is searched by the same rules wherever
-it joined: the length limits, ``min_len`` and a forced prefix at its own step (``constrain`` with
-a step per sentence), the length penalty of what ends, the stopping rule (``Beams``); so its output
+it joined: the length limits, ``min_len`` and a forced prefix at its own step (the score modifiers
+of ``modifiers.py``, each told every sentence's own step), the length penalty of what ends, the stopping rule (``Beams``); so its output
 is the one it gets searched alone, up to float rounding (``tests/decoding/test_running.py``).
 
 ``search_batch`` is ``translate``'s search: the batch joins one ``RunningSearch`` at the first step
@@ -25,8 +25,8 @@ from torch import Tensor
 from ..config import DecodeConfig
 from ..data.dataset import pad_sequences
 from .beams import Beams
-from .common import Hypothesis, SearchOptions, banned_tokens, constrain, max_lengths, prefix_tensor
-from .ctc import CTCPrefixScorer
+from .common import Hypothesis, SearchOptions, max_lengths
+from .modifiers import ScoreModifier, Start, Step, score_modifiers
 from .sampling import draw
 from .state import decoding_state, kept_order
 
@@ -69,14 +69,11 @@ class RunningSearch:
         self.device = device if device is not None else next(model.parameters()).device
         self.beams = Beams(self.config, decode, decode.beam, self.device, walk=self.walk)
         self.K = self.beams.K
-        self.state = decoding_state(model, self.K, options or SearchOptions(), joinable)
-        self.banned = banned_tokens(self.config, self.device)
-        self.rules = (options or SearchOptions()).rules  # a constraint on a batch's outputs
-        # joint CTC/attention search (a batch of a speech model with a CTC head)
-        self.ctc = (CTCPrefixScorer(decode.ctc_weight, self.K, self.config.pad_id,
-                                    self.config.eos_id) if decode.ctc_weight else None)
+        self.options = options or SearchOptions()
+        self.state = decoding_state(model, self.K, self.options, joinable)
+        # what changes the scores (``modifiers.py``): made when the sentences join
+        self.modifiers: list[ScoreModifier] = []
         self.keys: list[Hashable] = []
-        self.prefix: Optional[Tensor] = None  # (B, P) forced prefixes, -1 where none
         self.t = 0  # steps taken (a batch: every sentence's step)
         self.ends_from = 0  # before this step no sentence is at its last allowed position
         # the step every sentence in flight joined at (None: they joined at several)
@@ -94,34 +91,30 @@ class RunningSearch:
             keys,
         )
 
-    def join_batch(
-        self, src: Tensor, keys: Sequence[Hashable], prefix: Optional[Tensor] = None
-    ) -> None:
-        """``src (n, S)``: padded, eos included; ``prefix (n, P)``: forced prefixes (-1: none)."""
-        if self.prefix is not None or (prefix is not None and self.keys):
-            raise ValueError(
-                "forced prefixes are for a batch's sentences, joined together at the first step"
-            )
+    def join_batch(self, src: Tensor, keys: Sequence[Hashable]) -> None:
+        """``src (n, S)``: padded, eos included. The score modifiers are made for the first
+        sentences to join (``score_modifiers``: the options' forced prefixes and modifiers are a
+        batch's); later sentences join only where every modifier serves a running search."""
+        first = not self.keys and not self.modifiers
+        modifiers = (score_modifiers(self.config, self.decode, self.options, src.size(0),
+                                     self.device) if first else self.modifiers)
+        for modifier in modifiers:
+            if not modifier.running and (self.joinable or not first):
+                raise ValueError(f"{modifier.name} is for a batch's sentences, joined together "
+                                 "at the first step, not for a running search")
         max_len = max_lengths(self.model, src, self.decode)
         ends_from = self.t + int(max_len.min()) - 1
         self.ends_from = min(self.ends_from, ends_from) if self.keys else ends_from
-        if self.rules is not None or self.ctc is not None:
-            if self.joinable or self.keys:
-                raise ValueError("a constraint on the outputs or a joint CTC search is for a "
-                                 "batch, joined at once")
-            if self.rules is not None:
-                self.rules.start(self.K, self.device)
-            else:
-                self.ctc.check(self.model)
         self.beams.join(max_len)
         memory = self.state.join(src, capacity=self.beams.width + 1 if self.joinable
                                  else int(max_len.max()))
-        if self.ctc is not None:  # (over the encoder output the decoder reads: encoded once;
-            # the fast pass may hand it over in its precision's dtype)
-            self.ctc.start(self.model, src, self.K, memory.to(self.model.ctc.weight.dtype))
+        if first:
+            self.modifiers = modifiers
+            start = Start(self.model, src, memory, self.K, max_len, self.device)
+            for modifier in modifiers:
+                modifier.start(start)
         self.joined_at = self.t if not self.keys or self.joined_at == self.t else None
         self.keys += list(keys)
-        self.prefix = prefix
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
@@ -129,40 +122,27 @@ class RunningSearch:
         lists."""
         if not self.keys:
             return []
-        beams, decode = self.beams, self.decode
-        if self.prefix is not None and self.t >= self.prefix.size(1):
-            self.prefix = None  # (every forced prefix is behind)
+        beams = self.beams
         tokens = beams.tokens(self.t) if self.state.reads_prefix else beams.last
         # every sentence's own step: one number while they all joined together (a batch)
         steps = self.t - self.joined_at if self.joined_at is not None else beams.steps
-        logprobs = constrain(
-            self.state.logprobs(tokens),
-            steps,
-            self.config,
-            beams.max_len,
-            decode.min_len,
-            self.prefix,
-            per_row=self.K,
-            banned=self.banned,
-            may_end=self.t >= self.ends_from,
-        )  # (N, V)
-        if self.rules is not None:
-            self.rules.mask(logprobs, (beams.max_len - beams.steps).repeat_interleave(self.K))
-        if self.ctc is not None:
-            logprobs = self.ctc.score(logprobs)
+        logprobs = self.state.logprobs(tokens)  # (N, V)
+        step = Step(steps, beams, self.K, self.t >= self.ends_from)
+        for modifier in self.modifiers:
+            logprobs = modifier.adjust(logprobs, step)
         self.t += 1
         if self.walk:
             chosen, nxt = self._choose(logprobs)
             done = beams.advance_walk(nxt, chosen)
-            for follower in filter(None, (self.rules, self.ctc)):
-                follower.advance(nxt)
+            for modifier in self.modifiers:
+                modifier.advance(nxt)
             if self.on_tokens is not None:
                 self.on_tokens(self.keys, nxt)
         else:
             done, pick = beams.advance(logprobs)
             self.state.reorder(pick)
-            for follower in filter(None, (self.rules, self.ctc)):
-                follower.advance(beams.last, pick)
+            for modifier in self.modifiers:
+                modifier.advance(beams.last, pick)
         if not done.any():
             return []
         finished = [(self.keys[i], beams.finished(i)) for i in done.nonzero().squeeze(1).tolist()]
@@ -191,10 +171,9 @@ class RunningSearch:
         self.state.select(sentences)
         self.beams.keep(sentences)
         K = self.K
-        for follower in filter(None, (self.rules, self.ctc)):
-            follower.keep((sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1))
-        if self.prefix is not None:
-            self.prefix = self.prefix.index_select(0, sentences)
+        rows = (sentences[:, None] * K + torch.arange(K, device=self.device)).view(-1)
+        for modifier in self.modifiers:
+            modifier.keep(rows, sentences)
 
 
 def search_batch(
@@ -227,7 +206,7 @@ def search_batch(
         on_tokens=in_batch_order if options.on_step is not None else None,
         device=src.device,
     )
-    search.join_batch(src, range(B), prefix_tensor(options.prefix, B, pad, src.device))
+    search.join_batch(src, range(B))
     results: list[Optional[list[Hypothesis]]] = [None] * B
     while len(search):
         for key, hyps in search.step():

@@ -1,4 +1,5 @@
-"""Sampling: the next token drawn (temperature, top-k, top-p) rather than chosen."""
+"""Sampling: the next token drawn (at a temperature, among the tokens that top-k and top-p keep)
+rather than chosen."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ def filter_logits(
 def draw(
     logprobs: Tensor, decode: DecodeConfig, generator: Optional[torch.Generator] = None
 ) -> tuple[Tensor, Tensor]:
-    """One token per row of ``logprobs (N, V)`` drawn with ``decode``'s temperature, top-k and
-    top-p:
+    """One token per row of ``logprobs (N, V)`` drawn at ``decode``'s temperature (its top-k and
+    top-p filters are a score modifier, ``modifiers.SamplingFilters``, applied before):
     ``(its log-probability, the token)``, each ``(N,)``."""
-    probs = filter_logits(logprobs, decode.temperature, decode.top_k, decode.top_p).softmax(-1)
+    probs = (logprobs / decode.temperature).softmax(-1)
     token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
     return logprobs.gather(1, token[:, None]).squeeze(1), token

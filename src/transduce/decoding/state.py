@@ -4,7 +4,9 @@ A state holds the hypotheses of the sentences being searched, sentence-major (a 
 ``beam`` rows together, sentences in the order they joined), and offers what a search needs:
 
 - ``join(src, capacity)``: new sentences ``src (n, S)`` (padded, eos included), after the others;
-  a batch search joins once, a running search whenever sentences arrive (``joinable``);
+  a batch search joins once, a running search whenever sentences arrive (``joinable``); returns
+  their encoder output where the state computes one (the score modifiers may read it, a joint CTC
+  search does), else None (a decoder-only model, no cache, an ensemble of several);
 - ``logprobs(tokens)``: one step of every row -> next-token log-probabilities ``(N, V)``, float32;
   ``tokens`` is each row's newest token ``(N,)`` (the start token at a row's first step), or,
   where ``reads_prefix``, each row's whole history ``(N, t)``, start token first;
@@ -25,13 +27,13 @@ The classes:
   cache) or no cache at all (the whole prefix recomputed at every step, for tests); batch only.
 - ``EnsembleState``: a state per member, their probabilities mixed (``Ensemble.combine``).
 
-``decoding_state`` chooses among them.
+``decoding_state`` chooses among them; ``DecodingState`` declares what each offers.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from typing import Optional, Protocol
 
 import torch
 from torch import Tensor
@@ -41,7 +43,22 @@ from ..inference.running import RunningCache
 from .ensemble import Ensemble
 
 
-def decoding_state(model, beam: int, options, joinable: bool = False):
+class DecodingState(Protocol):
+    """The interface of the module docstring, which every state below implements."""
+
+    reads_prefix: bool  # logprobs takes every row's history (N, t), not its newest token (N,)
+    fill_from_end: bool  # select moves only the rows that change place (``kept_order``)
+
+    def join(self, src: Tensor, capacity: int) -> Optional[Tensor]: ...
+
+    def logprobs(self, tokens: Tensor) -> Tensor: ...
+
+    def reorder(self, rows: Tensor) -> None: ...
+
+    def select(self, sentences: Tensor) -> None: ...
+
+
+def decoding_state(model, beam: int, options, joinable: bool = False) -> DecodingState:
     """The state a search over ``model`` with ``beam`` rows a sentence steps, per ``options``
     (``SearchOptions``: fast or the model's own decode, precision, compile, cache); ``joinable``:
     sentences may join after the first step (a running search)."""
@@ -84,7 +101,7 @@ def kept_order(done: list[bool], fill_from_end: bool) -> list[int]:
     return [j if not done[j] else tail.pop() for j in range(len(keep))]
 
 
-class FastState:
+class FastState(DecodingState):
     reads_prefix = False
 
     def __init__(
@@ -105,7 +122,7 @@ class FastState:
         """A running cache fills each leaver's place from the end (only those rows move)."""
         return isinstance(self.cache, RunningCache)
 
-    def join(self, src: Tensor, capacity: int) -> Tensor:
+    def join(self, src: Tensor, capacity: int) -> Optional[Tensor]:
         """The sources join; returns their encoder output (a joint CTC search reads it too)."""
         if self.cache is not None and not self.joinable:
             raise ValueError("a batch search's sentences join once, at the first step")
@@ -144,7 +161,7 @@ class FastState:
             self.cache.select_sentences(sentences)
 
 
-class ModelState:
+class ModelState(DecodingState):
     reads_prefix = False
     fill_from_end = False  # (a cohort's sentences stay together)
 
@@ -152,7 +169,7 @@ class ModelState:
         self.model, self.beam = model, beam
         self.cohorts: list[list] = []  # [DecoderCache, sentences] in the order they joined
 
-    def join(self, src: Tensor, capacity: int) -> Tensor:
+    def join(self, src: Tensor, capacity: int) -> Optional[Tensor]:
         memory = self.model.encode(src)
         cache = self.model.start_decoding(src, memory, beam=self.beam, capacity=capacity)
         self.cohorts.append([cache, src.size(0)])
@@ -186,7 +203,7 @@ class ModelState:
         self.cohorts = kept
 
 
-class PrefixState:
+class PrefixState(DecodingState):
     """A decoder-only model's search (``src``: its prompts, equal lengths, no padding, read in one
     pass at the first step, which the search's tokens continue), or any model without a cache."""
 
@@ -199,7 +216,7 @@ class PrefixState:
         self.src: Optional[Tensor] = None
         self.cache = None
 
-    def join(self, src: Tensor, capacity: int) -> None:
+    def join(self, src: Tensor, capacity: int) -> Optional[Tensor]:
         if self.src is not None:
             raise ValueError("a batch search's sentences join once, at the first step")
         self.src = src  # (B, S)
@@ -211,6 +228,7 @@ class PrefixState:
                 self.cache = self.model.start_decoding(
                     src, beam=self.beam, capacity=src.size(1) + capacity + 1
                 )
+        return None  # (no encoder pass: a prompt, or the whole model at every step)
 
     @torch.no_grad()
     def logprobs(self, tokens: Tensor) -> Tensor:
@@ -249,7 +267,7 @@ class PrefixState:
             self.cache.select_sentences(sentences)
 
 
-class EnsembleState:
+class EnsembleState(DecodingState):
     def __init__(self, model: Ensemble, members: list) -> None:
         self.model, self.members = model, members
         self.reads_prefix = any(member.reads_prefix for member in members)
@@ -258,9 +276,10 @@ class EnsembleState:
     def fill_from_end(self) -> bool:  # (a member's cache is chosen when sentences first join)
         return all(member.fill_from_end for member in self.members)
 
-    def join(self, src: Tensor, capacity: int) -> None:
+    def join(self, src: Tensor, capacity: int) -> Optional[Tensor]:
         for member in self.members:
             member.join(src, capacity)
+        return None  # (each member reads its own encoder output)
 
     def logprobs(self, tokens: Tensor) -> Tensor:
         # (members that read only the newest token get its column of a history)

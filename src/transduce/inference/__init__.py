@@ -5,7 +5,8 @@
 which configurations they serve, ``quantize_encoder`` gives the encoder int8 weights.
 """
 
-from .decoder import FastDecoder, fast_decoder
+from .captured import fast_decoder
+from .decoder import FastDecoder
 from .encoder import FastEncoder, encode
 from .int8 import Int8Linear, quantize_encoder
 from .snapshots import forget

@@ -7,6 +7,8 @@ the position masked (the eager step reads the filled slots only); every product 
 (the eager step's choice of layout per number of rows is Python, which capture cannot follow);
 and the cache's shapes come in classes (sentences, source length and capacity rounded up to powers
 of two), so that a stream of batches compiles a few times, not once per batch.
+
+``fast_decoder`` gives a model's step, eager or captured, built once per set of weights.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from torch import Tensor
 
 from .cache import StepCache, attended, pad_rows, padded_sentences, power_of_two, static_address
 from .decoder import FastDecoder
+from .snapshots import snapshot
 from .tuned_linear import TunedLinear
 
 
@@ -134,3 +137,14 @@ def _compile_limit():
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
     return config.patch(**{name: max(getattr(config, name), 64)})
+
+
+def fast_decoder(model, precision: str = "fp32", compiled: bool = False) -> FastDecoder:
+    """The model's ``FastDecoder`` for ``precision`` (or its ``CapturedDecoder``), rebuilt only when
+    the weights changed since it was built (``snapshot``)."""
+    def make() -> FastDecoder:
+        if compiled:
+            return CapturedDecoder(model, precision)
+        return FastDecoder(model, precision)
+
+    return snapshot(model, (precision, compiled), make)

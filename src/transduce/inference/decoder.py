@@ -39,7 +39,6 @@ from torch import Tensor
 
 from .cache import StepCache
 from .norm import norm_function
-from .snapshots import snapshot
 from .support import require_supported
 from .tuned_linear import TunedLinear
 
@@ -385,16 +384,3 @@ def _write(buffer: Tensor, t, value: Tensor) -> None:
         buffer.view(-1, C, Dh).index_copy_(1, t.view(1), value.reshape(-1, 1, Dh))
     else:
         buffer.select(buffer.dim() - 2, t).copy_(value)
-
-
-def fast_decoder(model, precision: str = "fp32", compiled: bool = False) -> FastDecoder:
-    """The model's ``FastDecoder`` for ``precision`` (or its ``CapturedDecoder``), rebuilt only when
-    the weights changed since it was built (``snapshot``)."""
-    def make() -> FastDecoder:
-        if compiled:
-            from .captured import CapturedDecoder
-
-            return CapturedDecoder(model, precision)
-        return FastDecoder(model, precision)
-
-    return snapshot(model, (precision, compiled), make)

@@ -27,6 +27,7 @@ from ..data.spans import collate_spans, span_counts
 from ..data.speech import SpeechSet, collate_speech, target_vocabulary
 from ..data.tokenizer import named_languages
 from ..errors import TrainingError
+from ..tasks import Task, data_tasks, task_of
 
 
 def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: str) -> None:
@@ -75,26 +76,31 @@ def refusal(
 
 
 def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
-                             origin: Optional[tuple[str, str]] = None) -> None:
-    """A model and a prepared dataset fit: the kind of text, vocabulary sizes and special ids agree.
-    ``origin``: where the model comes from (see ``refusal``)."""
-    kind = meta.get("kind", "parallel")
-    if kind == "images" or config.input == "image":
-        return check_model_against_images(config, meta, data_dir)
-    if kind == "speech" or config.input == "audio":
-        return check_model_against_speech(config, meta, data_dir, origin)
-    if config.architecture == "encoder-decoder" and kind != "parallel" and not meta.get(
-        "sentinel_ids"
-    ):
-        raise TrainingError(f"{data_dir} holds monolingual text without sentinel tokens: an "
-                            "encoder-decoder pretrains on monolingual text with T5's span "
-                            "corruption, which needs them (prepare it again with --sentinels "
-                            "100), or train a language model on it (--preset gpt-small or "
-                            "bert-small)")
-    if config.architecture != "encoder-decoder" and kind != "monolingual":
-        raise TrainingError(f"the {config.architecture} model is a language model and trains on "
-                            f"monolingual text: {data_dir} holds parallel text; prepare one with "
-                            "`transduce prepare --monolingual --train FILE --out DIR`")
+                             origin: Optional[tuple[str, str]] = None) -> Task:
+    """A model and a prepared dataset fit: the dataset is for the model's task, and the vocabulary
+    sizes, special ids, classes or mel bins agree. ``origin``: where the model comes from (see
+    ``refusal``). Returns the task the run trains."""
+    task, fits = task_of(config, meta), data_tasks(meta)
+    if task not in fits:
+        if not fits:
+            raise TrainingError(f"{data_dir}: its meta.json describes no data transduce trains on; "
+                                "prepare it again with this version of transduce")
+        kinds = " or ".join(dict.fromkeys(f"{t.what} (--preset {t.preset})" for t in fits))
+        raise TrainingError(f"{data_dir} holds {fits[0].holds}: train {kinds} on it; the model "
+                            f"is {task.what} (input='{config.input}', {config.architecture}), "
+                            f"which trains on {task.holds}: `{task.prepare}`")
+    if task.data_kind == "images":
+        check_model_against_images(config, meta, data_dir)
+    elif task.data_kind == "recordings":
+        check_model_against_speech(config, meta, data_dir, origin)
+    else:
+        check_model_against_tokens(config, meta, data_dir, origin)
+    return task
+
+
+def check_model_against_tokens(config: ModelConfig, meta: dict, data_dir: str,
+                               origin: Optional[tuple[str, str]] = None) -> None:
+    """A model of token ids and a prepared text dataset agree: vocabulary sizes, special ids."""
     if config.architecture == "encoder-only" and meta["special_ids"].get("mask_id") is None:
         raise TrainingError(f"{data_dir} has no <mask> token; prepare it again with this version "
                             "of transduce")
@@ -115,13 +121,6 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
 def check_model_against_speech(config: ModelConfig, meta: dict, data_dir: str,
                                origin: Optional[tuple[str, str]] = None) -> None:
     """A speech model and a prepared speech dataset fit: mel bins, characters, special ids."""
-    if meta.get("kind") != "speech":
-        raise TrainingError(f"the model reads recordings (input='audio'): {data_dir} holds "
-                            f"{meta.get('kind', 'parallel')} data; prepare recordings with "
-                            "`transduce prepare --audio TABLE.tsv --out DATA`")
-    if config.input != "audio":
-        raise TrainingError(f"{data_dir} holds recordings: train a speech model on it (--preset "
-                            "speech-small, or input='audio')")
     for name, theirs, ours in (("channels", meta["n_mels"], config.channels),
                                ("vocab_size", meta["vocab_size"], config.target_vocab_size),
                                *((k, v, getattr(config, k)) for k, v in
@@ -133,12 +132,6 @@ def check_model_against_speech(config: ModelConfig, meta: dict, data_dir: str,
 
 def check_model_against_images(config: ModelConfig, meta: dict, data_dir: str) -> None:
     """An image classifier and a prepared image dataset fit: classes, channels and size agree."""
-    if meta.get("kind") != "images":
-        raise TrainingError(f"the model reads images (input='image'): {data_dir} holds text; "
-                            "prepare images with `transduce prepare --images DIR --out DATA`")
-    if config.input != "image":
-        raise TrainingError(f"{data_dir} holds images: train an image model on it (--preset "
-                            "vit-tiny, or input='image' with classes, image_size, patch_size)")
     for name, theirs, ours in (("classes", len(meta["classes"]), config.classes),
                                ("channels", meta["channels"], config.channels),
                                ("image_size", meta["image_size"], config.image_size)):
@@ -216,25 +209,22 @@ class TrainingData:
         self.cfg, self.tc, self.data_dir = cfg, tc, data_dir
         self.world_size, self.rank, self.log = world_size, rank, log
         self.meta = load_meta(data_dir)
-        check_model_against_data(cfg, self.meta, data_dir, origin)
+        self.task = check_model_against_data(cfg, self.meta, data_dir, origin)
         # a token stream: a language model's text, or an encoder-decoder's for span corruption
-        self.lm = self.meta.get("kind") == "monolingual"
+        self.stream = bool(self.meta.get("sentinel_ids")) or self.task.data_kind == "stream"
         self.sentinels = self.meta.get("sentinel_ids", [])
         self.train_indices = None  # with train_max_len: the training pairs used
-        # an image classifier's: class folders' images (no tokenizer: checkpoints name the classes)
-        self.images = self.meta.get("kind") == "images"
-        self.speech = self.meta.get("kind") == "speech"  # recordings and their transcripts
         self.extra_set, self.extra_name = None, None  # --valid-extra: a second validation set
-        if self.images:
-            if valid_extra:
-                raise TrainingError("--valid-extra: a second validation set is for translation "
-                                    "models")
+        if valid_extra and (self.task.validation != "translation" or self.stream):
+            raise TrainingError("--valid-extra: a second validation set is for translation "
+                                "models trained on parallel text")
+        if self.task.data_kind == "images":  # class folders' images (no tokenizer)
             self._image_data()
             return
-        if self.speech:
-            self._speech_data(valid_extra)
+        if self.task.data_kind == "recordings":  # recordings and their transcripts
+            self._speech_data()
             return
-        if self.lm:
+        if self.stream:
             self.train_set, self.valid_set, self.sampler = self._language_data()
         else:
             self.train_set = ParallelDataset(data_dir, "train")
@@ -261,9 +251,6 @@ class TrainingData:
         self.tokenizer_files = list(dict.fromkeys(self.tokenizer_roles.values()))
         self.tokenizer = load_tokenizer(data_dir, self.meta)  # for validation BLEU, loaded once
         if valid_extra:
-            if self.lm:
-                raise TrainingError("--valid-extra: a second validation set is for translation "
-                                    "models")
             self.extra_set = EncodedPairs(valid_extra, self.meta["src"], self.meta["tgt"],
                                           self.tokenizer, self.meta.get("task_prefix", ""))
             self.extra_name = Path(valid_extra).name
@@ -282,11 +269,9 @@ class TrainingData:
         self.fingerprint = (self.meta["fingerprint"], True)
         self.tokenizer_roles, self.tokenizer_files, self.tokenizer = {}, [], None
 
-    def _speech_data(self, valid_extra) -> None:
+    def _speech_data(self) -> None:
         """The recordings' splits; batches of ``max_tokens`` encoder positions (frames over
         ``subsample``) or target characters, whichever is more."""
-        if valid_extra:
-            raise TrainingError("--valid-extra: a second validation set is for translation models")
         cfg, splits = self.cfg, self.meta["splits"]
         self.train_set = SpeechSet(self.data_dir, "train")
         self.valid_set = SpeechSet(self.data_dir, "valid") if "valid" in splits else None
@@ -338,6 +323,15 @@ class TrainingData:
                                world_size=self.world_size, rank=self.rank)
         return train, valid, sampler
 
+    def describe(self) -> str:
+        """What the run trains on, in words: ``12,000 pairs``, ``9,000 images``, ..."""
+        if self.stream:
+            return f"{len(self.train_set):,} tokens in blocks of {self.tc.block_size}"
+        if self.task.data_kind == "pairs":
+            kept = self.train_set if self.train_indices is None else self.train_indices
+            return f"{len(kept):,} pairs"
+        return f"{len(self.train_set):,} {self.task.data_kind}"
+
     def _short_pairs(self) -> np.ndarray:
         """The training pairs within ``train_max_len`` tokens on both sides."""
         L, ds = self.tc.train_max_len, self.train_set
@@ -351,10 +345,11 @@ class TrainingData:
         """The batch of the examples (or blocks) ``indices``, the ``number``-th of ``epoch``."""
         cfg, tc = self.cfg, self.tc
         data = split if split is not None else self.train_set
-        if self.images or self.speech:  # augmented in training only, the same on any rank
+        if self.task.data_kind in ("images", "recordings"):  # augmented in training only, the
+            # same on any rank
             rng = np.random.default_rng([tc.seed, epoch, int(indices[0])]) if split is None \
                 else None
-            if self.speech:
+            if self.task.data_kind == "recordings":
                 return collate_speech(data, indices, cfg, tc, rng)
             return collate_images(data, indices, tc.crop_padding, tc.flip, rng)
         if cfg.architecture == "decoder-only":
@@ -363,7 +358,7 @@ class TrainingData:
         rng = np.random.default_rng([tc.seed, epoch, number, int(split is not None)])
         if cfg.architecture == "encoder-only":
             return collate_masked(data, indices, tc.block_size, cfg, tc.mask_prob, rng)
-        if self.lm:  # T5's pretraining
+        if self.stream:  # T5's pretraining
             return collate_spans(data, indices, tc.block_size, cfg, self.sentinels,
                                  tc.noise_density, tc.mean_span, rng)
         if split is None and self.train_indices is not None:

@@ -63,7 +63,7 @@ def log_train(trainer, window: Window, last: dict, bar) -> None:
         "ppl": round(math.exp(min(nll, 50)), 2),
         "lr": float(f"{last['lr']:.4g}"),
         "grad_norm": round(float(last["grad_norm"]), 4),
-        "images_per_s" if trainer.data.images else "tokens_per_s": rate,
+        "images_per_s" if trainer.task.data_kind == "images" else "tokens_per_s": rate,
         "elapsed": round(trainer.progress.elapsed, 1),
     }
     # the last update's load-balancing loss (1: uniform routing)
@@ -106,24 +106,14 @@ def finish(trainer, reason, signals) -> dict[str, Any]:
         "step": p.step,
         "epochs_completed": p.epoch,
         "elapsed": round(p.elapsed, 1),
-        "best_bleu": p.best_bleu,
         "best_step": p.best_step,
     }
-    speech = trainer.data.speech
-    if trainer.lm or trainer.data.images or speech:
-        summary = {k: v for k, v in summary.items() if k != "best_bleu"}
-        summary.update({"best_accuracy": p.best_accuracy} if trainer.data.images else
-                       {"best_cer": p.best_cer} if speech else {"best_ppl": p.best_ppl})
+    metric = trainer.task.metric
+    found = p.best_step > 0 and p.best_metric == metric.key
+    summary[f"best_{metric.key}"] = p.best_value if found else None
     trainer.folder.write_metrics({"type": "end", **summary})
-    best = (f"; best valid accuracy {100 * p.best_accuracy:.2f}% at step "
-            f"{p.best_step}" if trainer.data.images and p.best_accuracy >= 0 else
-            f"; best valid CER {100 * p.best_cer:.2f}% at step "
-            f"{p.best_step}" if speech and p.best_cer >= 0 else
-            "" if speech else
-            f"; best valid perplexity {p.best_ppl:.2f} at step "
-            f"{p.best_step}" if trainer.lm and p.best_ppl else
-            f"; best valid BLEU {p.best_bleu:.2f} at step "
-            f"{p.best_step}" if not trainer.lm and p.best_bleu >= 0 else "")
+    best = (f"; best valid {metric.label} {metric.format(p.best_value)} at step {p.best_step}"
+            if found else "")
     trainer.log(f"training stopped ({reason}) at step {p.step} after {p.elapsed / 60:.1f} "
                 f"min{best}")
     distributed.teardown(trainer.dist)

@@ -34,49 +34,11 @@ from ..reading import read_json
 from .data_setup import check_same_tokenizer
 from .distributed import barrier
 from .ema import EMA_FILE, ExponentialAverage
+from .progress import Progress
 
 # the model options a run started --init-from a checkpoint may change: they shape training, not
 # weights
 REGULARIZATION = ("dropout", "attention_dropout", "activation_dropout")
-
-
-@dataclass
-class Progress:
-    """Everything that says where training stands; saved in each checkpoint's trainer.json."""
-
-    step: int = 0  # optimizer updates done
-    epoch: int = 0
-    batch_in_epoch: int = 0  # this rank's batches of the epoch already consumed
-    elapsed: float = 0.0  # training seconds, over every process that trained the run
-    target_tokens: int = 0
-    best_bleu: float = -1.0
-    best_chrf: float = -1.0
-    best_ppl: float = 0.0  # language models: the lowest validation perplexity (0: none yet)
-    best_accuracy: float = -1.0  # classifiers: the highest validation accuracy
-    best_cer: float = -1.0  # speech: the lowest validation character error rate (-1: none yet)
-    best_step: int = 0
-    best_silent: int = 0  # 1 when best/'s validation outputs were all empty (it writes nothing)
-    validations_since_best: int = 0
-    skipped_updates: int = 0
-    valid_seconds: float = 0.0  # time spent validating, over every process
-    validated_step: int = -1  # the step of the last validation (a finished run resumed skips it)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Progress":
-        """From a checkpoint's trainer.json, each field checked (a damaged file is an error the
-        resume falls back from, not a crash many steps later)."""
-        from dataclasses import fields
-
-        from ..config import check_type
-
-        known = {f.name: f.type for f in fields(cls)}
-        unknown = [key for key in data if key not in known]
-        if unknown:
-            raise ValueError(f"trainer.json: unknown progress field {unknown[0]!r}")
-        types = {"int": int, "float": float}
-        return cls(
-            **{key: check_type(key, value, types[known[key]]) for key, value in data.items()}
-        )
 
 
 @dataclass

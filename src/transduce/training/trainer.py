@@ -116,7 +116,7 @@ class Trainer:
             settings.valid_extra,
             origin,
         )
-        self.data, self.meta, self.lm, self.collate = data, data.meta, data.lm, data.collate
+        self.data, self.meta, self.task, self.collate = data, data.meta, data.task, data.collate
         self.train_set, self.valid_set, self.sampler = data.train_set, data.valid_set, data.sampler
         self.train_indices, self.tokenizer, self.tokenizer_files = (
             data.train_indices,
@@ -396,5 +396,5 @@ class Trainer:
         if tc.max_time and p.elapsed >= tc.max_time:
             return f"max_time {tc.max_time:.0f}s"
         if tc.patience and p.validations_since_best >= tc.patience:
-            return f"no better validation BLEU in {tc.patience} validations"
+            return f"no better validation {self.task.metric.label} in {tc.patience} validations"
         return self.validation.stop_reason

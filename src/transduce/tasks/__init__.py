@@ -1,0 +1,44 @@
+"""The six tasks one model runs, each declared in a module of its own (``translation``,
+``parsing``, ``language``: causal and masked, ``images``, ``speech``): the model and the data it
+takes, the metric that chooses ``best/``, its facade and commands.
+
+This registry is the one place that tells tasks apart by a model's ``input`` and architecture or by
+a prepared dataset's ``kind``: everything else asks ``task_of`` (a model) or ``data_tasks`` (a
+dataset) and reads the task."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from . import images, language, parsing, speech, translation
+from .base import Metric, Task
+
+TASKS: dict[str, Task] = {t.name: t for t in (translation.TASK, parsing.TASK, language.CAUSAL,
+                                              language.MASKED, images.TASK, speech.TASK)}
+METRICS: dict[str, Metric] = {t.metric.key: t.metric for t in TASKS.values()}
+PARSING = parsing.PARSING
+
+__all__ = ["Metric", "Task", "TASKS", "METRICS", "PARSING", "task_of", "data_tasks", "task_named"]
+
+
+def task_of(config: Any, info: Optional[Mapping] = None) -> Task:
+    """The task of a model of ``config`` (a ``ModelConfig``); ``info``: what its checkpoint (or the
+    data it trains on) says besides (``trees`` makes an encoder-decoder a parser)."""
+    info = info or {}
+    for task in TASKS.values():
+        if task.model(config, info):
+            return task
+    raise ValueError(f"no task runs a model of input={config.input!r}, "
+                     f"architecture={config.architecture!r}, classes={config.classes}")
+
+
+def data_tasks(meta: Mapping) -> list[Task]:
+    """The tasks a prepared dataset (its meta.json) trains: one, or for monolingual text each
+    language model and, with sentinels, T5's span corruption (translation data)."""
+    return [task for task in TASKS.values() if task.data(meta)]
+
+
+def task_named(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; the tasks are {', '.join(TASKS)}")
+    return TASKS[name]

@@ -1,0 +1,55 @@
+"""The language models: a decoder-only model (GPT) predicts the next token, an encoder-only model
+(BERT) the masked ones; both train on a token stream (``prepare --monolingual``) and are chosen by
+validation perplexity."""
+
+from __future__ import annotations
+
+from .base import Metric, Task
+
+
+def _monolingual(meta) -> bool:
+    return meta.get("kind") == "monolingual"
+
+
+def _architecture(name: str):
+    return lambda config, info: (config.input == "tokens" and config.architecture == name
+                                 and not config.classes)
+
+
+PERPLEXITY = Metric("ppl", "perplexity", higher=False)
+
+CAUSAL = Task(
+    name="causal-lm",
+    what="a decoder-only language model",
+    model=_architecture("decoder-only"),
+    data=_monolingual,
+    data_kind="stream",
+    metric=PERPLEXITY,
+    validation="language",
+    shown=(("ppl", "ppl", False),),
+    counted=("tokens", "tokens"),
+    facade="LanguageModel",
+    verb="generate",
+    preset="gpt-small",
+    holds="monolingual text",
+    commands=("generate", "average", "export", "info"),
+    prepare="transduce prepare --monolingual --train FILE --out DATA",
+)
+
+MASKED = Task(
+    name="masked-lm",
+    what="an encoder-only language model",
+    model=_architecture("encoder-only"),
+    data=_monolingual,
+    data_kind="stream",
+    metric=PERPLEXITY,
+    validation="language",
+    shown=(("ppl", "ppl", False),),
+    counted=("tokens", "tokens masked"),
+    facade="LanguageModel",
+    verb="fill-mask",
+    preset="bert-small",
+    holds="monolingual text",
+    commands=("fill-mask", "average", "export", "info"),
+    prepare="transduce prepare --monolingual --train FILE --out DATA",
+)
