@@ -117,3 +117,33 @@ def test_documents_speak_to_users():
         assert not re.search(r"\bissues? #?\d", text, re.IGNORECASE), (
             f"{path.relative_to(ROOT)} cites an issue"
         )
+
+
+def test_no_import_cycle_between_modules():
+    """No two modules import each other, even through others (a cycle makes the import order
+    matter and hides which room depends on which); type-checking imports count."""
+    import grimp
+
+    graph = grimp.build_graph("transduce")
+    edges = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    cycles = [(a, b) for a in edges for b in edges[a]
+              if a != b and graph.chain_exists(importer=b, imported=a)]
+    assert not cycles, f"import cycles: {sorted(cycles)[:6]}"
+
+
+def test_help_and_argument_errors_do_not_import_torch():
+    """``--help`` of every command, and a mistyped option, answer at once: torch (seconds to import)
+    is imported by the commands that run, not by those that describe themselves."""
+    script = (
+        "import sys\n"
+        "from transduce.cli.main import COMMANDS, main\n"
+        "for argv in [['--help'], *[[c, '--help'] for c in COMMANDS], ['train', '--bogus']]:\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "    assert 'torch' not in sys.modules, f'{argv} imported torch'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -4,30 +4,25 @@ from .config import DecodeConfig, ModelConfig, TrainConfig
 from .version import __version__
 
 
+# PyTorch is imported on first use of the model, not by `import transduce` (the CLI's --help and
+# its error messages come at once).
+_LAZY = {
+    "Transformer": "model",
+    "Translator": "translator",
+    "Parser": "parser",
+    "Classifier": "vision",
+    "Transcriber": "transcriber",
+    "LanguageModel": "lm",
+}
+
+
 def __getattr__(name: str):
-    # PyTorch is imported on first use of the model, not by `import transduce` (the CLI's --help
-    # and its error messages come at once).
-    if name == "Transformer":
-        from .model import Transformer
+    if name in _LAZY:
+        import importlib
 
-        return Transformer
-    if name == "Translator":
-        from .translator import Translator
-
-        return Translator
-    if name == "Parser":
-        from .parser import Parser
-
-        return Parser
-    if name == "Classifier":
-        from .vision import Classifier
-
-        return Classifier
-    if name == "Transcriber":
-        from .transcriber import Transcriber
-
-        return Transcriber
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'transduce' has no attribute {name!r}")
+
 
 __all__ = [
     "DecodeConfig",
@@ -38,6 +33,7 @@ __all__ = [
     "Parser",
     "Classifier",
     "Transcriber",
+    "LanguageModel",
     "load",
     "load_lm",
     "__version__",
@@ -45,24 +41,28 @@ __all__ = [
 
 
 def load(path, device: str = "auto", precision: str = "fp32", compile="auto"):
-    """Load a run directory or checkpoint as a ``Translator`` (``Translator.load``; the checkpoint
-    of a run as ``transduce.choice.choose`` picks it); a list of them loads an ensemble, searched as
-    one model (``transduce.decoding.Ensemble``).
+    """Load a run directory or checkpoint as the facade its task declares (``transduce.tasks``):
+    a ``Translator``, ``Parser``, ``Classifier``, ``Transcriber`` or ``LanguageModel`` (the
+    checkpoint of a run as ``transduce.choice.choose`` picks it); a list of translation models
+    loads an ensemble, searched as one model (``transduce.decoding.Ensemble``).
 
     device: "auto" (CUDA, else MPS, else the CPU, as the commands), "cpu", "cuda:1", ...;
-    precision: fp32, bf16, fp16 (CUDA), int8 (CPU) or auto; compile: "auto", "on" or "off"."""
-    from .translator import Translator
+    precision: fp32, bf16, fp16 (CUDA), int8 (CPU, translation) or auto; compile: "auto", "on" or
+    "off" (translation and parsing)."""
+    from .loading import checkpoint_task
 
-    return Translator.load(path, device=device, precision=precision, compile=compile)
+    if isinstance(path, (list, tuple)):
+        return __getattr__("Translator").load(path, device=device, precision=precision,
+                                              compile=compile)
+    folder, task = checkpoint_task(path)
+    facade = __getattr__(task.facade)
+    if task.facade in ("Translator", "Parser"):
+        return facade.load(folder, device=device, precision=precision, compile=compile)
+    return facade.load(folder, device=device, precision=precision)
 
 
 def load_lm(path, device: str = "auto", precision: str = "fp32"):
     """Load a decoder-only or encoder-only run or checkpoint as a ``LanguageModel``
     (``transduce.lm``):
     ``generate(prompt, DecodeConfig(...), max_new_tokens)`` or ``fill_mask(text, top_k)``."""
-    from .checkpoint import read_info
-    from .choice import resolve
-    from .lm import LanguageModel
-
-    architecture = read_info(resolve(path))["model"].get("architecture", "encoder-decoder")
-    return LanguageModel.load(path, architecture, device, precision)
+    return __getattr__("LanguageModel").load(path, device=device, precision=precision)

@@ -9,37 +9,12 @@ from typing import Callable, Optional
 
 import torch
 
-from .checkpoint import load_model_from
-from .choice import resolve
 from .data.tokenizer import tokenizer_from_info
 from .config import DecodeConfig
 from .decoding import SearchOptions, search
 from .errors import TransduceError
-from .runtime import autocast, pick_device, resolve_precision
-
-USE = {"encoder-decoder": "transduce translate", "decoder-only": "transduce generate",
-       "encoder-only": "transduce fill-mask"}
-
-
-def use_for(config) -> str:
-    """The command that uses a model of ``config`` (a classifier: ``transduce classify``; a
-    speech model: ``transduce transcribe``)."""
-    return ("transduce classify" if config.classes else "transduce transcribe"
-            if config.input == "audio" else USE[config.architecture])
-
-
-def describe(config) -> str:
-    """What a model of ``config`` is, in words (the kinds ``use_for`` tells apart)."""
-    return ("an image classifier" if config.classes else "a speech model" if config.input ==
-            "audio" else "a translation model" if config.architecture == "encoder-decoder" else
-            f"a {config.architecture} language model")
-
-
-def not_for(path, config, verb: str) -> TransduceError:
-    """The error for a model given to a command it is not for: what it is, and its command."""
-    return TransduceError(f"{path} is {describe(config)}, which does not {verb}; use "
-                          f"`{use_for(config)}` with it")
-
+from .loading import load_checked
+from .runtime import autocast
 
 class LanguageModel:
     """A decoder-only or encoder-only model and its tokenizer."""
@@ -52,20 +27,17 @@ class LanguageModel:
         self.config = model.config
 
     @classmethod
-    def load(cls, path: str | Path, architecture: str, device: str = "auto", precision: str = "fp32"
-             ) -> "LanguageModel":
-        """Load a checkpoint (or a run's preferred one) that must be of ``architecture``."""
-        folder = resolve(path)
-        dev = pick_device(device)
-        precision = resolve_precision(precision, dev)
-        model, info = load_model_from(folder, dev)
-        found = model.config.architecture
-        if model.config.classes:
-            raise TransduceError(f"{path} is a classifier, not a language model; use "
-                                 f"`{use_for(model.config)}` with it")
-        if found != architecture:
+    def load(cls, path: str | Path, architecture: Optional[str] = None, device: str = "auto",
+             precision: str = "fp32") -> "LanguageModel":
+        """Load a checkpoint (or a run's preferred one) of a language model, of ``architecture``
+        when given ("decoder-only" or "encoder-only")."""
+        loaded = load_checked(path, ("causal-lm", "masked-lm"), "generate text or fill in masks",
+                              device, precision, inference=False)
+        folder, model, info, dev = loaded.folder, loaded.model, loaded.info, loaded.device
+        precision, found = loaded.precision, model.config.architecture
+        if architecture is not None and found != architecture:
             raise TransduceError(f"{path} holds a model of the {found} architecture, not "
-                                 f"{architecture}; use `{USE[found]}` with it")
+                                 f"{architecture}; use `transduce {loaded.task.verb}` with it")
         if not info.get("tokenizer"):
             raise TransduceError(f"{folder} has no SentencePiece tokenizer (a model imported from "
                                  "Hugging Face keeps its own); use it from Python on token ids")

@@ -19,12 +19,11 @@ from .data.trees import PLACEHOLDER, TreeError, delinearize, repair
 from .decoding import BracketRules, BracketVocabulary, translate_ids
 from .errors import TransduceError, listed
 from .runtime import compile_choice
+from .tasks import PARSING
 from .translator import Translator, search_settings
 
 __all__ = ["Parser", "PARSING"]
 
-# The paper's search for parsing (section 6.3): beam 21, alpha 0.3, output up to input + 300.
-PARSING = {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
 
 
 class Parser:

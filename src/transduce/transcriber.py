@@ -15,16 +15,14 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-from .checkpoint import load_model_from
-from .choice import resolve
 from .config import DecodeConfig
 from .data.audio import HOP, SAMPLE_RATE, log_mel, read_audio, read_table
 from .data.speech import pad_frames, target_vocabulary
 from .decoding import translate_ids
 from .errors import DataError, TransduceError, listed
 from .evaluate import error_rate
-from .lm import not_for
-from .runtime import autocast, pick_device, resolve_precision
+from .loading import load_checked
+from .runtime import autocast
 
 AUDIO_SUFFIXES = (".flac", ".wav", ".ogg", ".aiff", ".aif", ".au")
 
@@ -111,12 +109,10 @@ class Transcriber:
              task: str = "transcribe") -> "Transcriber":
         """A run or checkpoint of a speech model (trained here, or imported from Whisper: then
         ``language`` and ``task`` make its prompt)."""
-        folder = resolve(path)
-        dev = pick_device(device)
-        precision = resolve_precision(precision, dev, inference=True)
-        model, info = load_model_from(folder, dev)
-        if model.config.input != "audio":
-            raise not_for(path, model.config, "transcribe recordings")
+        loaded = load_checked(path, ("speech-recognition",), "transcribe recordings", device,
+                              precision)
+        folder, model, info = loaded.folder, loaded.model, loaded.info
+        dev, precision = loaded.device, loaded.precision
         if decode is not None and decode.ctc_weight and model.ctc is None:
             raise TransduceError(f"--ctc-weight {decode.ctc_weight}: {path} has no CTC head (it "
                                  "was trained with ctc_weight=0); transcribe without it")

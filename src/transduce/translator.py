@@ -12,13 +12,12 @@ from typing import Optional, Sequence
 
 import torch
 
-from .checkpoint import load_model_from
-from .choice import resolve
 from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Ensemble, forced_attention, translate_ids
 from .errors import TransduceError, listed
-from .runtime import compile_choice, pick_device
+from .loading import load_checked
+from .runtime import compile_choice
 
 __all__ = ["Translator"]
 
@@ -74,20 +73,14 @@ class Translator:
         compiles the encoder; "auto" does so only where it pays (``compile_choice``); "off" never.
         The outputs are the same either way; a compilation takes seconds to tens of seconds.
         """
-        from .runtime import resolve_precision
-
         if isinstance(path, (list, tuple)):
             return cls.load_ensemble(path, device, precision, compile)
-        folder = resolve(path)
-        dev = pick_device(device)
-        precision = resolve_precision(precision, dev, inference=True)
-        compile_choice(compile, dev, precision)  # refuse a bad combination before loading
-        model, info = load_model_from(folder, dev)
-        c = model.config
-        if c.classes or c.architecture != "encoder-decoder" or c.input == "audio":
-            from .lm import not_for
-
-            raise not_for(path, c, "translate")
+        # (a parser is a translator whose target is a treebank's brackets: ``Parser`` wraps one)
+        loaded = load_checked(path, ("translation", "parsing"), "translate", device, precision,
+                              before=lambda dev, precision: compile_choice(compile, dev,
+                                                                           precision))
+        folder, model, info = loaded.folder, loaded.model, loaded.info
+        dev, precision = loaded.device, loaded.precision
         if precision == "int8":
             from .inference import quantize_encoder
 

@@ -16,12 +16,10 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .checkpoint import load_model_from
-from .choice import resolve
 from .data.images import SUFFIXES, read_images, scan
 from .errors import TransduceError, listed
-from .lm import not_for
-from .runtime import autocast, pick_device, resolve_precision
+from .loading import load_checked
+from .runtime import autocast
 
 
 @dataclass
@@ -72,15 +70,14 @@ class Classifier:
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", precision: str = "fp32"
              ) -> "Classifier":
-        folder = resolve(path)
-        dev = pick_device(device)
-        precision = resolve_precision(precision, dev, inference=True)
-        if precision == "int8":
-            raise TransduceError("--precision int8 is for translation models; use fp32 or bf16")
-        model, info = load_model_from(folder, dev)
-        if model.config.input != "image":
-            raise not_for(path, model.config, "classify images")
-        return cls(model, info, dev, precision, folder)
+        def refuse_int8(dev, precision: str) -> None:
+            if precision == "int8":
+                raise TransduceError("--precision int8 is for translation models; use fp32 or "
+                                     "bf16")
+
+        loaded = load_checked(path, ("image-classification",), "classify images", device,
+                              precision, before=refuse_int8)
+        return cls(loaded.model, loaded.info, loaded.device, loaded.precision, loaded.folder)
 
     def read(self, files: Sequence[Path], resize: bool = False) -> torch.Tensor:
         """The files as the model's input ``(N, C, H, W)`` uint8 (each file checked; a size other

@@ -241,3 +241,38 @@ def test_the_semi_supervised_recipe_tokenizes_and_keeps_the_most_confident_trees
         check=True,
     ).stdout.splitlines()
     assert kept == ["( (S (XX b)) )", "( (S (XX d)) )"]
+
+
+def test_training_chooses_a_parser_by_the_f1_it_measures(parser_run, tmp_path):
+    """Validation parses the validation trees with the constrained search and scores them as
+    parseval does; best/ and patience follow F1; the run loads as a ``Parser``."""
+    import json
+
+    import transduce
+    from transduce.data.trees import parse_trees
+    from transduce.parseval import parseval
+
+    run = tmp_path / "run"
+    done = cli("train", str(parser_run / "data"), "--out", str(run), "--preset", "tiny",
+               "--max-steps", "12", "--set", "train.valid_every=3", "--set", "train.patience=1",
+               "--set", "train.valid_beam=2")
+    log = done.stdout + done.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    valid = [r for r in records if r["type"] == "valid"]
+    assert valid and all("f1" in r and "bleu" not in r for r in valid)
+    assert "F1" in log and "BLEU" not in log
+    newest = sorted((run / "checkpoints").iterdir())[-1]
+    trainer = json.loads((newest / "trainer.json").read_text())["progress"]
+    best = max(valid, key=lambda r: r["f1"])
+    assert trainer["best_metric"] == "f1" and trainer["best_value"] == best["f1"]
+    assert "no better validation F1 in 1 validations" in log or valid[-1]["f1"] > valid[0]["f1"]
+    parser = transduce.load(run / "best", device="cpu")
+    assert isinstance(parser, transduce.Parser)
+    # the F1 of best/ is what parseval gives its parses of the same sentences (beam 2)
+    words = (parser_run / "data" / "valid.words.txt").read_text().splitlines()
+    trees = parser.parse(words, beam=2, alpha=0.3, max_len_a=1.0, max_len_b=300)
+    gold = list(parse_trees((parser_run / "dev.trees").read_text()))
+    test = list(parse_trees("\n".join(trees)))
+    assert round(parseval(gold, test).all.f1, 2) == best["f1"]
+    with pytest.raises(transduce.errors.TransduceError, match="transduce.Parser"):
+        transduce.Classifier.load(run, device="cpu")

@@ -144,9 +144,9 @@ def test_speech_and_other_inputs_do_not_mix(tones, trained, tmp_path, reverse_ru
     soundfile.write(silent, np.zeros(4000, dtype=np.float32), 16_000)
     cases = [
         (["train", str(tones / "data"), "--out", str(tmp_path / "a"), "--preset", "tiny",
-          "--max-steps", "1"], "holds recordings: train a speech model on it"),
+          "--max-steps", "1"], "holds recordings: train a speech model (--preset speech-small) on it"),
         (["train", str(reverse_run / "data"), "--out", str(tmp_path / "b"), "--preset",
-          "speech-small", "--max-steps", "1"], "the model reads recordings (input='audio')"),
+          "speech-small", "--max-steps", "1"], "the model is a speech model (input='audio'"),
         (["transcribe", str(reverse_run / "run"), str(silent)],
          "is a translation model, which does not transcribe recordings; use `transduce translate`"),
         (["transcribe", str(trained), str(tmp_path / "missing.flac")], "no such file or folder"),
@@ -182,6 +182,7 @@ def test_info_plot_and_python_describe_a_speech_run(trained, tones, reverse_run,
                 check=False)
     assert mixed.returncode == 2 and "a speech model (character error rate)" in mixed.stderr
     transcriber = transduce.Transcriber.load(trained, device="cpu")
+    assert isinstance(transduce.load(trained, device="cpu"), transduce.Transcriber)
     texts = list(transcriber.transcribe([tones / "test" / "0.flac", tones / "test" / "1.flac"]))
     printed = cli("transcribe", str(trained), str(tones / "test" / "0.flac"),
                   str(tones / "test" / "1.flac"), "--threads", "1").stdout

@@ -62,6 +62,16 @@ def test_info_describes_an_image_classifier(trained):
     assert "8x8x1 images in 2x2 patches" in out and "best       validation accuracy" in out
 
 
+def test_load_returns_a_classifier_and_the_translator_names_it(trained):
+    import transduce
+    from transduce.errors import TransduceError
+
+    assert isinstance(transduce.load(trained, device="cpu"), transduce.Classifier)
+    with pytest.raises(TransduceError, match=r"use `transduce classify` with it \(in Python: "
+                                             r"transduce.Classifier"):
+        transduce.Translator.load(trained, device="cpu")
+
+
 def test_plot_draws_the_validation_accuracy(trained, tmp_path):
     out = cli("plot", str(trained), "--out", str(tmp_path / "curves.png")).stdout
     assert "curves.png" in out and (tmp_path / "curves.png").stat().st_size > 1000
@@ -141,15 +151,16 @@ def test_torchrun_two_processes_equal_one_process_over_the_same_batches(bars, tm
 def test_images_and_text_do_not_mix(bars, trained, tmp_path, reverse_run):
     cases = [
         (["train", str(bars / "data"), "--out", str(tmp_path / "a"), "--preset", "tiny",
-          "--max-steps", "1"], "holds images: train an image model on it (--preset vit-tiny"),
+          "--max-steps", "1"], "holds images: train an image classifier (--preset vit-tiny) on it"),
         (["train", str(reverse_run / "data"), "--out", str(tmp_path / "b"), "--preset",
-          "vit-tiny", "--max-steps", "1"], "the model reads images (input='image')"),
+          "vit-tiny", "--max-steps", "1"], "the model is an image classifier (input='image'"),
         (["classify", str(reverse_run / "run"), str(bars / "test")],
          "is a translation model, which does not classify images; use `transduce translate`"),
         (["classify", str(trained), str(tmp_path / "missing.png")], "no such file or folder"),
         (["translate", str(trained)], "is an image classifier, which does not translate; use "
                                       "`transduce classify`"),
-        (["fill-mask", str(trained), "a <mask>"], "is a classifier, not a language model"),
+        (["fill-mask", str(trained), "a <mask>"],
+         "is an image classifier, which does not generate"),
         (["serve", str(trained)], "is an image classifier"),
         (["attention", str(trained), "--image", str(bars / "test"), "--src", "a b",
           "--out", str(tmp_path / "x.png")], "--src and --tgt are for translation models"),

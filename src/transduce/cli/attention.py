@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .. import load
+    from ..translator import Translator
     from ..errors import TransduceError
 
     if args.audio:
@@ -54,7 +54,7 @@ def run(args) -> int:
     from ..visualize import draw_attention
 
     announce(args.model)
-    translator = load(args.model)
+    translator = Translator.load(args.model)
     path, tgt = draw_attention(
         translator,
         args.src,

@@ -104,7 +104,7 @@ def run(args) -> int:
     args.out = args.out or "transduce-demo"
     args.max_steps = 8000 if args.max_steps is None else args.max_steps
     args.train_size = 30000 if args.train_size is None else args.train_size
-    from .. import load
+    from ..translator import Translator
     from ..data import PrepareOptions, prepare
     from ..data.corpus import read_lines
     from ..evaluate import score
@@ -176,7 +176,8 @@ def run(args) -> int:
                                                 "target"))
 
     print("4/5 translating the held-out test numbers with beam search (beam 4)")
-    translator = load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir, device="cpu")
+    translator = Translator.load(run_dir / "best" if (run_dir / "best").is_dir() else run_dir,
+                                 device="cpu")
     sources = list(read_lines(raw / "test.en"))
     references = list(read_lines(raw / "test.de"))
     hypotheses = translator.translate(sources, progress=not args.quiet)  # the paper's search

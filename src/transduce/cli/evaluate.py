@@ -100,14 +100,14 @@ def run(args) -> int:
         if not args.model or not args.src:
             raise TransduceError("give a model and --src to translate, or --hyp to score existing "
                                  "output")
-        from .. import load
+        from ..translator import Translator
 
         srcs = read_text_lines(args.src, "--src")
         if len(srcs) != len(refs):
             raise TransduceError(f"--src {args.src} has {len(srcs)} lines but --ref {args.ref} has "
                                  f"{len(refs)}; source and reference must be aligned line by line")
         set_threads(args.threads)
-        translator = load(
+        translator = Translator.load(
             args.model, device=args.device, precision=args.precision, compile=args.compile
         )
         announce(args.model)

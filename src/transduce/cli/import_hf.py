@@ -21,16 +21,18 @@ def run(args) -> int:
     from ..checkpoint import read_info
     from ..config import ModelConfig
     from ..interop.huggingface import import_hf
-    from ..lm import describe, use_for
+    from ..tasks import task_of
 
     folder = import_hf(args.hf_dir, args.out)
-    config = ModelConfig.from_dict(read_info(folder)["model"])
-    what = describe(config) + (f" of {config.classes} classes" if config.classes else "")
-    if config.architecture != "encoder-decoder" and not config.classes:
+    info = read_info(folder)
+    config = ModelConfig.from_dict(info["model"])
+    task = task_of(config, info)
+    what = task.what + (f" of {config.classes} classes" if config.classes else "")
+    if task.data_kind == "stream":  # (a language model's tokenizer stays Hugging Face's)
         print(f"imported {args.hf_dir} into {folder} ({what}, without a tokenizer: use it from "
               "Python on token ids, e.g. transduce.checkpoint.load_model_from)")
         return 0
-    command = use_for(config)
+    command = f"transduce {task.verb}"
     example = {"transduce classify": " IMAGE.png", "transduce transcribe": " RECORDING.flac"}
     print(f"imported {args.hf_dir} into {folder} ({what}); try: {command} {args.out}"
           f"{example.get(command, '')}")

@@ -20,7 +20,7 @@ from .translate import UTF8_ADVICE, _stdin_lines, windows
 
 
 def add_parser(sub) -> None:
-    from ..parser import PARSING
+    from ..tasks import PARSING
 
     p = sub.add_parser("parse", help="parse tokenized sentences into constituency trees with a "
                                      "model trained on a treebank (prepare --trees)",

@@ -163,7 +163,7 @@ def run(args) -> int:
         raise TransduceError("transduce serve needs FastAPI and uvicorn: pip install "
                              "'transduce[serve]' (from a clone: pip install -e "
                              "'.[serve]')") from None
-    from .. import load
+    from ..translator import Translator
     from ..runtime import compile_choice
     from ..serving.app import batching_mode, create_app
     from ..serving.server import GracefulServer, head_deadline
@@ -174,7 +174,7 @@ def run(args) -> int:
     try:
         threads = set_threads(args.threads)
         started = time.monotonic()
-        translator = load(
+        translator = Translator.load(
             args.model, device=args.device, precision=args.precision, compile=args.compile
         )
         compiled = compile_choice(args.compile, translator.device, translator.precision)

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..config import PRECISIONS, ModelConfig, TrainConfig, split_overrides
 from ..errors import TransduceError
 from ..reading import read_json
+from ..tasks import data_tasks, task_of
 from ..training.recipe import RECIPES, apply_recipe, describe_schedule
 from .common import THREADS, config_number, parse_sets, set_threads
 
@@ -127,21 +128,21 @@ def _read_toml(path: str) -> dict:
 
 
 def _data_fields(meta: dict, preset: str) -> dict:
-    if meta.get("kind") == "images":  # the classes and shape of the images
-        chosen = ModelConfig.preset(preset)
-        if chosen.input != "image":
-            raise TransduceError(f"the data holds images: train an image model on it (--preset "
-                                 f"vit-tiny, or another vit-* preset), not --preset {preset}")
+    """The model fields the data decides: the classes and shape of images, the characters and mel
+    bins of recordings, the vocabularies and special ids of text."""
+    fits, chosen = data_tasks(meta), ModelConfig.preset(preset)
+    layout = fits[0].data_kind if fits else "pairs"
+    if layout in ("images", "recordings") and task_of(chosen, meta) not in fits:
+        raise TransduceError(f"the data holds {fits[0].holds}: train {fits[0].what} "
+                             f"(--preset {fits[0].preset}) on it, not --preset {preset}")
+    if layout == "images":
         fields = dict(classes=len(meta["classes"]), channels=meta["channels"],
                       image_size=meta["image_size"])
         if chosen.channels != meta["channels"]:  # the preset's normalization, for each channel
             fields.update(image_mean=chosen.image_mean[:1] * meta["channels"],
                           image_std=chosen.image_std[:1] * meta["channels"])
         return fields
-    if meta.get("kind") == "speech":  # the characters written, the mel bins read
-        if ModelConfig.preset(preset).input != "audio":
-            raise TransduceError(f"the data holds recordings: train a speech model on it "
-                                 f"(--preset speech-small), not --preset {preset}")
+    if layout == "recordings":
         return dict(vocab_size=meta["vocab_size"], channels=meta["n_mels"], **meta["special_ids"])
     vocab = meta["vocab_size"]
     fields = dict(vocab_size=vocab["src"], tgt_vocab_size=None if meta["joint"] else vocab["tgt"],
@@ -200,8 +201,8 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
         model = ModelConfig.from_dict(start.info["model"])
         train = TrainConfig(label_smoothing=start.label_smoothing)
     else:
-        preset = preset or {"monolingual": "gpt-small", "images": "vit-tiny",
-                            "speech": "speech-small"}.get(meta.get("kind"), "base")
+        fits = data_tasks(meta)
+        preset = preset or (fits[0].preset if fits else "base")  # the data's first task's
         # (the data's fields, the file's and --set's checked together: an image size the
         # preset's patches do not divide may be the reason for a --set patch_size)
         data_fields = _data_fields(meta, preset)

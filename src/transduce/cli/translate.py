@@ -100,7 +100,7 @@ def windows(lines: Iterator[str], size: int) -> Iterator[list[str]]:
 
 
 def run(args) -> int:
-    from .. import load
+    from ..translator import Translator
     from ..data.corpus import read_lines
     from ..files import check_output_file, output_file
 
@@ -115,7 +115,7 @@ def run(args) -> int:
             args.output, [p for p in (args.input, *model_inputs(args.model)) if p], "--output"
         )
     set_threads(args.threads)
-    translator = load(
+    translator = Translator.load(
         args.model, device=args.device, precision=args.precision, compile=args.compile
     )
     announce(args.model)

@@ -4,15 +4,13 @@ decoding state is ``state.py``'s)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
 
-if TYPE_CHECKING:
-    from .modifiers import ScoreModifier
 
 
 @dataclass
@@ -50,7 +48,7 @@ class SearchOptions:
     precision: str = "fp32"
     compile: bool = False
     on_step: Optional[Callable[[Tensor], None]] = None
-    modifiers: Sequence["ScoreModifier"] = ()
+    modifiers: Sequence[Any] = ()  # (``modifiers.ScoreModifier``, which imports this module)
 
 
 def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:

@@ -5,8 +5,9 @@ join at the first step.
 added to the decoding state, each at its own step count) and every sentence that is done leaves
 at once, its hypotheses returned by ``step``. Each sentence is searched by the same rules wherever
 it joined: the length limits, ``min_len`` and a forced prefix at its own step (the score modifiers
-of ``modifiers.py``, each told every sentence's own step), the length penalty of what ends, the stopping rule (``Beams``); so its output
-is the one it gets searched alone, up to float rounding (``tests/decoding/test_running.py``).
+of ``modifiers.py``, each told every sentence's own step), the length penalty of what ends, the
+stopping rule (``Beams``); so its output is the one it gets searched alone, up to float rounding
+(``tests/decoding/test_running.py``).
 
 ``search_batch`` is ``translate``'s search: the batch joins one ``RunningSearch`` at the first step
 and is stepped until its last sentence is done. A running search serves one set of search settings:

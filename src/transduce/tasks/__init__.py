@@ -13,8 +13,10 @@ from typing import Any, Mapping, Optional
 from . import images, language, parsing, speech, translation
 from .base import Metric, Task
 
-TASKS: dict[str, Task] = {t.name: t for t in (translation.TASK, parsing.TASK, language.CAUSAL,
-                                              language.MASKED, images.TASK, speech.TASK)}
+# (in the order a dataset's tasks are listed: the first is the one a new run trains by default,
+# a language model on monolingual text even where its sentinels allow T5's span corruption)
+TASKS: dict[str, Task] = {t.name: t for t in (language.CAUSAL, language.MASKED, translation.TASK,
+                                              parsing.TASK, images.TASK, speech.TASK)}
 METRICS: dict[str, Metric] = {t.metric.key: t.metric for t in TASKS.values()}
 PARSING = parsing.PARSING
 
@@ -33,8 +35,9 @@ def task_of(config: Any, info: Optional[Mapping] = None) -> Task:
 
 
 def data_tasks(meta: Mapping) -> list[Task]:
-    """The tasks a prepared dataset (its meta.json) trains: one, or for monolingual text each
-    language model and, with sentinels, T5's span corruption (translation data)."""
+    """The tasks a prepared dataset (its meta.json) trains, the default first: one, or for
+    monolingual text each language model and, with sentinels, T5's span corruption (translation
+    data)."""
     return [task for task in TASKS.values() if task.data(meta)]
 
 
