@@ -147,3 +147,22 @@ def test_help_and_argument_errors_do_not_import_torch():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_only_the_task_registry_and_the_front_ends_tell_inputs_and_data_apart():
+    """What a model reads (``input``) and what a prepared dataset holds (its ``kind``) are asked of
+    the task (``tasks/``) everywhere else; the front ends (``config/inputs.py``,
+    ``model/inputs.py``) build what each input needs."""
+    import re
+
+    allowed = {"tasks", "config/inputs.py", "model/inputs.py"}
+    pattern = re.compile(r"\.input\s*(==|!=|in\b)|input\s*==\s*\"|get\(\"kind\""
+                         r"|\[\"kind\"\]\s*(==|!=)")
+    found = [
+        f"{path.relative_to(SRC)}:{number}"
+        for path in sorted(SRC.rglob("*.py"))
+        if not any(str(path.relative_to(SRC)).startswith(a) for a in allowed)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line) and "MARKER" not in line
+    ]
+    assert not found, f"ask the task (transduce.tasks) instead: {found}"

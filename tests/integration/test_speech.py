@@ -144,7 +144,8 @@ def test_speech_and_other_inputs_do_not_mix(tones, trained, tmp_path, reverse_ru
     soundfile.write(silent, np.zeros(4000, dtype=np.float32), 16_000)
     cases = [
         (["train", str(tones / "data"), "--out", str(tmp_path / "a"), "--preset", "tiny",
-          "--max-steps", "1"], "holds recordings: train a speech model (--preset speech-small) on it"),
+          "--max-steps", "1"],
+         "holds recordings: train a speech model (--preset speech-small) on it"),
         (["train", str(reverse_run / "data"), "--out", str(tmp_path / "b"), "--preset",
           "speech-small", "--max-steps", "1"], "the model is a speech model (input='audio'"),
         (["transcribe", str(reverse_run / "run"), str(silent)],

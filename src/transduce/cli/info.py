@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig
-from ..tasks import METRICS
+from ..tasks import METRICS, task_of
 from .common import number, parse_sets
 
 
@@ -100,10 +100,10 @@ def describe_run(path: Path) -> int:
         "decoder-only": "a decoder-only language model",
         "encoder-only": "an encoder-only (masked) language model",
     }[config.architecture]
-    if config.classes:
-        kind = (f"an image classifier (ViT) of {config.classes} classes" if config.input == "image"
-                else f"a classifier of {config.classes} classes")
-    if config.input == "audio":
+    task = task_of(config, info)
+    if task.data_kind == "images":
+        kind = f"an image classifier (ViT) of {config.classes} classes"
+    if task.data_kind == "recordings":
         kind = ("a speech model (Whisper's tokenizer)" if "whisper" in info else
                 f"a speech model writing {len(info.get('chars', [])) - 4} "
                 + ("SentencePiece pieces" if info.get("pieces") else "characters"))
@@ -117,9 +117,9 @@ def describe_run(path: Path) -> int:
         else f"{config.encoder_layers or config.decoder_layers} layers"
     )
     reads = (f"{config.image_size}x{config.image_size}x{config.channels} images in "
-             f"{config.patch_size}x{config.patch_size} patches" if config.input == "image" else
+             f"{config.patch_size}x{config.patch_size} patches" if task.data_kind == "images" else
              f"frames of {config.channels} mel bins, {config.subsample}x subsampled, vocabulary "
-             f"{config.vocab_size:,}" if config.input == "audio" else
+             f"{config.vocab_size:,}" if task.data_kind == "recordings" else
              f"vocabulary {config.vocab_size:,}")
     print(
         f"  model      {shape}, d_model {config.d_model}, d_ff {config.d_ff}, {config.n_heads} "

@@ -5,25 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig
+from ..tasks import task_of
 
 
 def next_commands(run, data_dir, meta: dict, config: ModelConfig) -> str:
     """What to run with what was trained, as the demo ends (the prepared test split, if any)."""
-    architecture = config.architecture
-    if config.input == "image":
-        return "\n".join(["next:", f"  transduce classify {run} IMAGE.png ...",
-                          f"  transduce evaluate {run} --images TEST_DIR",
-                          f"  transduce attention {run} --image IMAGE.png --out attention.png"])
-    if config.input == "audio":
-        return "\n".join(["next:", f"  transduce transcribe {run} RECORDING.flac ...",
-                          f"  transduce evaluate {run} --audio TEST.tsv",
-                          f"  transduce attention {run} --audio RECORDING.flac --out "
-                          "attention.png"])
-    if architecture == "decoder-only":
-        return f"next: transduce generate {run} --prompt \"...\""
-    if architecture == "encoder-only":
-        return f"next: transduce fill-mask {run} \"... <mask> ...\""
-    if meta.get("kind") == "monolingual":  # T5's pretraining: fill in spans, then fine-tune
+    task = task_of(config, meta)
+    if len(task.next) == 1:
+        return "next: " + task.next[0].format(run=run)
+    if task.next:
+        return "\n".join(["next:", *(f"  {line.format(run=run)}" for line in task.next)])
+    if task.name == "span-corruption":  # T5's pretraining: fill in spans, then fine-tune
         return "\n".join([
             "next:",
             f"  echo \"... <extra_id_0> ... <extra_id_1> ...\" | transduce translate {run}",
@@ -39,7 +31,7 @@ def next_commands(run, data_dir, meta: dict, config: ModelConfig) -> str:
         else None
     )
     lines = ["next:"]
-    if meta.get("trees"):
+    if task.name == "parsing":
         if split:
             words, gold = Path(data_dir) / f"{split}.{meta['src']}.txt", meta["inputs"][split][0]
             lines.append(f"  transduce parse {run} --input {words} --output {split}.parsed")

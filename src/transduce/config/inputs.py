@@ -1,4 +1,6 @@
-"""The checks of ``ModelConfig``'s fields for inputs other than tokens, and for classifiers."""
+"""The front ends' side of ``ModelConfig`` (``model/inputs.py`` builds them): whether a model reads
+tokens, the checks of the fields of inputs other than tokens and of classifiers, and the numbers a
+front end holds."""
 
 from __future__ import annotations
 
@@ -54,3 +56,25 @@ def check_inputs(c) -> None:
                          f"got {len(c.image_mean)} and {len(c.image_std)}")
     if min(c.image_std) <= 0:
         raise ValueError(f"image_std must be positive, got {c.image_std}")
+
+
+def reads_tokens(c) -> bool:
+    """Whether the model of ``ModelConfig`` c reads token ids (not an image or a recording)."""
+    return c.input == "tokens"
+
+
+def front_end_size(c, embeddings: int, positions: int, output: int) -> tuple[int, int, int]:
+    """The numbers of the embeddings, position tables and output a model of ``ModelConfig`` c
+    holds, given those of a model of tokens (``ModelConfig.size_estimate``)."""
+    D = c.d_model
+    if c.input == "image":  # the patches' projection, [CLS] and positions; no tokens
+        return (c.channels * c.patch_size**2 + 1) * D, (c.num_patches + 1) * D, output
+    if c.input == "audio":  # two convolutions, the encoder's positions; the target's tokens
+        C = c.conv_channels or D
+        embeddings = c.target_vocab_size * D + (
+            3 * D * (c.channels + D) if c.audio_conv == "1d"
+            else 9 * C * (1 + C) + c.conv_features * D)
+        learned = c.positional == "learned"
+        positions = (c.audio_positions * learned + c.max_positions) * D
+        output += (c.target_vocab_size * D) if c.ctc_weight else 0
+    return embeddings, positions, output

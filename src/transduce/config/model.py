@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from .fields import ConfigMixin, check_numbers, choice, unknown_key_error
-from .inputs import check_inputs
+from .inputs import check_inputs, front_end_size, reads_tokens
 from .presets import PRESETS
 
 ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
@@ -258,7 +258,7 @@ class ModelConfig(ConfigMixin):
         }
         if self.mask_id is not None:
             specials["mask_id"] = self.mask_id
-        for name, value in specials.items() if self.input == "tokens" else ():
+        for name, value in specials.items() if reads_tokens(self) else ():
             if not 0 <= value < min(self.vocab_size, self.target_vocab_size):
                 raise ValueError(f"{name}={value} is outside the vocabulary (size "
                                  f"{self.vocab_size})")
@@ -320,7 +320,7 @@ class ModelConfig(ConfigMixin):
         ]
         if self.positional == "relative":
             return "positional='relative'"
-        if self.input != "tokens" or self.classes:
+        if not reads_tokens(self) or self.classes:
             return f"input={self.input!r}, classes={self.classes}"
         for name, paper in checks:
             if getattr(self, name) != paper and not (
@@ -350,17 +350,7 @@ class ModelConfig(ConfigMixin):
         positions = self.max_positions * D * (2 if self.positional == "learned" else 1)
         if self.positional == "relative":  # a bucket table per stack
             positions = 2 * self.relative_buckets * self.n_heads
-        if self.input == "image":  # the patches' projection, [CLS] and positions; no tokens
-            embeddings = (self.channels * self.patch_size**2 + 1) * D
-            positions = (self.num_patches + 1) * D
-        if self.input == "audio":  # two convolutions, the encoder's positions; the target's tokens
-            C = self.conv_channels or D
-            embeddings = self.target_vocab_size * D + (
-                3 * D * (self.channels + D) if self.audio_conv == "1d"
-                else 9 * C * (1 + C) + self.conv_features * D)
-            learned = self.positional == "learned"
-            positions = (self.audio_positions * learned + self.max_positions) * D
-            output += (self.target_vocab_size * D) if self.ctc_weight else 0
+        embeddings, positions, output = front_end_size(self, embeddings, positions, output)
         if self.classes:
             output = self.classes * D
         return (self.encoder_layers * layer + self.decoder_layers * (layer + cross) + embeddings

@@ -35,7 +35,7 @@ def load_meta(data_dir: str | Path) -> dict:
     try:
         meta = json.loads(path.read_text())
         meta["splits"]
-        if meta.get("kind") not in ("images", "speech"):  # (languages: text only)
+        if "vocab_size" in meta and isinstance(meta["vocab_size"], dict):  # (text: languages)
             meta["src"], meta["tgt"]
     except (ValueError, KeyError) as error:
         raise DataError(f"{path} is damaged or from an incompatible version ({error}); prepare the "

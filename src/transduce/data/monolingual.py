@@ -23,6 +23,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..tasks import data_tasks
 from ..version import __version__
 from ..checkpoint import tokenizer_fingerprint
 from ..errors import DataError
@@ -200,7 +201,7 @@ class TokenStream:
 
         self.dir = Path(data_dir)
         self.meta = load_meta(data_dir)
-        if self.meta.get("kind") != "monolingual":
+        if not any(task.data_kind == "stream" for task in data_tasks(self.meta)):
             raise DataError(f"{data_dir} holds parallel text; a language model trains on a "
                             "monolingual dataset (transduce prepare --monolingual --train FILE "
                             "--out DIR)")

@@ -15,6 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ..tasks import task_of
 from ..checkpoint import load_model_from, tokenizer_paths
 from ..choice import resolve
 from ..errors import TransduceError
@@ -104,7 +105,8 @@ def export_ctranslate2(
     folder = resolve(model_path)
     model, info = load_model_from(folder)
     # (what CTranslate2 cannot hold is said before asking for it to be installed)
-    if model.config.input == "image":
+    task = task_of(model.config, info)
+    if task.data_kind == "images":
         raise TransduceError(f"{folder}: an image classifier; CTranslate2 has none (it runs "
                              "translation, language and speech models): export it with --to hf")
     try:
@@ -114,7 +116,7 @@ def export_ctranslate2(
                              "pip install 'transduce[ctranslate2]'") from None
     if model.config.positional == "relative":
         return _export_t5(folder, out, quantization)
-    if model.config.input == "audio":
+    if task.data_kind == "recordings":
         return _export_whisper(folder, out, quantization)
 
     class _TransduceConverter(Converter):

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 import torch
 from safetensors.torch import load_file
 
+from ..tasks import task_of
 from ..checkpoint import check_weights, write_checkpoint
 from ..config import ModelConfig
 from ..data.audio import HOP
@@ -236,10 +237,12 @@ def export_hf(model_path: str | Path, out: str | Path) -> Path:
     from ..checkpoint import read_info
     from ..choice import resolve
 
-    config = ModelConfig.from_dict(read_info(resolve(model_path))["model"])
-    if config.input == "image":
+    info = read_info(resolve(model_path))
+    config = ModelConfig.from_dict(info["model"])
+    kind = task_of(config, info).data_kind
+    if kind == "images":
         return vit.export_vit(model_path, out)
-    if config.input == "audio":
+    if kind == "recordings":
         return whisper.export_whisper(model_path, out)
     if config.positional == "relative":
         return t5.export_t5(model_path, out)
@@ -285,7 +288,8 @@ def write_imported(folder: Path, config: ModelConfig, weights: dict[str, torch.T
     languages = ("src", "tgt") if roles else ("text", "text")
     info = {"model": config.to_dict(), "tokenizer": roles, "step": 0,
             "imported_from": str(folder), **(info or {}),
-            **({"src": languages[0], "tgt": languages[1]} if config.input == "tokens" else {})}
+            **({"src": languages[0], "tgt": languages[1]}
+               if task_of(config).data_kind in ("pairs", "stream") else {})}
     with output_dir(out, "run", [folder]) as tmp:
         write_checkpoint(tmp / "checkpoints" / "step_00000000", model.eval(), info, files)
     return out / "checkpoints" / "step_00000000"

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
+from ..config.inputs import reads_tokens
 from .cache import DecoderCache, LayerCache
 from .feed_forward import MixtureOfExperts, make_norm
 from .inputs import make_front_end, pool
@@ -54,7 +55,7 @@ class Transformer(nn.Module):
         self.config = config
         c = config
         # the source's, or the only one (an image or a recording has none)
-        tokens = nn.Embedding(c.vocab_size, c.d_model) if c.input == "tokens" else None
+        tokens = nn.Embedding(c.vocab_size, c.d_model) if reads_tokens(c) else None
         tgt_tokens = (
             None
             if not c.has_decoder

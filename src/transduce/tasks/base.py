@@ -60,6 +60,9 @@ class Task:
     holds: str
     prepare: str
     search: Mapping[str, Any] = field(default_factory=dict)
+    # the commands to run with a trained model ({run}: its folder); empty: ``train`` writes them
+    # from the data (translation and parsing name the prepared test split)
+    next: tuple[str, ...] = ()
 
     def line(self, result: Mapping[str, Any]) -> str:
         """A validation record in words: ``loss 1.234, BLEU 20.10, ... (500 sentences, 3.1 s)``."""

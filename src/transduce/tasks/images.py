@@ -22,4 +22,6 @@ TASK = Task(
     preset="vit-tiny",
     holds="images",
     prepare="transduce prepare --images DIR --out DATA",
+    next=("transduce classify {run} IMAGE.png ...", "transduce evaluate {run} --images TEST_DIR",
+          "transduce attention {run} --image IMAGE.png --out attention.png"),
 )

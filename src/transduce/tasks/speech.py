@@ -22,4 +22,6 @@ TASK = Task(
     preset="speech-small",
     holds="recordings",
     prepare="transduce prepare --audio TABLE.tsv --out DATA",
+    next=("transduce transcribe {run} RECORDING.flac ...", "transduce evaluate {run} --audio "
+          "TEST.tsv", "transduce attention {run} --audio RECORDING.flac --out attention.png"),
 )

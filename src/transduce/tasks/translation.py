@@ -1,6 +1,6 @@
 """Translation: an encoder-decoder from token ids to token ids, trained on pairs of sentences
-(``prepare --src --tgt``), or on monolingual text with T5's span corruption (``prepare
---monolingual --sentinels``: spans are translation data); chosen by validation BLEU."""
+(``prepare --src --tgt``) and chosen by validation BLEU (T5's pretraining on spans makes
+translation models too: ``spans``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ from .base import Metric, Task
 
 def _model(config, info) -> bool:
     return (config.input == "tokens" and config.architecture == "encoder-decoder"
-            and not config.classes and not info.get("trees"))
+            and not config.classes and not info.get("trees") and not info.get("sentinel_ids"))
 
 
 def _data(meta) -> bool:
-    kind = meta.get("kind", "parallel")
-    return (kind == "parallel" and not meta.get("trees")
-            or kind == "monolingual" and bool(meta.get("sentinel_ids")))
+    return meta.get("kind", "parallel") == "parallel" and not meta.get("trees")
 
 
 TASK = Task(
@@ -33,6 +31,5 @@ TASK = Task(
     commands=("translate", "evaluate", "serve", "attention", "export", "average", "info"),
     preset="base",
     holds="parallel text",
-    prepare=("transduce prepare --src SRC --tgt TGT --train-prefix PREFIX --out DATA (or, to "
-             "pretrain as T5 does, --monolingual --sentinels 100)"),
+    prepare="transduce prepare --src SRC --tgt TGT --train-prefix PREFIX --out DATA",
 )

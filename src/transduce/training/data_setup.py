@@ -27,7 +27,7 @@ from ..data.spans import collate_spans, span_counts
 from ..data.speech import SpeechSet, collate_speech, target_vocabulary
 from ..data.tokenizer import named_languages
 from ..errors import TrainingError
-from ..tasks import Task, data_tasks, task_of
+from ..tasks import Task, data_tasks, model_tasks, task_of
 
 
 def check_lengths_against_model(config: ModelConfig, datasets: dict, data_dir: str) -> None:
@@ -86,9 +86,10 @@ def check_model_against_data(config: ModelConfig, meta: dict, data_dir: str,
             raise TrainingError(f"{data_dir}: its meta.json describes no data transduce trains on; "
                                 "prepare it again with this version of transduce")
         kinds = " or ".join(dict.fromkeys(f"{t.what} (--preset {t.preset})" for t in fits))
+        wants = " or ".join(f"{t.holds} (`{t.prepare}`)" for t in model_tasks(config))
         raise TrainingError(f"{data_dir} holds {fits[0].holds}: train {kinds} on it; the model "
                             f"is {task.what} (input='{config.input}', {config.architecture}), "
-                            f"which trains on {task.holds}: `{task.prepare}`")
+                            f"which trains on {wants}")
     if task.data_kind == "images":
         check_model_against_images(config, meta, data_dir)
     elif task.data_kind == "recordings":
@@ -211,7 +212,7 @@ class TrainingData:
         self.meta = load_meta(data_dir)
         self.task = check_model_against_data(cfg, self.meta, data_dir, origin)
         # a token stream: a language model's text, or an encoder-decoder's for span corruption
-        self.stream = bool(self.meta.get("sentinel_ids")) or self.task.data_kind == "stream"
+        self.stream = self.task.data_kind == "stream"
         self.sentinels = self.meta.get("sentinel_ids", [])
         self.train_indices = None  # with train_max_len: the training pairs used
         self.extra_set, self.extra_name = None, None  # --valid-extra: a second validation set

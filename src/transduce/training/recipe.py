@@ -22,6 +22,7 @@ import dataclasses
 from typing import Iterable, Optional
 
 from ..config import ModelConfig, TrainConfig
+from ..tasks import data_tasks
 
 RECIPES = ("auto", "paper", "finetune")
 SCHEDULE_KEYS = frozenset({"lr_schedule", "warmup", "peak_lr", "lr_factor"})
@@ -83,14 +84,16 @@ def auto_schedule(
     from ..data import ParallelDataset, TokenBatchSampler, TokenStream, load_meta
 
     meta = load_meta(data_dir)
-    if meta.get("kind") == "images":  # shuffled batches of batch_size images
+    fits = data_tasks(meta)
+    layout = fits[0].data_kind if fits else "pairs"  # (the first: a stream for T5's spans too)
+    if layout == "images":  # shuffled batches of batch_size images
         per_epoch = meta["splits"]["train"]["images"] / train.batch_size / train.update_freq
-    elif meta.get("kind") == "monolingual":  # blocks of a token stream
+    elif layout == "stream":  # blocks of a token stream
         blocks = TokenStream(data_dir, "train").num_blocks(
             train.block_size, model.architecture == "decoder-only"
         )
         per_epoch = blocks / max(1, train.max_tokens // train.block_size) / train.update_freq
-    elif meta.get("kind") == "speech":  # batches of max_tokens encoder positions
+    elif layout == "recordings":  # batches of max_tokens encoder positions
         from ..data.speech import SpeechSet
 
         ds = SpeechSet(data_dir, "train")

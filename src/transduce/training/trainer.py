@@ -180,8 +180,7 @@ class Trainer:
     progress = property(lambda self: self.state.progress)
 
     def checkpoint_info(self) -> dict:
-        """What a checkpoint says of its run: model, languages, tokenizer, task prefix, classes,
-        whether its targets are trees (a parser: ``tasks.task_of`` reads it)."""
+        """What a checkpoint says of its run: model, languages, tokenizer, classes, trees..."""
         keys = ("src", "tgt", "task_prefix", "classes", "chars", "pieces", "trees", "tags")
         return {"model": self.cfg.to_dict(), **{k: self.meta[k] for k in keys if k in self.meta},
                 "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
