@@ -49,7 +49,7 @@ class Progress:
 
     def best(self) -> Optional[tuple[float, float]]:
         """The best validation's (value, tie), or None before one."""
-        return (self.best_value, self.best_tie) if self.best_step > 0 else None
+        return (self.best_value, self.best_tie) if self.best_step > 0 and self.best_metric else None
 
 
 # the best-so-far fields a run kept before one best (metric, value, step): the field, its metric,
