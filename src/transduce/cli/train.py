@@ -9,7 +9,7 @@ from pathlib import Path
 from ..config import PRECISIONS, ModelConfig, TrainConfig, split_overrides
 from ..errors import TransduceError
 from ..reading import read_json
-from ..tasks import data_tasks, task_of
+from ..tasks import data_layout, data_tasks, task_of
 from ..training.recipe import RECIPES, apply_recipe, describe_schedule
 from .common import THREADS, config_number, parse_sets, set_threads
 
@@ -130,8 +130,7 @@ def _read_toml(path: str) -> dict:
 def _data_fields(meta: dict, preset: str) -> dict:
     """The model fields the data decides: the classes and shape of images, the characters and mel
     bins of recordings, the vocabularies and special ids of text."""
-    fits, chosen = data_tasks(meta), ModelConfig.preset(preset)
-    layout = fits[0].data_kind if fits else "pairs"
+    fits, chosen, layout = data_tasks(meta), ModelConfig.preset(preset), data_layout(meta)
     if layout in ("images", "recordings") and task_of(chosen, meta) not in fits:
         raise TransduceError(f"the data holds {fits[0].holds}: train {fits[0].what} "
                              f"(--preset {fits[0].preset}) on it, not --preset {preset}")

@@ -22,8 +22,8 @@ TASKS: dict[str, Task] = {t.name: t for t in (language.CAUSAL, language.MASKED, 
 METRICS: dict[str, Metric] = {t.metric.key: t.metric for t in TASKS.values()}
 PARSING = parsing.PARSING
 
-__all__ = ["Metric", "Task", "TASKS", "METRICS", "PARSING", "task_of", "data_tasks", "model_tasks",
-           "task_named"]
+__all__ = ["Metric", "Task", "TASKS", "METRICS", "PARSING", "task_of", "data_tasks", "data_layout",
+           "model_tasks", "task_named"]
 
 
 def task_of(config: Any, info: Optional[Mapping] = None) -> Task:
@@ -51,6 +51,13 @@ def data_tasks(meta: Mapping) -> list[Task]:
     """The tasks a prepared dataset (its meta.json) trains, the default first: one, or for
     monolingual text each language model and, with sentinels, T5's span corruption."""
     return [task for task in TASKS.values() if task.data(meta)]
+
+
+def data_layout(meta: Mapping) -> str:
+    """How a prepared dataset is laid out (its default task's ``data_kind``: ``pairs``,
+    ``stream``, ``images``, ``recordings``); ``pairs`` for a meta.json no task claims."""
+    fits = data_tasks(meta)
+    return fits[0].data_kind if fits else "pairs"
 
 
 def task_named(name: str) -> Task:

@@ -8,6 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 
+def tokens_model(config, architecture: str) -> bool:
+    """Whether ``config`` is a model of token ids of ``architecture`` (not a classifier)."""
+    return (config.input == "tokens" and config.architecture == architecture
+            and not config.classes)
+
+
 @dataclass(frozen=True)
 class Metric:
     """A validation score: ``key`` in the validation record, ``label`` in messages, whether

@@ -4,7 +4,9 @@ validation perplexity."""
 
 from __future__ import annotations
 
-from .base import Metric, Task
+from dataclasses import replace
+
+from .base import Metric, Task, tokens_model
 
 
 def _monolingual(meta) -> bool:
@@ -12,8 +14,7 @@ def _monolingual(meta) -> bool:
 
 
 def _architecture(name: str):
-    return lambda config, info: (config.input == "tokens" and config.architecture == name
-                                 and not config.classes)
+    return lambda config, info: tokens_model(config, name)
 
 
 PERPLEXITY = Metric("ppl", "perplexity", higher=False)
@@ -37,21 +38,14 @@ CAUSAL = Task(
     prepare="transduce prepare --monolingual --train FILE --out DATA",
 )
 
-MASKED = Task(
+MASKED = replace(
+    CAUSAL,
     name="masked-lm",
     what="an encoder-only language model",
     model=_architecture("encoder-only"),
-    data=_monolingual,
-    data_kind="stream",
-    metric=PERPLEXITY,
-    validation="language",
-    shown=(("ppl", "ppl", False),),
     counted=("tokens", "tokens masked"),
-    facade="LanguageModel",
     verb="fill-mask",
     next=('transduce fill-mask {run} "... <mask> ..."',),
-    preset="bert-small",
-    holds="monolingual text",
     commands=("fill-mask", "average", "export", "info"),
-    prepare="transduce prepare --monolingual --train FILE --out DATA",
+    preset="bert-small",
 )

@@ -4,15 +4,14 @@ trees, parsed with the constrained search."""
 
 from __future__ import annotations
 
-from .base import Metric, Task
+from .base import Metric, Task, tokens_model
 
 # The paper's search for parsing (section 6.3): beam 21, alpha 0.3, output up to input + 300.
 PARSING = {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
 
 
 def _model(config, info) -> bool:
-    return (config.input == "tokens" and config.architecture == "encoder-decoder"
-            and not config.classes and bool(info.get("trees")))
+    return tokens_model(config, "encoder-decoder") and bool(info.get("trees"))
 
 
 def _data(meta) -> bool:

@@ -5,13 +5,12 @@ and is fine-tuned on pairs); its training validates the objective's perplexity."
 
 from __future__ import annotations
 
-from .base import Task
+from .base import Task, tokens_model
 from .language import PERPLEXITY
 
 
 def _model(config, info) -> bool:
-    return (config.input == "tokens" and config.architecture == "encoder-decoder"
-            and not config.classes and bool(info.get("sentinel_ids")))
+    return tokens_model(config, "encoder-decoder") and bool(info.get("sentinel_ids"))
 
 
 def _data(meta) -> bool:

@@ -4,12 +4,12 @@ translation models too: ``spans``)."""
 
 from __future__ import annotations
 
-from .base import Metric, Task
+from .base import Metric, Task, tokens_model
 
 
 def _model(config, info) -> bool:
-    return (config.input == "tokens" and config.architecture == "encoder-decoder"
-            and not config.classes and not info.get("trees") and not info.get("sentinel_ids"))
+    return (tokens_model(config, "encoder-decoder") and not info.get("trees")
+            and not info.get("sentinel_ids"))
 
 
 def _data(meta) -> bool:

@@ -22,7 +22,7 @@ import dataclasses
 from typing import Iterable, Optional
 
 from ..config import ModelConfig, TrainConfig
-from ..tasks import data_tasks
+from ..tasks import data_layout
 
 RECIPES = ("auto", "paper", "finetune")
 SCHEDULE_KEYS = frozenset({"lr_schedule", "warmup", "peak_lr", "lr_factor"})
@@ -84,8 +84,7 @@ def auto_schedule(
     from ..data import ParallelDataset, TokenBatchSampler, TokenStream, load_meta
 
     meta = load_meta(data_dir)
-    fits = data_tasks(meta)
-    layout = fits[0].data_kind if fits else "pairs"  # (the first: a stream for T5's spans too)
+    layout = data_layout(meta)
     if layout == "images":  # shuffled batches of batch_size images
         per_epoch = meta["splits"]["train"]["images"] / train.batch_size / train.update_freq
     elif layout == "stream":  # blocks of a token stream
