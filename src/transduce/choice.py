@@ -17,7 +17,7 @@ from .checkpoint import CHECKPOINT_RE, candidates, is_checkpoint, list_checkpoin
 from .errors import TransduceError
 from .files import recover
 from .reading import read_json
-from .tasks import METRICS
+from .tasks import best_of
 
 
 @dataclass
@@ -51,14 +51,10 @@ def _best_record(run: Path) -> tuple[Optional[int], Optional[str]]:
             progress = read_json(folder / "trainer.json").get("progress", {})
         except TransduceError:
             continue
-        step = progress.get("best_step")
-        step = step if isinstance(step, int) and step > 0 else None
-        key, value = progress.get("best_metric"), progress.get("best_value")
-        if key is None and progress.get("best_bleu", -1) >= 0:  # a record of an older version
-            key, value = "bleu", progress["best_bleu"]
-        metric = METRICS.get(key) if isinstance(key, str) else None
-        if metric is None or not isinstance(value, (int, float)) or step is None:
-            return step, None
+        best = best_of(progress)
+        if best is None:
+            return None, None
+        metric, value, step = best
         return step, f"{metric.label} ({metric.format(value)})"
     return None, None
 

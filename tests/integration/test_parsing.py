@@ -249,6 +249,7 @@ def test_training_chooses_a_parser_by_the_f1_it_measures(parser_run, tmp_path):
     import json
 
     import transduce
+    from transduce.data.corpus import read_lines
     from transduce.data.trees import parse_trees
     from transduce.parseval import parseval
 
@@ -269,7 +270,7 @@ def test_training_chooses_a_parser_by_the_f1_it_measures(parser_run, tmp_path):
     parser = transduce.load(run / "best", device="cpu")
     assert isinstance(parser, transduce.Parser)
     # the F1 of best/ is what parseval gives its parses of the same sentences (beam 2)
-    words = (parser_run / "data" / "valid.words.txt").read_text().splitlines()
+    words = list(read_lines(parser_run / "data" / "valid.words.txt"))
     trees = parser.parse(words, beam=2, alpha=0.3, max_len_a=1.0, max_len_b=300)
     gold = list(parse_trees((parser_run / "dev.trees").read_text()))
     test = list(parse_trees("\n".join(trees)))

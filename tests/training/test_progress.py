@@ -3,7 +3,8 @@ field per metric, load as that."""
 
 import pytest
 
-from transduce.training.progress import Progress, upgrade_best
+from transduce.tasks import best_of, upgrade_best
+from transduce.training.progress import Progress
 
 
 @pytest.mark.parametrize("old, best", [
@@ -19,6 +20,8 @@ def test_an_older_record_loads_as_one_best(old, best):
     progress = Progress.from_dict({"step": 10, **old})
     assert (progress.best_metric, progress.best_value, progress.best_tie) == best
     assert progress.best() == (None if not best[0] else best[1:])
+    found = best_of({"step": 10, **old})  # (as info and a checkpoint's description read it)
+    assert (found[0].key, found[1]) == best[:2] if best[0] else found is None
 
 
 def test_a_new_record_is_kept_as_written_and_a_wrong_type_refused():

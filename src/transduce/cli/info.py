@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ModelConfig
-from ..tasks import METRICS, task_of
+from ..tasks import best_of, task_of
 from .common import number, parse_sets
 
 
@@ -159,13 +159,9 @@ def describe_run(path: Path) -> int:
 
 
 def _best_line(progress: dict) -> str:
-    """The best validation a checkpoint's progress record holds, in words (an older record's
-    fields read as ``Progress.from_dict`` reads them)."""
-    from ..training.progress import upgrade_best
-
-    progress = upgrade_best(progress)
-    metric = METRICS.get(progress.get("best_metric", ""))
-    if metric is None or not progress.get("best_step"):
+    """The best validation a checkpoint's progress record holds, in words."""
+    best = best_of(progress)
+    if best is None:
         return ""
-    return (f"{metric.label} {metric.format(progress['best_value'])} at update "
-            f"{progress['best_step']:,}")
+    metric, value, step = best
+    return f"{metric.label} {metric.format(value)} at update {step:,}"

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional
 
 from . import images, language, parsing, spans, speech, translation
 from .base import Metric, Task
+from .best import best_of as _best_of, upgrade_best
 
 # (in the order a dataset's tasks are listed: the first is the one a new run trains by default,
 # a language model on monolingual text even where its sentinels allow T5's span corruption)
@@ -23,7 +24,7 @@ METRICS: dict[str, Metric] = {t.metric.key: t.metric for t in TASKS.values()}
 PARSING = parsing.PARSING
 
 __all__ = ["Metric", "Task", "TASKS", "METRICS", "PARSING", "task_of", "data_tasks", "data_layout",
-           "model_tasks", "task_named"]
+           "model_tasks", "task_named", "upgrade_best", "best_of"]
 
 
 def task_of(config: Any, info: Optional[Mapping] = None) -> Task:
@@ -51,6 +52,11 @@ def data_tasks(meta: Mapping) -> list[Task]:
     """The tasks a prepared dataset (its meta.json) trains, the default first: one, or for
     monolingual text each language model and, with sentinels, T5's span corruption."""
     return [task for task in TASKS.values() if task.data(meta)]
+
+
+def best_of(progress: Mapping) -> Optional[tuple[Metric, float, int]]:
+    """A progress record's best validation: (its metric, value, update), or None (``best``)."""
+    return _best_of(progress, METRICS)
 
 
 def data_layout(meta: Mapping) -> str:

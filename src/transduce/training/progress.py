@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..tasks import upgrade_best
+
 
 @dataclass
 class Progress:
@@ -50,26 +52,3 @@ class Progress:
     def best(self) -> Optional[tuple[float, float]]:
         """The best validation's (value, tie), or None before one."""
         return (self.best_value, self.best_tie) if self.best_step > 0 and self.best_metric else None
-
-
-# the best-so-far fields a run kept before one best (metric, value, step): the field, its metric,
-# and whether it was set (a language model's perplexity started at 0, the others at -1)
-OLD_BEST = (("best_bleu", "bleu", lambda v: v >= 0),
-            ("best_accuracy", "accuracy", lambda v: v >= 0),
-            ("best_cer", "cer", lambda v: v >= 0), ("best_ppl", "ppl", lambda v: v > 0))
-
-
-def upgrade_best(data: dict) -> dict:
-    """A progress record written before one best: its set field becomes (metric, value, tie)."""
-    if not any(name in data for name, *_ in OLD_BEST) and "best_chrf" not in data:
-        return data
-    data = dict(data)
-    olds = {name: data.pop(name, None) for name in (*(n for n, *_ in OLD_BEST), "best_chrf")}
-    for name, metric, is_set in OLD_BEST:
-        value = olds[name]
-        if isinstance(value, (int, float)) and is_set(value) and data.get("best_step", 0) > 0:
-            chrf = olds["best_chrf"] if metric == "bleu" else 0.0
-            data.update(best_metric=metric, best_value=float(value),
-                        best_tie=float(chrf if isinstance(chrf, (int, float)) else 0.0))
-            break
-    return data

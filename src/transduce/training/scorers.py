@@ -21,7 +21,8 @@ from .loss import label_smoothed_nll
 
 
 def _losses(v, model, batches, forward) -> dict:
-    """Loss, nll and perplexity per target token over ``batches`` (``forward``: batch -> logits)."""
+    """Loss, nll and perplexity per target token over ``batches`` (``forward``: batch -> logits),
+    and the number of target tokens (``tokens``)."""
     cfg, tc = v.cfg, v.tc
     loss_sum = nll_sum = tokens = 0.0
     for batch in batches:
@@ -33,15 +34,17 @@ def _losses(v, model, batches, forward) -> dict:
         loss_sum, nll_sum = loss_sum + float(loss), nll_sum + float(nll)
         tokens += batch.target_tokens
     return {"loss": round(loss_sum / tokens, 4), "nll": round(nll_sum / tokens, 4),
-            "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2)}
+            "ppl": round(math.exp(min(nll_sum / tokens, 50)), 2), "tokens": int(tokens)}
 
 
 def _pair_losses(v, model, ds) -> dict:
     sampler = TokenBatchSampler(ds.src_lengths, ds.tgt_lengths, v.tc.max_tokens, shuffle=False)
     cfg = v.cfg
-    return _losses(v, model, (collate(ds, i, cfg.pad_id, cfg.start_id, cfg.eos_id)
-                              for i in sampler.batches(0)),
-                   lambda batch: model(batch.src, batch.tgt_in))
+    result = _losses(v, model, (collate(ds, i, cfg.pad_id, cfg.start_id, cfg.eos_id)
+                                for i in sampler.batches(0)),
+                     lambda batch: model(batch.src, batch.tgt_in))
+    del result["tokens"]  # (a translation's record counts sentences)
+    return result
 
 
 def _counted(v, ds) -> int:
@@ -105,6 +108,7 @@ def speech(v, model) -> dict:
                                 v.tc.max_tokens, shuffle=False)
     result = _losses(v, model, (v.data.collate(i, 0, 0, split=ds) for i in sampler.batches(0)),
                      lambda batch: model(batch.src, batch.tgt_in))
+    del result["tokens"]  # (a speech model's record counts recordings)
     n = _counted(v, ds)
     hyps = _search(v, model, [ds[i][0] for i in range(n)])
     texts = [v.data.tokenizer.decode_tgt(h[0].tokens) for h in hyps]
@@ -120,10 +124,9 @@ def language(v, model) -> dict:
     tc, cfg, ds = v.tc, v.cfg, v.data.valid_set
     blocks = BlockSampler(ds.num_blocks(tc.block_size, cfg.architecture == "decoder-only"),
                           max(1, tc.max_tokens // tc.block_size), shuffle=False)
-    batches = [v.data.collate(indices, 0, number, split=ds)
-               for number, indices in enumerate(blocks.batches(0))]
-    result = _losses(v, model, batches, lambda batch: model(*batch.inputs))
-    return {**result, "tokens": int(sum(b.target_tokens for b in batches))}
+    batches = (v.data.collate(indices, 0, number, split=ds)
+               for number, indices in enumerate(blocks.batches(0)))
+    return _losses(v, model, batches, lambda batch: model(*batch.inputs))
 
 
 def images(v, model) -> dict:
