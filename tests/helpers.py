@@ -64,6 +64,46 @@ def write_counting(root: Path, n_train: int) -> dict:
     return splits
 
 
+def transduce_command(*args: str, prelude: str = "") -> list[str]:
+    """The command line of ``python -m transduce ARGS`` in a fresh process; ``prelude`` is Python
+    run in that process first (a patch that stops it at a chosen step, say)."""
+    if not prelude:
+        return [sys.executable, "-m", "transduce", *args]
+    code = (f"{prelude}\nimport sys\nfrom transduce.cli.main import main\n"
+            "sys.exit(main(sys.argv[1:]))")
+    return [sys.executable, "-c", code, *args]
+
+
+def killed_at_save(step: int) -> str:
+    """A prelude: training SIGKILLs itself once its checkpoint of update ``step`` is saved, as a
+    power cut would, at a chosen update instead of whenever a poll notices."""
+    return f"""
+import os, signal
+from transduce.training.trainer import Trainer
+_save = Trainer.save
+def save(self):
+    _save(self)
+    if self.progress.step >= {step}:
+        os.kill(os.getpid(), signal.SIGKILL)
+Trainer.save = save
+"""
+
+
+def killed_before_rename(name: str) -> str:
+    """A prelude: the process SIGKILLs itself when its output folder ``name`` is written whole in
+    its temporary sibling, the moment before the rename that publishes it."""
+    return f"""
+import os, signal
+import transduce.files as files
+_marker = files.write_marker
+def write_marker(folder, kind):
+    _marker(folder, kind)
+    if folder.name.startswith(".{name}.tmp-"):
+        os.kill(os.getpid(), signal.SIGKILL)
+files.write_marker = write_marker
+"""
+
+
 def cli(*args: str, check: bool = True, input: str | None = None, subprocess_: bool = False,
         env=None) -> subprocess.CompletedProcess:
     """Run ``transduce ARGS`` (in this process, or in a fresh one) and return what it did."""

@@ -22,7 +22,8 @@ from safetensors.torch import load_file
 from transduce.checkpoint import list_checkpoints
 from transduce.data import ParallelDataset
 
-from ..helpers import cli, prepare_reverse_task, write_reverse_task
+from ..helpers import (cli, killed_before_rename, prepare_reverse_task, transduce_command,
+                       write_reverse_task)
 
 TINY = [
     "--set",
@@ -313,25 +314,17 @@ def test_sigterm_saves_a_checkpoint_like_ctrl_c(data, tmp_path):
     assert found and int(found[-1].name[5:]) >= 3
 
 
-def _kill_while_writing(command: list[str], parent: Path, name: str) -> int:
-    """Start ``command``; SIGKILL it as soon as its temporary output appears; return its exit
-    status."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    prefix = f".{name}.tmp-{process.pid}-"
-    while process.poll() is None:
-        if any(p.name.startswith(prefix) for p in parent.iterdir()):
-            process.send_signal(signal.SIGKILL)
-            break
-    return process.wait()
+def _kill_before_rename(command: list[str], name: str) -> int:
+    """Run ``transduce COMMAND``, SIGKILLed when its output ``name`` is written whole in its
+    temporary sibling, before the rename; return its exit status."""
+    return subprocess.run(transduce_command(*command, prelude=killed_before_rename(name)),
+                          capture_output=True, timeout=600).returncode
 
 
 def test_sigkill_during_prepare_and_export_leaves_the_previous_output(tmp_path):
     raw = tmp_path / "raw"
-    write_reverse_task(raw, n_train=60000, n_valid=50, max_words=12)
+    write_reverse_task(raw, n_train=600, n_valid=50, max_words=12)
     prepare = [
-        sys.executable,
-        "-m",
-        "transduce",
         "prepare",
         "--train-prefix",
         str(raw / "train"),
@@ -348,13 +341,13 @@ def test_sigkill_during_prepare_and_export_leaves_the_previous_output(tmp_path):
         "--threads",
         "1",
     ]
-    subprocess.run(prepare, check=True, capture_output=True)
+    cli(*prepare)
     before = tree_digest(tmp_path / "data")
-    assert _kill_while_writing(prepare + ["--force"], tmp_path, "data") == -signal.SIGKILL
+    assert _kill_before_rename(prepare + ["--force"], "data") == -signal.SIGKILL
     assert tree_digest(tmp_path / "data") == before
     # the dead process's temporary
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".data.tmp-")]
-    cli("prepare", *prepare[4:], "--force")  # the next run cleans it
+    cli(*prepare, "--force")  # the next run cleans it
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".data.")]
 
     run = tmp_path / "run"
@@ -369,19 +362,11 @@ def test_sigkill_during_prepare_and_export_leaves_the_previous_output(tmp_path):
         "1",
         *TINY,
     )
-    export = [
-        sys.executable,
-        "-m",
-        "transduce",
-        "export",
-        str(run),
-        "--to",
-        "hf",
-        str(tmp_path / "hf"),
-    ]
-    subprocess.run(export, check=True, capture_output=True)
+    export = ["export", str(run), "--to", "hf", str(tmp_path / "hf")]
+    cli(*export)
     before = tree_digest(tmp_path / "hf")
-    assert _kill_while_writing(export, tmp_path, "hf") == -signal.SIGKILL
+    assert _kill_before_rename(export, "hf") == -signal.SIGKILL
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".hf.tmp-")]
     assert tree_digest(tmp_path / "hf") == before
 
 

@@ -18,7 +18,7 @@ from transduce.checkpoint import list_checkpoints, load_model_from
 from transduce.data import ParallelDataset, collate
 from transduce.training import RunSettings, Trainer, TrainingError
 
-from ..helpers import cli, prepare_reverse_task
+from ..helpers import cli, killed_at_save, prepare_reverse_task, transduce_command
 
 TINY = [
     "--preset",
@@ -115,31 +115,13 @@ def test_exact_resume_after_a_clean_stop(reverse_data_no_valid, tmp_path):
 
 def test_exact_resume_after_sigkill(reverse_data_no_valid, tmp_path):
     data = str(reverse_data_no_valid)
-    args = [
-        sys.executable,
-        "-m",
-        "transduce",
-        "train",
-        data,
-        "--out",
-        str(tmp_path / "killed"),
-        "--max-steps",
-        "60",
-        "--set",
-        "save_every=5",
-        *TINY,
-    ]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 600  # a deadlock guard, not a speed limit
-    while time.time() < deadline and not any(
-        int(p.name[5:]) >= 15 for p in list_checkpoints(tmp_path / "killed")
-    ):
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert process.returncode == -signal.SIGKILL
-    killed_at = int(list_checkpoints(tmp_path / "killed")[-1].name[5:])
-    assert 15 <= killed_at < 60, killed_at
+    args = ["train", data, "--out", str(tmp_path / "killed"), "--max-steps", "60",
+            "--set", "save_every=5", *TINY]
+    # killed right after the checkpoint of update 15 is saved, as a power cut would be
+    process = subprocess.run(transduce_command(*args, prelude=killed_at_save(15)),
+                             capture_output=True, text=True, timeout=600)
+    assert process.returncode == -signal.SIGKILL, process.stderr[-2000:]
+    assert int(list_checkpoints(tmp_path / "killed")[-1].name[5:]) == 15
     cli(
         "train",
         data,

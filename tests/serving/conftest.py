@@ -4,11 +4,12 @@ against."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
+
+from ..helpers import transduce_command
 
 
 @pytest.fixture(scope="session")
@@ -21,19 +22,10 @@ class ServerProcess:
     """``python -m transduce serve RUN ...`` in a process of its own; ``url`` once it listens.
     Its stderr is collected in ``log`` (a reader thread keeps the pipe from filling)."""
 
-    def __init__(self, run, *flags: str, port: int = 0, timeout: float = 600.0):
-        command = [
-            sys.executable,
-            "-m",
-            "transduce",
-            "serve",
-            str(run),
-            "--port",
-            str(port),
-            "--threads",
-            "1",
-            *flags,
-        ]
+    def __init__(self, run, *flags: str, port: int = 0, timeout: float = 600.0,
+                 prelude: str = ""):
+        command = transduce_command("serve", str(run), "--port", str(port), "--threads", "1",
+                                    *flags, prelude=prelude)
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -75,8 +67,8 @@ def start_server():
     """Start ``transduce serve`` processes; every one still running is stopped after the test."""
     started: list[ServerProcess] = []
 
-    def start(run, *flags, port: int = 0) -> ServerProcess:
-        server = ServerProcess(run, *flags, port=port)
+    def start(run, *flags, port: int = 0, prelude: str = "") -> ServerProcess:
+        server = ServerProcess(run, *flags, port=port, prelude=prelude)
         started.append(server)
         return server
 

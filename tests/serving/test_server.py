@@ -88,13 +88,29 @@ def test_slow_and_vanishing_clients_do_not_block_others(served_run, start_server
     assert server.stop() == 0
 
 
-def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, start_server):
-    """Three requests wait in the batcher for company (the longest window, 10 s after the last
-    arrival) when SIGTERM comes: the batch goes at once (no more company is coming), a request sent
-    once the server says it is stopping gets 503, the three get their translations, the process
-    exits 0. (The continuous batcher's draining:
+HELD = """
+import time
+from pathlib import Path
+from transduce.serving.worker import Worker
+_run = Worker._run
+def _held(self):
+    while not Path({release!r}).exists():  # held until the test lets it go
+        time.sleep(0.01)
+    _run(self)
+Worker._run = _held
+"""
+
+
+def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, start_server,
+                                                                   tmp_path):
+    """Three requests are in flight (the worker is held: none is answered) when SIGTERM comes: a
+    request sent once the server says it is stopping gets 503, the three get their translations
+    once the worker goes on, the process exits 0. (A stopping batcher sends what waits for company
+    at once: tests/serving/test_worker.py; the continuous batcher's draining:
     tests/serving/test_continuous.py.)"""
-    server = start_server(served_run, "--batching", "dynamic", "--max-wait-ms", "10000")
+    release = tmp_path / "release"
+    server = start_server(served_run, "--batching", "dynamic",
+                          prelude=HELD.format(release=str(release)))
     answers: dict[int, tuple] = {}
     bodies = [{"text": [s]} for s in ("the cat sat", "a dog runs", "red blue house")]
     threads = [
@@ -117,6 +133,8 @@ def test_sigterm_finishes_requests_in_flight_and_refuses_new_ones(served_run, st
     server.process.send_signal(signal.SIGTERM)
     until(lambda: call(server.url + "/health")[0] == 503, "the server never said it was stopping")
     late = call(server.url + "/v1/translate", {"text": ["the cat"]})
+    assert not answers  # still held
+    release.touch()
     for thread in threads:
         thread.join(300)
     assert late == (503, {"detail": "the server is stopping; it takes no new requests"})
