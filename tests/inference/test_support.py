@@ -263,7 +263,7 @@ def test_pairs_of_choices_on_every_path(number, device, monkeypatch):
     """Beam search over one configuration of many choices, by every path of the fast step against
     the model's own decode: a batch (the running cache), one sentence (the plain cache), sentences
     joining a running search later, the captured step's arithmetic (its static shapes and masks, run
-    eagerly here: tests/inference/test_compile.py compiles it), and int8 (within its rounding)."""
+    eagerly here: tests/inference/test_captured.py compiles it), and int8 (within its rounding)."""
     from transduce.decoding import RunningSearch, beam_search
 
     config = tiny_config(**PAIRS[number])
