@@ -16,7 +16,7 @@ from transduce import load
 from transduce.config import DecodeConfig
 from transduce.data.dataset import pad_sequences
 from transduce.serving.app import ServeSettings, create_app
-from transduce.serving.batcher import LINGER, Batcher
+from transduce.serving.batcher import Batcher
 
 from ..helpers import cli
 
@@ -431,38 +431,6 @@ def test_the_token_budget_splits_a_queue(translator):
         job.future.result(timeout=60)
     batcher.close()
     assert [r.sentences for r in batcher.history] == [3, 3, 1]
-
-
-def first_batch_with_arrivals(max_wait: float, arrivals: list[float]) -> int:
-    """How many sentences the dynamic batcher's first batch takes when one sentence arrives at each
-    of ``arrivals`` (seconds), on a simulated clock: its waits for company advance the clock to the
-    next arrival (which is then submitted) or by the whole wait."""
-    batcher = Batcher(None, max_wait=max_wait)
-    clock = {"now": 0.0}
-    batcher.clock = lambda: clock["now"]
-    pending = sorted(arrivals)
-
-    def wait(timeout=None):
-        if pending and pending[0] <= clock["now"] + timeout:
-            clock["now"] = pending.pop(0)
-            batcher.submit([[5, 6, 7]], DecodeConfig())
-        else:
-            clock["now"] += timeout
-
-    clock["now"] = pending.pop(0)
-    batcher.submit([[5, 6, 7]], DecodeConfig())
-    batcher._cond.wait = wait
-    return len(batcher._next_work())
-
-
-def test_the_batch_window_stays_open_while_sentences_keep_coming():
-    """max_wait 1 s: sentences 0.3 s apart share one batch though the last comes 1.2 s after the
-    first (each arrival keeps the window open); a gap of more than max_wait closes it; and however
-    many keep coming, it closes LINGER x max_wait after it opened."""
-    assert first_batch_with_arrivals(1.0, [0.0, 0.3, 0.6, 0.9, 1.2]) == 5
-    assert first_batch_with_arrivals(1.0, [0.0, 0.3, 1.5, 1.6]) == 2
-    every_09 = [0.9 * n for n in range(10)]
-    assert LINGER == 5 and first_batch_with_arrivals(1.0, every_09) == 6  # those by 4.5 s
 
 
 def test_docs_page_works_offline(translator):

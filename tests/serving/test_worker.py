@@ -103,18 +103,3 @@ def test_auto_batching_is_dynamic_on_the_cpu_and_says_why():
     assert compiled[0] == "dynamic" and "fixed shapes" in compiled[1]
 
 
-def test_a_stopping_server_sends_what_waits_for_company_at_once():
-    """Dynamic batching holds a sentence for company up to its window (an hour here); once the
-    server is draining no company can come, so the batch goes at once."""
-    import threading
-
-    from transduce.serving.batcher import Batcher
-
-    batcher = Batcher(None, max_wait=3600.0)
-    job = batcher.submit([[5, 6], [7]], DecodeConfig())
-    batcher.drain()
-    taken: list = []
-    thread = threading.Thread(target=lambda: taken.append(batcher._next_work()), daemon=True)
-    thread.start()
-    thread.join(60)  # a deadlock guard: without the drain the worker would wait out the hour
-    assert taken and sorted(i for j, i in taken[0] if j is job) == [0, 1]
