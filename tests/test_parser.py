@@ -27,7 +27,7 @@ class Brackets(Translator):
         cfg = ModelConfig.preset("tiny", vocab_size=len(pieces), max_positions=max_positions)
         self.model = Transformer(cfg).eval()
         self.tokenizer = SimpleNamespace(tgt_pieces=lambda ids: [pieces[i] for i in ids])
-        self.folder, self.device, self.precision, self.compile = Path("run"), "cpu", "fp32", "off"
+        self.folder, self.device, self.precision, self.compiled = Path("run"), "cpu", "fp32", False
 
     def encode(self, lines, strict=False, numbers=None, advice=""):
         return [[4 + min(len(w), 6) for w in line.split()] for line in lines]

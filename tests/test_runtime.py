@@ -78,3 +78,34 @@ def test_training_bounds_the_kernel_caches_unless_the_user_set_them(
         "--quiet",
     )
     assert all(os.environ[name] == str(KERNEL_CACHE) for name in KERNEL_CACHES)
+
+
+def test_an_engine_is_the_flags_decided_together_before_any_weight_is_read():
+    from transduce.runtime import Engine, engine
+
+    cpu = engine("cpu", "auto", "auto")
+    assert cpu == Engine(torch.device("cpu"), cpu.precision, False)
+    assert cpu.precision in ("fp32", "bf16")  # auto: the device's default, never "auto"
+    assert engine("cpu", "fp32", "on").compiled is True
+    with pytest.raises(TransduceError, match="--compile on does not combine with --precision int8"):
+        engine("cpu", "int8", "on")
+    with pytest.raises(TransduceError, match="fp16 runs on CUDA only"):
+        engine("cpu", "fp16")
+    with engine("cpu", "int8").autocast():  # int8's products run in an fp32 context
+        assert not torch.is_autocast_enabled("cpu")
+
+
+def test_one_seed_draws_the_same_whatever_ran_before():
+    from transduce.runtime import sampler
+
+    first = torch.rand(5, generator=sampler(torch.device("cpu"), 3))
+    torch.rand(100)  # the global generator moves; a sampler's does not depend on it
+    assert torch.equal(torch.rand(5, generator=sampler(torch.device("cpu"), 3)), first)
+
+
+def test_a_loaded_facade_keeps_the_engine_it_was_loaded_with(reverse_run):
+    from transduce import load
+
+    translator = load(reverse_run / "run", device="cpu", precision="fp32", compile="on")
+    assert translator.compiled is True and translator.precision == "fp32"
+    assert load(reverse_run / "run", device="cpu", compile="off").compiled is False

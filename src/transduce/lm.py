@@ -14,7 +14,7 @@ from .config import DecodeConfig
 from .decoding import SearchOptions, search
 from .errors import TransduceError
 from .loading import load_checked
-from .runtime import autocast
+from .runtime import autocast, sampler
 
 class LanguageModel:
     """A decoder-only or encoder-only model and its tokenizer."""
@@ -60,11 +60,7 @@ class LanguageModel:
         )
         decode = replace(decode, max_len_a=0.0, max_len_b=max_new_tokens + 1, nbest=1)  # + eos
         options = SearchOptions(on_step=streamed.step if streamed else None)
-        generator = (
-            torch.Generator(device=self.device).manual_seed(decode.seed)
-            if decode.sampling
-            else None
-        )
+        generator = sampler(self.device, decode.seed) if decode.sampling else None
         with torch.inference_mode(), autocast(self.device, self.precision):
             hyp = search(self.model, src, decode, options, generator)[0][0]
         text = continuation(self.tokenizer, ids, hyp.tokens)

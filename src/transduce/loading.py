@@ -13,21 +13,28 @@ from .checkpoint import load_model_from, read_info
 from .choice import resolve
 from .config import ModelConfig
 from .errors import TransduceError
-from .runtime import pick_device, resolve_precision
+from .runtime import Engine, engine
 from .tasks import Task, task_of
 
 
 @dataclass
 class Loaded:
-    """A model as a facade receives it: its checkpoint ``folder``, the ``model`` on ``device``,
-    the checkpoint's ``info``, its ``task``, and the ``precision`` it runs at."""
+    """A model as a facade receives it: its checkpoint ``folder``, the ``model`` on its engine's
+    device, the checkpoint's ``info``, its ``task``, and the ``engine`` it runs on."""
 
     folder: Path
     model: Any
     info: dict
     task: Task
-    device: Any
-    precision: str
+    engine: Engine
+
+    @property
+    def device(self):
+        return self.engine.device
+
+    @property
+    def precision(self) -> str:
+        return self.engine.precision
 
 
 def checkpoint_task(path) -> tuple[Path, Task]:
@@ -40,20 +47,21 @@ def checkpoint_task(path) -> tuple[Path, Task]:
 
 def load_checked(path, runs: tuple[str, ...], doing: str, device: str = "auto",
                  precision: str = "fp32", inference: bool = True,
-                 before: Optional[Callable[[Any, str], None]] = None) -> Loaded:
+                 before: Optional[Callable[[Any, str], None]] = None,
+                 compile: str | bool = "off") -> Loaded:
     """Load ``path`` for a facade that runs the tasks named ``runs``; ``doing`` says what it does
-    ("translate", ...) in the error for a model of another task. ``before(device, precision)``
-    refuses settings before any weight is read."""
+    ("translate", ...) in the error for a model of another task. The device, precision and
+    compile flags become the model's ``Engine`` first; ``before(device, precision)`` refuses
+    settings before any weight is read."""
     folder = resolve(path)
-    dev = pick_device(device)
-    precision = resolve_precision(precision, dev, inference=inference)
+    runs_on = engine(device, precision, compile, inference)
     if before is not None:
-        before(dev, precision)
-    model, info = load_model_from(folder, dev)
+        before(runs_on.device, runs_on.precision)
+    model, info = load_model_from(folder, runs_on.device)
     task = task_of(model.config, info)
     if task.name not in runs:
         raise wrong_task(path, task, doing)
-    return Loaded(folder, model, info, task, dev, precision)
+    return Loaded(folder, model, info, task, runs_on)
 
 
 def wrong_task(path, task: Task, doing: str) -> TransduceError:

@@ -18,7 +18,6 @@ from .config import DecodeConfig
 from .data.trees import PLACEHOLDER, TreeError, delinearize, repair
 from .decoding import BracketRules, BracketVocabulary, translate_ids
 from .errors import TransduceError, listed
-from .runtime import compile_choice
 from .tasks import PARSING
 from .translator import Translator, search_settings
 
@@ -91,7 +90,7 @@ class Parser:
                                     "cover every word): split the sentence")
         self._check_room(sources, words, decode, numbers)
         rules = BracketRules(self.vocabulary, [len(w) for w in words]) if constrained else None
-        compiled = compile_choice(translator.compile, translator.device, translator.precision)
+        compiled = translator.compiled
         translator.prepare_compile(compiled)
         hyps = translate_ids(
             translator.model,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -168,6 +169,37 @@ def compile_choice(compile: str | bool, device: torch.device, precision: str = "
                              "step chooses bf16 or fp32 per product, eagerly); use one or the "
                              "other")
     return chosen
+
+
+def sampler(device: torch.device, seed: int) -> torch.Generator:
+    """What a sampled search draws from: a generator seeded with ``seed`` on the model's device, made
+    for each call, so that one seed gives one output whatever ran before."""
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How a loaded model runs, decided once when it is loaded (``engine``): its device, its
+    precision (resolved: never ``auto``) and whether its decode step is captured
+    (``compile_choice``). The facades keep their model's; the searches and the server read it
+    instead of deciding again."""
+
+    device: torch.device
+    precision: str
+    compiled: bool = False
+
+    def autocast(self):
+        """The autocast context of a forward pass (int8 products run in an fp32 context)."""
+        return autocast(self.device, "fp32" if self.precision == "int8" else self.precision)
+
+
+def engine(device: str = "auto", precision: str = "fp32", compile: str | bool = "off",
+           inference: bool = True) -> Engine:
+    """The one place the flags ``--device``, ``--precision`` and ``--compile`` become an
+    ``Engine``, checked together before any weight is read."""
+    dev = pick_device(device)
+    precision = resolve_precision(precision, dev, inference=inference)
+    return Engine(dev, precision, compile_choice(compile, dev, precision))
 
 
 def available_memory(device: torch.device) -> Optional[int]:

@@ -42,6 +42,8 @@ class Translator:
         self.precision = precision
         self.folder = folder  # the checkpoint folder the model came from
         self.compile = compile
+        # whether the decode step is captured, decided once (a bad combination is refused here)
+        self.compiled = compile_choice(compile, device, precision)
         self.task_prefix = info.get("task_prefix", "")
 
     @property
@@ -77,8 +79,7 @@ class Translator:
             return cls.load_ensemble(path, device, precision, compile)
         # (a parser is a translator whose target is a treebank's brackets: ``Parser`` wraps one)
         loaded = load_checked(path, ("translation", "parsing"), "translate", device, precision,
-                              before=lambda dev, precision: compile_choice(compile, dev,
-                                                                           precision))
+                              compile=compile)
         folder, model, info = loaded.folder, loaded.model, loaded.info
         dev, precision = loaded.device, loaded.precision
         if precision == "int8":
@@ -89,7 +90,7 @@ class Translator:
             except ValueError as error:
                 raise TransduceError(f"--precision int8: {error}") from None
         tokenizer = tokenizer_from_info(folder, info)
-        return cls(model, tokenizer, info, dev, precision, folder, compile)
+        return cls(model, tokenizer, info, dev, precision, folder, loaded.engine.compiled)
 
     @classmethod
     def load_ensemble(
@@ -267,10 +268,9 @@ class Translator:
         sources = self.encode([lines[i] for i in todo], strict=decode.strict, numbers=numbers)
         self._check_lengths(sources, decode, numbers)
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
-        compiled = compile_choice(self.compile, self.device, self.precision)
-        self.prepare_compile(compiled)
+        self.prepare_compile(self.compiled)
         hyps = translate_ids(
-            self.model, sources, decode, prefix_ids, self.precision, progress, compiled
+            self.model, sources, decode, prefix_ids, self.precision, progress, self.compiled
         )
         for i, h in zip(todo, hyps):
             results[i] = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]

@@ -21,3 +21,21 @@ def test_label_smoothing_equals_hand_computation():
     assert nll.item() == pytest.approx(-(lp[0, 3] + lp[1, 1]).item(), rel=1e-6)
     loss0, nll0 = label_smoothed_nll(logits, target, 0.0, pad_id=0)
     assert loss0.item() == pytest.approx(nll0.item())
+
+
+def test_the_task_declares_the_loss_terms_it_adds():
+    from types import SimpleNamespace
+
+    from transduce.tasks import TASKS
+    from transduce.training.loss import task_loss
+
+    def model():  # a speech model's last pass left its CTC predictions
+        logits = torch.randn(1, 6, 5)
+        return SimpleNamespace(config=SimpleNamespace(ctc_weight=0.5),
+                               ctc_output=(logits, torch.tensor([6])))
+
+    loss, tgt_out = torch.tensor(10.0), torch.tensor([[3, 4, 2]])
+    assert TASKS["speech-recognition"].losses == ("ctc",)
+    assert task_loss(TASKS["translation"], model(), loss, tgt_out, 0) is loss
+    joint = task_loss(TASKS["speech-recognition"], model(), loss, tgt_out, 0)
+    assert joint != loss and joint > 0.5 * loss  # (1 - w) x loss + w x CTC

@@ -164,7 +164,6 @@ def run(args) -> int:
                              "'transduce[serve]' (from a clone: pip install -e "
                              "'.[serve]')") from None
     from ..translator import Translator
-    from ..runtime import compile_choice
     from ..serving.app import batching_mode, create_app
     from ..serving.server import GracefulServer, head_deadline
 
@@ -177,7 +176,7 @@ def run(args) -> int:
         translator = Translator.load(
             args.model, device=args.device, precision=args.precision, compile=args.compile
         )
-        compiled = compile_choice(args.compile, translator.device, translator.precision)
+        compiled = translator.compiled
         translator.prepare_compile(compiled)
         app = create_app(translator, settings, compiled=compiled)
     except BaseException:

@@ -11,7 +11,7 @@ from ..config import DecodeConfig
 from ..data.batching import budget_batches
 from ..data.dataset import pad_sequences
 from ..data.speech import pad_frames
-from ..runtime import autocast, compile_choice
+from ..runtime import autocast, compile_choice, sampler
 from .beam import beam_search
 from .common import Hypothesis, SearchOptions
 from .modifiers import ScoreModifier
@@ -60,7 +60,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     size = (lambda s: -(-len(s) // config.subsample)) if audio else len
     order = sorted(range(len(sources)), key=lambda i: size(sources[i]), reverse=True)
     results: list[Optional[list[Hypothesis]]] = [None] * len(sources)
-    generator = torch.Generator(device=device).manual_seed(decode.seed) if decode.sampling else None
+    generator = sampler(device, decode.seed) if decode.sampling else None
     lengths = [size(sources[i]) for i in order]
     batches = [
         [order[n] for n in batch]

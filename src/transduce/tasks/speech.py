@@ -22,6 +22,7 @@ TASK = Task(
     preset="speech-small",
     holds="recordings",
     prepare="transduce prepare --audio TABLE.tsv --out DATA",
+    losses=("ctc",),  # with the model's ctc_weight (none without a CTC head)
     next=("transduce transcribe {run} RECORDING.flac ...", "transduce evaluate {run} --audio "
           "TEST.tsv", "transduce attention {run} --audio RECORDING.flac --out attention.png"),
 )

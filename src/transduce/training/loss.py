@@ -48,3 +48,14 @@ def with_ctc(model, loss: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
     ctc = torch.nn.functional.ctc_loss(logprobs, tgt_out, positions, lengths, blank=pad_id,
                                        reduction="sum", zero_infinity=True)
     return (1 - w) * loss + w * ctc
+
+
+# the loss terms a task may add (``Task.losses``), each (model, loss, tgt_out, pad_id) -> loss
+EXTRAS = {"ctc": with_ctc}
+
+
+def task_loss(task, model, loss: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
+    """``loss`` with the terms ``task`` adds (``Task.losses``), in order."""
+    for name in task.losses:
+        loss = EXTRAS[name](model, loss, tgt_out, pad_id)
+    return loss

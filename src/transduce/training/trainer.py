@@ -24,7 +24,7 @@ from ..runtime import autocast, check_fits, release_memory
 from . import distributed
 from .data_setup import TrainingData, check_lengths_against_model, check_model_against_data
 from .ema import ExponentialAverage
-from .loss import label_smoothed_nll, with_ctc
+from .loss import label_smoothed_nll, task_loss
 from .recipe import apply_recipe
 from .run_folder import Progress, RunFolder, StopSignals, TrainingState
 from .schedule import learning_rate
@@ -229,7 +229,7 @@ class Trainer:
                 loss, nll = label_smoothed_nll(
                     logits.flatten(0, -2), target, tc.label_smoothing, batch.pad_id
                 )
-                loss = with_ctc(self.model, loss, batch.tgt_out, batch.pad_id)  # (speech)
+                loss = task_loss(self.task, self.model, loss, batch.tgt_out, batch.pad_id)
                 balance = self.model.moe_loss()  # the experts' load balance (None: dense)
             scaled = loss * world / total_tokens
             if balance is not None:

@@ -1,0 +1,150 @@
+"""Two versions of transduce give the same outputs: every kind of search, run by an older source
+tree and by this one on the same trained models, compared token for token.
+
+    git worktree add /tmp/transduce-old COMMIT
+    python benchmarks/versions_agree.py --old /tmp/transduce-old --translate RUN \
+        [--source FILE] [--parse RUN --words FILE] [--transcribe RUN --recordings TABLE] \
+        [--classify RUN --images FOLDER] [--sentences 200]
+
+Translation (``--translate``; sentences from ``--source``, by default Multi30k's test_2016_flickr
+English side): greedy, beam 4 with 2-best lists, sampling with a seed, int8 beam 4, an ensemble of
+the model with itself, and a running search that sentences join a few at a time at random steps
+(the server's continuous batching). Parsing, transcription and classification: each facade's
+default search over the files given. A refactoring that keeps behaviour gives "equal" on every row
+(scores within 1e-5). Writes ``benchmarks/results/versions_agree.json`` and prints a markdown table.
+Exits 1 if a row differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import MULTI30K, machine, save, table  # noqa: E402
+
+
+def _hyps(results) -> list:
+    return [[[h.tokens, round(h.score, 5)] for h in n] for n in results]
+
+
+def translations(run: str, lines: list[str]) -> dict:
+    import random
+
+    import torch
+
+    from transduce.config import DecodeConfig
+    from transduce.decoding import Ensemble, RunningSearch, translate_ids
+    from transduce.translator import Translator
+
+    translator = Translator.load(run, device="cpu")
+    model, sources = translator.model, translator.encode(lines)
+    beam = DecodeConfig(beam=4, nbest=2)
+    out = {
+        "greedy": _hyps(translate_ids(model, sources, DecodeConfig(beam=1))),
+        "beam 4, 2-best": _hyps(translate_ids(model, sources, beam)),
+        "sampling, seed 7": _hyps(translate_ids(
+            model, sources, DecodeConfig(beam=1, sampling=True, seed=7, top_k=20))),
+        "int8 beam 4": _hyps(translate_ids(model, sources, DecodeConfig(beam=4),
+                                           precision="int8")),
+        "ensemble of the model with itself, beam 4": _hyps(
+            translate_ids(Ensemble([model, model]), sources, DecodeConfig(beam=4))),
+    }
+    running, found, draw, next_ = RunningSearch(model, DecodeConfig(beam=4)), {}, random.Random(0), 0
+    with torch.inference_mode():
+        while next_ < len(sources) or len(running):
+            if next_ < len(sources) and draw.random() < 0.3:
+                k = min(draw.randrange(1, 9), len(sources) - next_)
+                running.join(sources[next_:next_ + k], range(next_, next_ + k))
+                next_ += k
+            for key, hyps in running.step():
+                found[key] = hyps
+    out["running search, joined at random steps"] = _hyps([found[i] for i in range(len(sources))])
+    return out
+
+
+def worker(args) -> dict:
+    import torch
+
+    from transduce.data.corpus import read_lines
+
+    torch.set_num_threads(args.threads)
+    out: dict = {}
+    if args.translate:
+        path = Path(args.source) if args.source else MULTI30K / "test_2016_flickr.en.gz"
+        lines = [line.strip() for line in read_lines(path)][: args.sentences]
+        out.update({f"translate: {k}": v for k, v in translations(args.translate, lines).items()})
+    if args.parse:
+        from transduce.parser import Parser
+
+        words = [line.strip() for line in read_lines(args.words)][: args.sentences]
+        out["parse: the paper's search"] = [
+            [tree, round(score, 5)] for tree, score in Parser.load(args.parse, device="cpu")
+            .parse_scored(words)]
+    if args.transcribe:
+        from transduce.data.audio import read_table
+        from transduce.transcriber import Transcriber
+
+        files = [path for path, _ in read_table(args.recordings)][: args.sentences]
+        out["transcribe: greedy"] = list(Transcriber.load(args.transcribe, device="cpu")
+                                         .transcribe(files))
+    if args.classify:
+        from transduce.vision import Classifier, image_files
+
+        files = image_files([args.images])[: args.sentences]
+        ranked = Classifier.load(args.classify, device="cpu").classify(files, top_k=3)
+        out["classify: top 3"] = [[[name, round(p, 5)] for name, p in r] for r in ranked]
+    return out
+
+
+def run_version(src: Path, argv: list[str]) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run([sys.executable, __file__, "--worker", *argv], env=env, check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--old", help="an older source tree (its src/ goes first on the path)")
+    parser.add_argument("--translate", help="a trained translation run")
+    parser.add_argument("--source", help="source sentences, one a line")
+    parser.add_argument("--parse", help="a trained parser run")
+    parser.add_argument("--words", help="sentences to parse, words split by spaces")
+    parser.add_argument("--transcribe", help="a trained speech run")
+    parser.add_argument("--recordings", help="a recordings table (.tsv)")
+    parser.add_argument("--classify", help="a trained image classifier run")
+    parser.add_argument("--images", help="an image folder")
+    parser.add_argument("--sentences", type=int, default=200, help="inputs of each kind")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return
+    if not args.old:
+        parser.error("--old is required")
+    argv = [a for a in sys.argv[1:] if a not in ("--old", args.old)]
+    old = run_version(Path(args.old) / "src", argv)
+    new = run_version(HERE.parent / "src", argv)
+    rows, failed = [], False
+    for setting, theirs in old.items():
+        ours = new.get(setting)
+        same = sum(a == b for a, b in zip(theirs, ours or []))
+        equal = ours is not None and len(ours) == len(theirs) == same
+        failed |= not equal
+        rows.append({"setting": setting, "same": f"{same}/{len(theirs)}",
+                     "verdict": "equal" if equal else "DIFFERS"})
+    print(table(rows, ["setting", "same", "verdict"]))
+    payload = {"machine": machine(), "old": args.old, "arguments": argv, "rows": rows}
+    print(f"wrote {save('versions_agree', payload)}", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
