@@ -55,7 +55,8 @@ def translations(run: str, lines: list[str]) -> dict:
         "ensemble of the model with itself, beam 4": _hyps(
             translate_ids(Ensemble([model, model]), sources, DecodeConfig(beam=4))),
     }
-    running, found, draw, next_ = RunningSearch(model, DecodeConfig(beam=4)), {}, random.Random(0), 0
+    running, found = RunningSearch(model, DecodeConfig(beam=4)), {}
+    draw, next_ = random.Random(0), 0
     with torch.inference_mode():
         while next_ < len(sources) or len(running):
             if next_ < len(sources) and draw.random() < 0.3:

@@ -172,8 +172,8 @@ def compile_choice(compile: str | bool, device: torch.device, precision: str = "
 
 
 def sampler(device: torch.device, seed: int) -> torch.Generator:
-    """What a sampled search draws from: a generator seeded with ``seed`` on the model's device, made
-    for each call, so that one seed gives one output whatever ran before."""
+    """What a sampled search draws from: a generator seeded with ``seed`` on the model's device,
+    made for each call, so that one seed gives one output whatever ran before."""
     return torch.Generator(device=device).manual_seed(seed)
 
 
