@@ -77,3 +77,11 @@ def test_evaluate_scores_the_transcripts_against_the_table(transcriber, tmp_path
     assert result["recordings"] == 2 and len(result["hypotheses"]) == 2
     assert result["chars"] == sum(len(t) for _, t in audio_inputs([table]))
     assert 0 <= result["cer"] and result["char_errors"] >= 0
+
+
+def test_the_facade_takes_folders_and_tables_as_the_command_does(transcriber, tmp_path):
+    table = write_tone_recordings(tmp_path, count=3)
+    files = sorted((tmp_path / "table").glob("*.flac"))
+    by_file = list(transcriber.transcribe(files))
+    assert list(transcriber.transcribe([tmp_path / "table"])) == by_file
+    assert list(transcriber.transcribe([str(table)])) == by_file

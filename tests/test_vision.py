@@ -74,3 +74,13 @@ def test_an_image_of_another_size_is_refused_unless_resized(classifier, tmp_path
     with pytest.raises(TransduceError, match="the model reads 8x8 pixels; --resize resizes"):
         classifier.read(files)
     assert classifier.read(files, resize=True).shape == (3, 1, 8, 8)
+
+
+def test_the_facade_takes_folders_as_the_command_does_and_rollout_a_file(classifier, tmp_path):
+    root = write_image_folder(tmp_path / "images", per_class=2)
+    files = image_files([root])
+    assert classifier.classify([root], top_k=2) == classifier.classify(files, top_k=2)
+    grid, label, probability = classifier.rollout(files[0])
+    same = classifier.rollout(classifier.read([files[0]])[0])
+    assert np.array_equal(grid, same[0]) and (label, probability) == same[1:]
+    assert grid.shape == (2, 2) and 0 < grid.sum() <= 1 + 1e-6

@@ -166,10 +166,14 @@ class Transcriber:
                            "(cut long ones into shorter recordings; long-form transcription is "
                            "not supported)", problems)
 
-    def transcribe(self, files: Sequence[Path], chunk: int = 64) -> Iterator[str]:
-        """The transcript of each file, in order, yielded as each chunk of ``chunk`` recordings
-        is done; every file is checked (``check``) before the first is transcribed."""
-        files = listed(files, "recordings", "Transcriber.transcribe")
+    def transcribe(self, files: Sequence[str | Path], chunk: int = 64) -> Iterator[str]:
+        """The transcript of each recording, in order, yielded as each chunk of ``chunk``
+        recordings is done: ``files`` are audio files, folders (their recordings, sorted) or
+        recordings tables, as the command takes them; every recording is checked (``check``)
+        before the first is transcribed."""
+        # (what the command takes: files, folders of recordings, recordings tables)
+        files = [path for path, _ in audio_inputs(listed(files, "recordings",
+                                                         "Transcriber.transcribe"))]
         self.check(files)
         return self._transcribe(files, chunk)
 

@@ -101,10 +101,11 @@ class Classifier:
             out.append(torch.softmax(logits.float(), dim=-1).cpu())
         return torch.cat(out) if out else torch.empty(0, self.config.classes)
 
-    def classify(self, files: Sequence[Path], top_k: int = 5, resize: bool = False
+    def classify(self, files: Sequence[str | Path], top_k: int = 5, resize: bool = False
                  ) -> list[list[tuple[str, float]]]:
-        """For each file, its ``top_k`` classes with their probabilities, most probable first."""
-        files = listed(files, "image files", "Classifier.classify")
+        """For each image, its ``top_k`` classes with their probabilities, most probable first:
+        ``files`` are image files or folders (their images, sorted), as the command takes them."""
+        files = image_files(listed(files, "image files", "Classifier.classify"))
         probs = self.probabilities(self.read(files, resize))
         k = min(top_k, len(self.classes))
         values, indices = probs.topk(k, dim=-1)
@@ -132,10 +133,13 @@ class Classifier:
                       confusion)
 
     @torch.no_grad()
-    def rollout(self, image: torch.Tensor) -> tuple[np.ndarray, int, float]:
-        """The attention rollout of [CLS] over the patches of one image ``(C, H, W)``, as a
-        ``(H / P, W / P)`` grid summing to at most 1, and the predicted class with its
-        probability."""
+    def rollout(self, image: str | Path | torch.Tensor, resize: bool = False
+                ) -> tuple[np.ndarray, int, float]:
+        """The attention rollout of [CLS] over the patches of one image (a file, or its pixels
+        ``(C, H, W)``), as a ``(H / P, W / P)`` grid summing to at most 1, and the predicted class
+        with its probability."""
+        if isinstance(image, (str, Path)):
+            image = self.read([Path(image)], resize)[0]
         c = self.config
         if c.pooling != "cls":
             raise TransduceError("attention rollout follows the [CLS] position; this model pools "

@@ -96,6 +96,18 @@ def test_the_transcripts_of_a_table_stream_in_its_order(trained, tones):
     assert audio == [str(tones / "test" / f"{i}.flac") for i in range(20)]
 
 
+
+def test_transcripts_go_to_an_output_file_written_whole(trained, tones, tmp_path):
+    printed = cli("transcribe", str(trained), str(tones / "test.tsv"), "--threads", "1").stdout
+    done = cli("transcribe", str(trained), str(tones / "test.tsv"), "--threads", "1", "--output",
+               str(tmp_path / "out.txt"))
+    assert done.stdout == "" and (tmp_path / "out.txt").read_text() == printed
+    assert f"wrote 20 transcripts to {tmp_path / 'out.txt'}" in done.stderr
+    refused = cli("transcribe", str(trained), str(tones / "test.tsv"), "--output",
+                  str(tones / "test.tsv"), check=False)
+    assert refused.returncode == 2 and "test.tsv" in refused.stderr
+
+
 def test_the_attention_picture_is_drawn(trained, tones, tmp_path):
     out = tmp_path / "a.png"
     printed = cli("attention", str(trained), "--audio", str(tones / "test" / "2.flac"), "--out",

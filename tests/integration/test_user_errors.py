@@ -404,7 +404,7 @@ CASES = [
     (
         "invalid-utf8-stdin",
         "translate {root}/run",
-        "stdin, line 2: invalid UTF-8 (invalid start byte at byte 0); translate reads UTF-8",
+        "stdin, line 2: invalid UTF-8 (invalid start byte at byte 0); transduce reads UTF-8",
         {"stdin": b"cat\n\xff sat\n"},
     ),
     (

@@ -90,7 +90,7 @@ def test_evaluate_scores_a_folder_with_the_confusion_matrix(bars, trained, tmp_p
     assert text.startswith("accuracy ") and "across\t" in text
 
 
-def test_classify_prints_the_top_classes_of_files_and_folders(bars, trained):
+def test_classify_prints_the_top_classes_of_files_and_folders(bars, trained, tmp_path):
     files = sorted((bars / "test" / "down").iterdir())[:3]
     lines = cli("classify", str(trained), *map(str, files), "--top", "2").stdout.splitlines()
     assert len(lines) == 3 and all(line.startswith(str(f)) for line, f in zip(lines, files))
@@ -102,6 +102,11 @@ def test_classify_prints_the_top_classes_of_files_and_folders(bars, trained):
         probabilities = [c["probability"] for c in r["classes"]]
         assert probabilities == sorted(probabilities, reverse=True)
         assert sum(probabilities) == pytest.approx(1, abs=1e-4)
+    out = tmp_path / "classes.jsonl"
+    done = cli("classify", str(trained), str(bars / "test" / "down"), "--json", "--output",
+               str(out))
+    assert done.stdout == "" and [json.loads(line) for line in out.read_text().splitlines()] == rows
+    assert f"wrote 10 images' classes to {out}" in done.stderr
 
 
 def test_the_attention_rollout_follows_the_bar(bars, trained, tmp_path):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .common import add_runtime_options, announce, number, set_threads
+from .common import add_runtime_options, announce, model_inputs, number, set_threads
+from .lines import LineOutput, check_output
 
 
 def add_parser(sub) -> None:
@@ -18,6 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("--resize", action="store_true",
                    help="resize images of another size to the model's (default: refuse them)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
+    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, "
+                                    "renamed at the end")
     add_runtime_options(p)
     p.set_defaults(run=run)
 
@@ -26,15 +29,15 @@ def run(args) -> int:
     from ..vision import Classifier, image_files
 
     files = image_files(args.images)  # every missing one found before the model loads
+    check_output(args.output, [*args.images, *files, *model_inputs([args.model])])
     set_threads(args.threads)
     announce(args.model)
     classifier = Classifier.load(args.model, args.device, args.precision)
-    for start in range(0, len(files), 256):  # printed as they are classified
-        chunk = files[start:start + 256]
-        for path, top in zip(chunk, classifier.classify(chunk, args.top, args.resize)):
-            if args.json:
-                print(json.dumps({"image": str(path), "classes": [
-                    {"label": label, "probability": round(p, 6)} for label, p in top]}))
-            else:
-                print(f"{path}\t" + "  ".join(f"{label} {p:.3f}" for label, p in top), flush=True)
+    with LineOutput(args.output, [*files, classifier.folder], "images' classes") as out:
+        for start in range(0, len(files), 256):  # written as they are classified
+            chunk = files[start:start + 256]
+            out.write(json.dumps({"image": str(path), "classes": [
+                {"label": label, "probability": round(p, 6)} for label, p in top]})
+                if args.json else f"{path}\t" + "  ".join(f"{label} {p:.3f}" for label, p in top)
+                for path, top in zip(chunk, classifier.classify(chunk, args.top, args.resize)))
     return 0

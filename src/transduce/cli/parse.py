@@ -3,9 +3,6 @@ order, streamed as ``translate`` streams (``--output`` written atomically)."""
 
 from __future__ import annotations
 
-import sys
-from contextlib import nullcontext
-
 from ..errors import TransduceError
 from .common import (
     add_decode_options,
@@ -16,7 +13,7 @@ from .common import (
     set_threads,
     text_files,
 )
-from .translate import UTF8_ADVICE, _stdin_lines, windows
+from .lines import LineOutput, check_output, input_lines, windows
 
 
 def add_parser(sub) -> None:
@@ -50,41 +47,26 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..data.corpus import read_lines
-    from ..files import check_output_file, output_file
     from ..parser import Parser
 
     decode = decode_config(args)
     if args.input is not None:
         args.input = str(text_files({"--input": args.input})["--input"])
-    if args.output:
-        check_output_file(
-            args.output, [p for p in (args.input, *model_inputs([args.model])) if p], "--output"
-        )
+    check_output(args.output, [args.input, *model_inputs([args.model])])
     set_threads(args.threads)
     announce([args.model])
     parser = Parser.load(
         args.model, device=args.device, precision=args.precision, compile=args.compile
     )
-    interactive = args.input is None and sys.stdin.isatty()
-    if interactive:
-        print("reading sentences from the terminal, one a line (Ctrl-D ends)", file=sys.stderr)
-    lines = read_lines(args.input, advice=UTF8_ADVICE) if args.input is not None else _stdin_lines()
+    lines, typed = input_lines(args.input)
     source = args.input or "stdin"
-    target = output_file(args.output, [p for p in (args.input, parser.translator.folder) if p]) \
-        if args.output else nullcontext(sys.stdout)
-    done = 0
-    with target as out:
-        for window in windows(lines, 1 if interactive else args.window):
+    with LineOutput(args.output, [args.input, parser.translator.folder], "trees") as out:
+        for window in windows(lines, 1 if typed else args.window):
             try:
                 trees = parser.parse_scored(window, decode, constrained=not args.unconstrained,
-                                            first_line=done + 1)
+                                            first_line=out.count + 1)
             except TransduceError as error:
                 raise TransduceError(f"{source}: {error}") from None
-            out.write("".join((f"{score:.4f}\t{tree}" if args.scores and tree else tree) + "\n"
-                              for tree, score in trees))
-            out.flush()
-            done += len(window)
-    if args.output:
-        print(f"wrote {done:,} trees to {args.output}", file=sys.stderr)
+            out.write(f"{score:.4f}\t{tree}" if args.scores and tree else tree
+                      for tree, score in trees)
     return 0

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from .common import (add_decode_options, add_runtime_options, announce, decode_config, set_threads,
-                     warn_if_silent)
+from .common import (add_decode_options, add_runtime_options, announce, decode_config,
+                     model_inputs, set_threads, warn_if_silent)
+from .lines import LineOutput, check_output
 
 
 def add_parser(sub) -> None:
@@ -19,6 +20,8 @@ def add_parser(sub) -> None:
                    help="audio files, folders (their audio files, sorted), or recordings tables "
                         "(.tsv with path and transcript columns)")
     p.add_argument("--json", action="store_true", help="one JSON object a line")
+    p.add_argument("--output", help="write here (default: stdout); streamed into a temporary, "
+                                    "renamed at the end")
     p.add_argument("--language", default="en",
                    help="a multilingual Whisper model's language token, as <|en|> (default: en); "
                         "Whisper's language detection is not supported")
@@ -34,18 +37,18 @@ def run(args) -> int:
     from ..transcriber import Transcriber, audio_inputs
 
     inputs = audio_inputs(args.audio)  # every missing one found before the model loads
+    files = [path for path, _ in inputs]
+    check_output(args.output, [*args.audio, *files, *model_inputs([args.model])])
     decode = decode_config(args)
     set_threads(args.threads)
     announce(args.model)
     transcriber = Transcriber.load(args.model, args.device, args.precision, decode,
                                    args.language, args.task)
-    files = [path for path, _ in inputs]
     empty = 0
-    for path, text in zip(files, transcriber.transcribe(files)):
-        empty += not text.strip()
-        if args.json:
-            print(json.dumps({"audio": str(path), "text": text}, ensure_ascii=False), flush=True)
-        else:
-            print(f"{path}\t{text}", flush=True)
+    with LineOutput(args.output, [*files, transcriber.folder], "transcripts") as out:
+        for path, text in zip(files, transcriber.transcribe(files)):
+            empty += not text.strip()
+            out.write([json.dumps({"audio": str(path), "text": text}, ensure_ascii=False)
+                       if args.json else f"{path}\t{text}"])
     warn_if_silent(empty, len(files), "transcript", transcriber.folder)
     return 0
