@@ -105,6 +105,12 @@ def bert(counting):
     return root / "bert"
 
 
+def test_info_names_the_descendant(gpt, bert, reverse_run):
+    assert ": GPT, a decoder-only language model" in cli("info", str(gpt)).stdout
+    assert ": BERT, an encoder-only" in cli("info", str(bert)).stdout
+    assert ": the paper's Transformer, " in cli("info", str(reverse_run / "run")).stdout
+
+
 def test_tiny_gpt_learns_to_count(counting, gpt):
     _, splits = counting
     run, _ = gpt

@@ -187,7 +187,7 @@ def test_info_plot_and_python_describe_a_speech_run(trained, tones, reverse_run,
     import transduce
 
     out = cli("info", str(trained)).stdout
-    assert "a speech model writing 4 characters, preset speech-small" in out  # A B C and space
+    assert "Whisper-shaped, a speech model writing 4 characters, preset speech-small" in out
     assert "frames of 80 mel bins, 4x subsampled" in out and "best       validation CER" in out
     assert (cli("plot", str(trained), "--out", str(tmp_path / "a.png")).returncode == 0
             and (tmp_path / "a.png").stat().st_size > 1000)

@@ -59,6 +59,7 @@ def test_the_sentinels_follow_the_mask_in_the_vocabulary(counting):
 
 
 def test_t5_learns_to_fill_in_spans(counting, pretrained):
+    assert ": T5, " in cli("info", str(pretrained)).stdout.splitlines()[0]  # the descendant named
     translator = load(pretrained, device="cpu")
     model, config = translator.model, translator.model.config
     stream = TokenStream(counting / "data", "valid")

@@ -58,7 +58,7 @@ def test_a_tiny_vit_learns_the_bars(bars, trained):
 
 def test_info_describes_an_image_classifier(trained):
     out = cli("info", str(trained)).stdout
-    assert "an image classifier (ViT) of 3 classes, preset vit-tiny" in out
+    assert "ViT, an image classifier of 3 classes, preset vit-tiny" in out
     assert "8x8x1 images in 2x2 patches" in out and "best       validation accuracy" in out
 
 

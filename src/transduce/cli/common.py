@@ -71,33 +71,40 @@ def set_threads(threads) -> int:
 
 
 def add_decode_options(
-    p, names: Optional[Sequence[str]] = None, defaults: Optional[dict] = None
+    p, names: Optional[Sequence[str]] = None, defaults: Optional[dict] = None,
+    where: Optional[bool] = None, task: Optional[str] = None,
 ) -> None:
     """The search options, generated from ``DecodeConfig``'s declarations (one flag per field, its
-    help, default and choices; ``names``: only these fields; ``defaults``: a command's own), then
-    where the search runs (device, precision, threads, compilation)."""
+    help, default and choices; ``names``: only these fields; ``defaults``: a command's own;
+    ``task``: the fields and defaults that task declares, ``Task.flags`` and ``Task.search``), then
+    where the search runs (device, precision, threads, compilation; by default when every field is
+    shown or a task is named)."""
     from ..config import DecodeConfig
 
+    if task is not None:
+        from ..tasks import task_named
+
+        declared = task_named(task)
+        names, defaults = declared.flags, {**declared.search, **(defaults or {})}
+        where = True if where is None else where
     g = p.add_argument_group("search")
     for f in fields(DecodeConfig):
         if names is not None and f.name not in names:
             continue
         flag = "--" + f.name.replace("_", "-")
         default = (defaults or {}).get(f.name, f.default)
+        # the paper's translation setting means nothing to another task or beside its own default
+        paper = task in (None, "translation", "span-corruption") and default == f.default
+        words = f.metadata["help"] if paper else _without_paper(f.metadata["help"])
         if f.type in (bool, "bool"):
-            g.add_argument(flag, action="store_true", help=f.metadata["help"])
+            g.add_argument(flag, action="store_true", help=words)
         elif "choices" in f.metadata:
-            g.add_argument(
-                flag, default=default, choices=f.metadata["choices"], help=f.metadata["help"]
-            )
+            g.add_argument(flag, default=default, choices=f.metadata["choices"], help=words)
         else:
             g.add_argument(
-                flag,
-                type=config_number(DecodeConfig, f.name),
-                default=default,
-                help=f.metadata["help"],
+                flag, type=config_number(DecodeConfig, f.name), default=default, help=words
             )
-    if names is not None:
+    if not (names is None if where is None else where):
         return
     g = p.add_argument_group("where it runs")
     g.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1, ...")
@@ -120,6 +127,13 @@ def add_decode_options(
     )
 
 
+def _without_paper(words: str) -> str:
+    """A search option's help without its mention of the paper's translation setting."""
+    import re
+
+    return re.sub(r"\s*\(paper: [^)]*\)|;\s*paper: [^)]*", "", words)
+
+
 def add_runtime_options(p, precisions: Sequence[str] = ("fp32", "bf16", "fp16", "auto")) -> None:
     """Where a model that is not searched with the translation options runs: --device,
     --precision, --threads."""
@@ -128,9 +142,6 @@ def add_runtime_options(p, precisions: Sequence[str] = ("fp32", "bf16", "fp16", 
     p.add_argument("--threads", type=THREADS, default=0,
                    help="CPU threads (0: the cores other programs leave idle, measured at the "
                         "start)")
-
-
-SAMPLING_OPTIONS = ("sampling", "temperature", "top_k", "top_p", "seed")
 
 
 def decode_config(args, **fixed):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import SAMPLING_OPTIONS, THREADS, add_decode_options, number
+from .common import THREADS, add_decode_options, number
 
 
 def add_parser(sub) -> None:
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
         default=100,
         help="at most this many new tokens",
     )
-    add_decode_options(p, ("beam", "alpha", "min_len", *SAMPLING_OPTIONS), defaults={"beam": 1})
+    add_decode_options(p, task="causal-lm", defaults={"beam": 1}, where=False)
     p.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, ...")
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16", "auto"], default="fp32")
     p.add_argument("--threads", type=THREADS, default=0, help="CPU threads (0: the idle cores)")

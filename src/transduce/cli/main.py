@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 
 from ..errors import TransduceError
 from ..version import __version__
@@ -22,9 +23,21 @@ COMMANDS = {
 
 DESCRIPTION = ("Train encoder-decoder Transformers (Vaswani et al. 2017) on your own parallel "
                "text, translate with beam search, score with sacreBLEU, look at attention, and "
-               "move models to and from Hugging Face and CTranslate2; train their descendants "
-               "(GPT, BERT, T5) on monolingual text, and the Vision Transformer on images. Start "
-               "with `transduce demo`; `transduce COMMAND --help` describes a command.")
+               "move models to and from Hugging Face and CTranslate2; the same model parses, and "
+               "its descendants read monolingual text (GPT, BERT, T5), images (ViT) and speech. "
+               "Start with `transduce demo`; `transduce COMMAND --help` describes a command.")
+
+
+def tasks_epilog() -> str:
+    """One line per task: the data it trains on and the commands that run its models."""
+    from ..tasks import TASKS
+
+    shown = ("average", "export", "info", "attention", "serve")
+    lines = [f"  {name:<22}{task.holds} -> " + ", ".join(c for c in task.commands
+                                                           if c not in shown)
+             for name, task in TASKS.items()]
+    return ("tasks (`prepare` makes the data of each; `train` trains the task of its data):\n"
+            + "\n".join(lines))
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -40,7 +53,9 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="transduce", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="transduce", description=textwrap.fill(DESCRIPTION, 79),
+                                     epilog=tasks_epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"transduce {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -17,8 +17,6 @@ from .lines import LineOutput, check_output, input_lines, windows
 
 
 def add_parser(sub) -> None:
-    from ..tasks import PARSING
-
     p = sub.add_parser("parse", help="parse tokenized sentences into constituency trees with a "
                                      "model trained on a treebank (prepare --trees)",
                        description="One sentence a line, its words split by spaces (tokenized as "
@@ -42,7 +40,7 @@ def add_parser(sub) -> None:
     p.add_argument("--scores", action="store_true",
                    help="write each tree after its score and a tab (the length-normalized "
                         "log-probability: the parser's confidence)")
-    add_decode_options(p, defaults=PARSING)
+    add_decode_options(p, task="parsing")
     p.set_defaults(run=run)
 
 

@@ -86,7 +86,7 @@ def add_parser(sub) -> None:
                    help="seconds a request's head, and then its body, may take to arrive (a "
                         "connection that stalls gets 408 and is closed)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
-    add_decode_options(p)
+    add_decode_options(p, task="translation")
     p.set_defaults(run=run)
 
 

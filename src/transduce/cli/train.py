@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("data_dir", help="a folder written by `transduce prepare`")
     p.add_argument("--out", required=True, help="the run directory (checkpoints, metrics, config)")
     p.add_argument("--preset", choices=ModelConfig.preset_names(),
-                   help="model preset (a new run without one uses base, the paper's)")
+                   help="model preset; a new run without one takes its data's task's: "
+                        + default_presets())
     p.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="the learning-rate schedule of a new run when you give none of its "
                         "options (a peak_lr alone implies lr_schedule=inverse_sqrt_peak; finetune "
@@ -125,6 +126,17 @@ def _read_toml(path: str) -> dict:
         raise TransduceError(f"--config {path}: cannot be read ({error.strerror})") from None
     except tomllib.TOMLDecodeError as error:
         raise TransduceError(f"--config {path}: not valid TOML ({error})") from None
+
+
+def default_presets() -> str:
+    """Which preset a new run takes by its data, in words, from the task registry."""
+    from ..tasks import TASKS
+
+    chosen: dict[str, str] = {}
+    for task in TASKS.values():  # a dataset's first task is its default: text with sentinels
+        if not any(task.holds.startswith(holds) for holds in chosen):  # trains a GPT too
+            chosen[task.holds] = task.preset
+    return ", ".join(f"{preset} for {holds}" for holds, preset in chosen.items())
 
 
 def _data_fields(meta: dict, preset: str) -> dict:

@@ -27,8 +27,7 @@ def add_parser(sub) -> None:
                         "Whisper's language detection is not supported")
     p.add_argument("--task", default="transcribe", choices=["transcribe", "translate"],
                    help="a multilingual Whisper model's task (translate: into English)")
-    add_decode_options(p, names=("beam", "alpha", "ctc_weight", "max_len_a", "max_len_b",
-                                 "max_tokens"))
+    add_decode_options(p, task="speech-recognition", where=False)
     add_runtime_options(p, ("fp32", "bf16", "fp16", "int8", "auto"))
     p.set_defaults(run=run)
 

@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
     p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
                    help="translate at most this many lines at a time (sorted by length within the "
                         "window)")
-    add_decode_options(p)
+    add_decode_options(p, task="translation")
     p.set_defaults(run=run)
 
 

@@ -47,6 +47,7 @@ class Task:
     ``counted``: the key and noun of what was validated; ``facade``: the class of the Python
     API that runs it (a name in ``transduce``); ``verb``: the command that runs it; ``commands``:
     every command that takes it; ``search``: its search's defaults (DecodeConfig fields);
+    ``flags``: the search options (DecodeConfig fields) its commands take (None: every one);
     ``losses``: the terms it adds to the label-smoothed cross-entropy, by name
     (``training.loss.EXTRAS``; a mixture of experts' balance is the model's, whatever the task);
     ``what``: the task's model in words; ``preset``: the preset that trains one; ``holds``: its
@@ -68,6 +69,7 @@ class Task:
     holds: str
     prepare: str
     search: Mapping[str, Any] = field(default_factory=dict)
+    flags: Optional[tuple[str, ...]] = None
     losses: tuple[str, ...] = ()
     # the commands to run with a trained model ({run}: its folder); empty: ``train`` writes them
     # from the data (translation and parsing name the prepared test split)

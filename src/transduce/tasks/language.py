@@ -35,6 +35,7 @@ CAUSAL = Task(
     preset="gpt-small",
     holds="monolingual text",
     commands=("generate", "average", "export", "info"),
+    flags=("beam", "alpha", "min_len", "sampling", "temperature", "top_k", "top_p", "seed"),
     prepare="transduce prepare --monolingual --train FILE --out DATA",
 )
 
@@ -47,5 +48,6 @@ MASKED = replace(
     verb="fill-mask",
     next=('transduce fill-mask {run} "... <mask> ..."',),
     commands=("fill-mask", "average", "export", "info"),
+    flags=(),
     preset="bert-small",
 )

@@ -35,4 +35,7 @@ TASK = Task(
     holds="a treebank",
     prepare="transduce prepare --trees --train-prefix PREFIX --out DATA",
     search=PARSING,
+    # the best tree of each sentence, whole: no sampling, n-best lists, minimum length or truncation
+    flags=("beam", "alpha", "length_penalty", "stop", "max_len_a", "max_len_b", "max_tokens",
+           "max_sentences"),
 )

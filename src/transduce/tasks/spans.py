@@ -5,6 +5,7 @@ and is fine-tuned on pairs); its training validates the objective's perplexity."
 
 from __future__ import annotations
 
+from . import translation
 from .base import Task, tokens_model
 from .language import PERPLEXITY
 
@@ -30,6 +31,7 @@ TASK = Task(
     facade="Translator",
     verb="translate",
     commands=("translate", "evaluate", "serve", "attention", "export", "average", "info"),
+    flags=translation.FLAGS,
     preset="t5-small",
     holds="monolingual text with sentinels",
     prepare="transduce prepare --monolingual --sentinels 100 --train FILE --out DATA",

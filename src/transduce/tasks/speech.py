@@ -18,10 +18,11 @@ TASK = Task(
     counted=("recordings", "recordings"),
     facade="Transcriber",
     verb="transcribe",
-    commands=("transcribe", "average", "export", "info"),
+    commands=("transcribe", "evaluate", "attention", "average", "export", "info"),
     preset="speech-small",
     holds="recordings",
     prepare="transduce prepare --audio TABLE.tsv --out DATA",
+    flags=("beam", "alpha", "ctc_weight", "max_len_a", "max_len_b", "max_tokens"),
     losses=("ctc",),  # with the model's ctc_weight (none without a CTC head)
     next=("transduce transcribe {run} RECORDING.flac ...", "transduce evaluate {run} --audio "
           "TEST.tsv", "transduce attention {run} --audio RECORDING.flac --out attention.png"),

@@ -4,7 +4,13 @@ translation models too: ``spans``)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
+from ..config import DecodeConfig
 from .base import Metric, Task, tokens_model
+
+# every search option but the joint CTC search of speech models
+FLAGS = tuple(f.name for f in fields(DecodeConfig) if f.name != "ctc_weight")
 
 
 def _model(config, info) -> bool:
@@ -32,4 +38,5 @@ TASK = Task(
     preset="base",
     holds="parallel text",
     prepare="transduce prepare --src SRC --tgt TGT --train-prefix PREFIX --out DATA",
+    flags=FLAGS,
 )
