@@ -68,3 +68,19 @@ def test_a_sentence_whose_tree_cannot_fit_is_named_by_its_line():
 def test_a_translation_model_is_not_a_parser():
     with pytest.raises(TransduceError, match="run: its target vocabulary has no brackets"):
         Parser(Brackets(pieces=["<pad>", "<s>", "</s>", "<unk>", "der", "die", "das"]))
+
+
+def test_evaluate_parses_a_treebank_s_words_and_scores_them_as_parseval_does(tmp_path):
+    from transduce.parseval import parseval, read_tree_file
+
+    treebank = tmp_path / "gold.trees"
+    treebank.write_text("( (S (NP (XX the) (XX cat)) (VP (XX sat))) )\n"
+                        "( (S (XX dogs) (VP (XX bark) (NP (XX at) (XX night)))) )\n")
+    parser = Parser(Brackets())
+    result = parser.evaluate(treebank, beam=2)
+    assert (result.metric, result.count) == ("f1", 2)
+    assert result.outputs == parser.parse(["the cat sat", "dogs bark at night"], beam=2)
+    gold = read_tree_file(treebank)
+    test = [(n, next(parse_trees(t))[1]) for (n, _), t in zip(gold, result.outputs)]
+    assert result.value == result["f1"] == parseval(gold, test).all.as_dict()["f1"]
+    assert result["sentences"] == 2 and "recall" in result.scores

@@ -74,9 +74,10 @@ def test_transcripts_come_in_order_each_as_its_recording_alone(transcriber, tmp_
 def test_evaluate_scores_the_transcripts_against_the_table(transcriber, tmp_path):
     table = write_tone_recordings(tmp_path, count=2)
     result = transcriber.evaluate(table)
-    assert result["recordings"] == 2 and len(result["hypotheses"]) == 2
+    assert (result.metric, result.count, len(result.outputs)) == ("cer", 2, 2)
+    assert result.outputs == list(transcriber.transcribe([table]))
     assert result["chars"] == sum(len(t) for _, t in audio_inputs([table]))
-    assert 0 <= result["cer"] and result["char_errors"] >= 0
+    assert result.value == result["cer"] == result["char_errors"] / result["chars"]
 
 
 def test_the_facade_takes_folders_and_tables_as_the_command_does(transcriber, tmp_path):

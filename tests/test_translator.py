@@ -76,3 +76,17 @@ def test_the_package_exports_the_translator_and_loads_where_the_commands_do(reve
     assert transduce.Translator is Translator and "Translator" in transduce.__all__
     for function in (transduce.load, transduce.load_lm, Translator.load):
         assert inspect.signature(function).parameters["device"].default == "auto", function
+
+
+def test_evaluate_translates_and_scores_with_sacrebleu(translator):
+    from transduce.evaluate import score
+
+    sources = ["the cat sat", "a dog runs"]
+    references = ["sat cat the", "runs dog a"]
+    result = translator.evaluate(sources, references, beam=2)
+    assert (result.metric, result.count) == ("bleu", 2)
+    assert result.outputs == translator.translate(sources, beam=2)
+    assert result.scores == score(result.outputs, references)
+    assert result.value == result["bleu"] and "chrf" in result.to_dict()
+    with pytest.raises(TransduceError, match="2 sources but 1 references"):
+        translator.evaluate(sources, references[:1])

@@ -55,12 +55,14 @@ def test_evaluate_counts_a_confusion_matrix_by_true_and_predicted_class(classifi
     root = write_image_folder(tmp_path / "images", per_class=3)
     scores = classifier.evaluate(root)
     predicted = classifier.probabilities(classifier.read(image_files([root]))).argmax(-1)
-    assert scores.images == 9 and scores.confusion.sum() == 9
-    assert scores.confusion.sum(1).tolist() == [3, 3, 3]  # each class folder holds three
+    confusion = scores["confusion"]
+    assert (scores.metric, scores.count) == ("accuracy", 9) and confusion.sum() == 9
+    assert confusion.sum(1).tolist() == [3, 3, 3]  # each class folder holds three
     # the folders are read in sorted order (across, down, slash): the columns count predictions
-    assert scores.confusion.sum(0).tolist() == np.bincount(predicted.numpy(), minlength=3).tolist()
-    assert scores.accuracy == pytest.approx(np.trace(scores.confusion) / 9)
-    assert scores.to_dict()["per_class"].keys() == set(BARS)
+    assert confusion.sum(0).tolist() == np.bincount(predicted.numpy(), minlength=3).tolist()
+    assert scores.value == scores["accuracy"] == pytest.approx(np.trace(confusion) / 9)
+    assert scores.outputs == [BARS[i] for i in predicted.tolist()]
+    assert scores["per_class"].keys() == set(BARS) and scores.to_dict()["count"] == 9
     (root / "zebra").mkdir()
     write_image_folder(tmp_path / "other", per_class=1)
     (tmp_path / "other" / "down" / "0.png").rename(root / "zebra" / "0.png")

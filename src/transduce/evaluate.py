@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from .errors import TransduceError
+
+
+@dataclass
+class Evaluation:
+    """What every facade's ``evaluate`` returns, whatever the task: its metric's name (``bleu``,
+    ``f1``, ``cer``, ``accuracy``) and value, the inputs scored, every score by name (the metric's
+    too: ``evaluation["chrf"]``) and the outputs the model made, in input order."""
+
+    metric: str
+    value: float
+    count: int
+    scores: dict[str, Any] = field(default_factory=dict)
+    outputs: list = field(default_factory=list)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.scores[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The scores as JSON takes them, with the metric's name and the count (not the
+        outputs)."""
+        return {"metric": self.metric, **self.scores, "count": self.count}
 
 
 def score(hypotheses: Sequence[str], references: Sequence[str], lowercase: bool = False,

@@ -18,6 +18,7 @@ from .config import DecodeConfig
 from .data.trees import PLACEHOLDER, TreeError, delinearize, repair
 from .decoding import BracketRules, BracketVocabulary, translate_ids
 from .errors import TransduceError, listed
+from .evaluate import Evaluation
 from .tasks import PARSING
 from .translator import Translator, search_settings
 
@@ -118,6 +119,23 @@ class Parser:
                 raise RuntimeError(f"input line {number}: the search gave no tree: "
                                    f"{error}") from None
         return trees
+
+    def evaluate(self, treebank: str | Path, decode: Optional[DecodeConfig] = None,
+                 **options) -> Evaluation:
+        """Parse the words of every tree of ``treebank`` (Penn bracketing, plain or .gz) and score
+        the parses against its trees as ``transduce parseval`` does (labelled bracketing,
+        COLLINS.prm): ``scores`` holds ``f1``, ``recall``, ``precision`` and EVALB's other totals
+        over all sentences; ``outputs`` the trees, one line each. Search options as ``parse``'s."""
+        from .data.trees import parse_trees
+        from .parseval import parseval, read_tree_file
+
+        gold = read_tree_file(treebank)
+        trees = self.parse([" ".join(tree.words()) for _, tree in gold], decode, **options)
+        test = [(line, next(parse_trees(text, "the parse"))[1]) for (line, _), text
+                in zip(gold, trees)]
+        report = parseval(gold, test, str(treebank), "the parses")
+        totals = report.all.as_dict()
+        return Evaluation("f1", totals["f1"], len(gold), totals, trees)
 
     def _check_room(
         self,

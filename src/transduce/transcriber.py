@@ -20,7 +20,7 @@ from .data.audio import HOP, SAMPLE_RATE, log_mel, read_audio, read_table
 from .data.speech import pad_frames, target_vocabulary
 from .decoding import translate_ids
 from .errors import DataError, TransduceError, listed
-from .evaluate import error_rate
+from .evaluate import Evaluation, error_rate
 from .loading import load_checked
 from .runtime import autocast
 
@@ -190,15 +190,17 @@ class Transcriber:
                              precision=self.precision)
         return [self.vocabulary.decode_tgt(h[0].tokens) for h in hyps]
 
-    def evaluate(self, table: str | Path) -> dict:
-        """Character and word error rates on a recordings table, with the transcripts made."""
+    def evaluate(self, table: str | Path) -> Evaluation:
+        """Character and word error rates on a recordings table: ``scores`` holds ``cer``,
+        ``wer`` and their counts (``char_errors``, ``chars``, ``word_errors``, ``words``);
+        ``outputs`` the transcripts, in the table's order."""
         rows = read_table(table)
         texts = list(self.transcribe([path for path, _ in rows]))
         references = [text for _, text in rows]
         cer, wer = error_rate(texts, references, "char"), error_rate(texts, references, "word")
-        return {"cer": cer["rate"], "wer": wer["rate"], "recordings": len(rows),
-                "char_errors": cer["errors"], "chars": cer["length"], "word_errors":
-                wer["errors"], "words": wer["length"], "hypotheses": texts}
+        return Evaluation("cer", cer["rate"], len(rows), {
+            "cer": cer["rate"], "wer": wer["rate"], "char_errors": cer["errors"],
+            "chars": cer["length"], "word_errors": wer["errors"], "words": wer["length"]}, texts)
 
     @torch.no_grad()
     def attention(self, path: Path, text: Optional[str] = None):

@@ -16,6 +16,7 @@ from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Ensemble, forced_attention, translate_ids
 from .errors import TransduceError, listed
+from .evaluate import Evaluation, score
 from .loading import load_checked
 from .runtime import compile_choice
 
@@ -246,6 +247,21 @@ class Translator:
             hyps[0][0] if hyps else ""
             for hyps in self.translate_nbest(lines, decode, progress, prefixes, first_line)
         ]
+
+    def evaluate(self, sources: Sequence[str], references: Sequence[str],
+                 decode: Optional[DecodeConfig] = None, lowercase: bool = False,
+                 tokenize: Optional[str] = None, **options) -> Evaluation:
+        """Translate ``sources`` and score them against ``references`` (one each) with sacreBLEU:
+        ``scores`` holds ``bleu`` and ``chrf`` with their signatures, ``outputs`` the
+        translations. Search options as ``translate``'s."""
+        sources = listed(sources, "source lines", "Translator.evaluate")
+        references = listed(references, "reference lines", "Translator.evaluate")
+        if len(sources) != len(references):
+            raise TransduceError(f"{len(sources)} sources but {len(references)} references; "
+                                 "they must be aligned line by line")
+        hyps = self.translate(sources, decode, **options)
+        scores = score(hyps, references, lowercase=lowercase, tokenize=tokenize)
+        return Evaluation("bleu", scores["bleu"], len(hyps), scores, hyps)
 
     def translate_nbest(
         self,

@@ -9,7 +9,6 @@ identity for the residual connection, rows renormalized, multiplied through the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -18,24 +17,9 @@ import torch
 
 from .data.images import SUFFIXES, read_images, scan
 from .errors import TransduceError, listed
+from .evaluate import Evaluation
 from .loading import load_checked
 from .runtime import autocast
-
-
-@dataclass
-class Scores:
-    """A classifier's scores on an image folder."""
-
-    accuracy: float
-    images: int
-    classes: list[str]
-    per_class: list[float]  # accuracy of each class's images (nan: none)
-    confusion: np.ndarray  # (C, C): row = true class, column = predicted
-
-    def to_dict(self) -> dict:
-        return {"accuracy": self.accuracy, "images": self.images,
-                "per_class": dict(zip(self.classes, self.per_class)),
-                "confusion": self.confusion.tolist(), "classes": self.classes}
 
 
 def image_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -112,9 +96,11 @@ class Classifier:
         return [[(self.classes[i], float(v)) for v, i in zip(vs.tolist(), ix.tolist())]
                 for vs, ix in zip(values, indices)]
 
-    def evaluate(self, folder: str | Path, resize: bool = False) -> Scores:
-        """Accuracy, per-class accuracy and the confusion matrix on an image folder whose class
-        folders are named as the model's classes."""
+    def evaluate(self, folder: str | Path, resize: bool = False) -> Evaluation:
+        """Accuracy on an image folder whose class folders are named as the model's classes:
+        ``scores`` holds ``accuracy``, ``per_class`` (each class's accuracy, nan for a class without
+        images), ``confusion`` (``(C, C)`` counts, rows the true class) and ``classes``;
+        ``outputs`` the predicted class of each image, in the folder's order."""
         names, pairs, _ = scan(folder)
         unknown = [name for name in names if name not in self.classes]
         if unknown:
@@ -129,8 +115,11 @@ class Classifier:
         totals = confusion.sum(1)
         per_class = [float(confusion[i, i] / totals[i]) if totals[i] else float("nan")
                      for i in range(C)]
-        return Scores(float((truth == predicted).mean()), len(truth), self.classes, per_class,
-                      confusion)
+        accuracy = float((truth == predicted).mean())
+        return Evaluation("accuracy", accuracy, len(truth), {
+            "accuracy": accuracy, "per_class": dict(zip(self.classes, per_class)),
+            "confusion": confusion, "classes": list(self.classes)},
+            [self.classes[i] for i in predicted])
 
     @torch.no_grad()
     def rollout(self, image: str | Path | torch.Tensor, resize: bool = False
@@ -185,25 +174,27 @@ def draw_rollout(classifier: Classifier, file: str | Path, out: str | Path,
     return _save(fig, out, inputs=[file]), name, prob
 
 
-def draw_confusion(scores: Scores, out: str | Path, title: Optional[str] = None) -> Path:
-    """The confusion matrix as a picture (counts, rows the true class)."""
+def draw_confusion(scores: Evaluation, out: str | Path, title: Optional[str] = None) -> Path:
+    """A classifier's confusion matrix (``Classifier.evaluate``) as a picture (counts, rows the
+    true class)."""
     from .visualize import _pyplot, _save
 
     plt = _pyplot()
-    C = len(scores.classes)
+    classes, confusion = scores["classes"], np.asarray(scores["confusion"])
+    C = len(classes)
     side = max(4.0, 0.45 * C + 2)
     fig, ax = plt.subplots(figsize=(side + 1, side))
-    shown = ax.imshow(scores.confusion, cmap="Blues")
+    shown = ax.imshow(confusion, cmap="Blues")
     fig.colorbar(shown, ax=ax, fraction=0.046)
-    ax.set_xticks(range(C), scores.classes, rotation=90 if C > 12 else 0)
-    ax.set_yticks(range(C), scores.classes)
+    ax.set_xticks(range(C), classes, rotation=90 if C > 12 else 0)
+    ax.set_yticks(range(C), classes)
     ax.set_xlabel("predicted class")
     ax.set_ylabel("true class")
     if C <= 30:
-        top = scores.confusion.max() or 1
-        for (i, j), n in np.ndenumerate(scores.confusion):
+        top = confusion.max() or 1
+        for (i, j), n in np.ndenumerate(confusion):
             if n:
                 ax.text(j, i, str(n), ha="center", va="center", fontsize=7,
                         color="white" if n > top / 2 else "black")
-    ax.set_title(title or f"accuracy {100 * scores.accuracy:.2f}% on {scores.images:,} images")
+    ax.set_title(title or f"accuracy {100 * scores.value:.2f}% on {scores.count:,} images")
     return _save(fig, out)

@@ -160,11 +160,13 @@ def _images(args) -> int:
     classifier = Classifier.load(args.model[0], args.device, args.precision)
     scores = classifier.evaluate(args.images, args.resize)
     if args.json:
-        print(json.dumps({**scores.to_dict(), "checkpoint": str(classifier.folder)}))
+        result = {**scores.to_dict(), "images": scores.count,
+                  "confusion": scores["confusion"].tolist()}
+        print(json.dumps({**result, "checkpoint": str(classifier.folder)}))
     else:
-        print(f"accuracy {100 * scores.accuracy:.2f}% ({scores.images:,} images, "
-              f"{len(scores.classes)} classes)")
-        for name, accuracy in zip(scores.classes, scores.per_class):
+        print(f"accuracy {100 * scores.value:.2f}% ({scores.count:,} images, "
+              f"{len(scores['classes'])} classes)")
+        for name, accuracy in scores["per_class"].items():
             print(f"  {name}\t{100 * accuracy:.2f}%")
     if args.confusion:  # (on stderr with --json: stdout stays one JSON object)
         print(f"wrote {draw_confusion(scores, args.confusion)}",
@@ -189,8 +191,8 @@ def _audio(args) -> int:
     announce(args.model)
     transcriber = Transcriber.load(args.model[0], args.device, args.precision,
                                    decode_config(args))
-    result = transcriber.evaluate(args.audio)
-    hyps = result.pop("hypotheses")
+    evaluation = transcriber.evaluate(args.audio)
+    hyps, result = evaluation.outputs, {**evaluation.scores, "recordings": evaluation.count}
     warn_if_silent(sum(not h.strip() for h in hyps), len(hyps), "transcript", transcriber.folder)
     if args.save_hyp:
         write_text(args.save_hyp, "".join(h + "\n" for h in hyps),
