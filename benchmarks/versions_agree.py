@@ -109,7 +109,7 @@ def worker(args) -> dict:
         from transduce.transcriber import Transcriber
 
         files = [path for path, _ in read_table(args.recordings)][: args.sentences]
-        out["transcribe: greedy"] = list(Transcriber.load(args.transcribe, device="cpu")
+        out["transcribe: the default search (beam 4)"] = list(Transcriber.load(args.transcribe, device="cpu")
                                          .transcribe(files))
     if args.classify:
         from transduce.vision import Classifier, image_files
