@@ -15,8 +15,8 @@ default search over the files given. A refactoring that keeps behaviour gives "e
 only: the layout each int8 product uses is chosen by timing it at run time
 (``inference/tuned_linear.py``) and an int8 product quantizes all its rows with one scale, so that
 two runs of one version differ there too; ``--twice`` runs the old version twice to show that noise
-beside each row. Writes ``benchmarks/results/versions_agree.json`` and prints a markdown table. Exits 1 if a
-row differs.
+beside each row. Writes ``benchmarks/results/versions_agree.json`` and prints a markdown table.
+Exits 1 if a row differs.
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def worker(args) -> dict:
         from transduce.transcriber import Transcriber
 
         files = [path for path, _ in read_table(args.recordings)][: args.sentences]
-        out["transcribe: the default search (beam 4)"] = list(Transcriber.load(args.transcribe, device="cpu")
-                                         .transcribe(files))
+        transcriber = Transcriber.load(args.transcribe, device="cpu")
+        out["transcribe: the default search (beam 4)"] = list(transcriber.transcribe(files))
     if args.classify:
         from transduce.vision import Classifier, image_files
 

@@ -106,7 +106,7 @@ def bert(counting):
 
 
 def test_info_names_the_descendant(gpt, bert, reverse_run):
-    assert ": GPT, a decoder-only language model" in cli("info", str(gpt)).stdout
+    assert ": GPT, a decoder-only language model" in cli("info", str(gpt[0])).stdout
     assert ": BERT, an encoder-only" in cli("info", str(bert)).stdout
     assert ": the paper's Transformer, " in cli("info", str(reverse_run / "run")).stdout
 
