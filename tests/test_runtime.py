@@ -101,6 +101,7 @@ def test_one_seed_draws_the_same_whatever_ran_before():
     first = torch.rand(5, generator=sampler(torch.device("cpu"), 3))
     torch.rand(100)  # the global generator moves; a sampler's does not depend on it
     assert torch.equal(torch.rand(5, generator=sampler(torch.device("cpu"), 3)), first)
+    assert not torch.equal(torch.rand(5, generator=sampler(torch.device("cpu"), 4)), first)
 
 
 def test_a_loaded_facade_keeps_the_engine_it_was_loaded_with(reverse_run):
