@@ -70,3 +70,22 @@ def save(name: str, payload: dict) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+def joined_at_random(model, sources: list, decode, seed: int = 0) -> list:
+    """Each source's n-best list from one running search that the sources join a few at a time
+    (1-8) at random steps, in input order: the server's continuous batching."""
+    import random
+
+    from transduce.decoding import RunningSearch
+
+    running, found, draw, next_ = RunningSearch(model, decode), {}, random.Random(seed), 0
+    with torch.inference_mode():
+        while next_ < len(sources) or len(running):
+            if next_ < len(sources) and draw.random() < 0.3:
+                k = min(draw.randrange(1, 9), len(sources) - next_)
+                running.join(sources[next_:next_ + k], range(next_, next_ + k))
+                next_ += k
+            for key, hyps in running.step():
+                found[key] = hyps
+    return [found[i] for i in range(len(sources))]

@@ -20,13 +20,12 @@ Exits 1 if an fp32 check differs (tokens, or a score by more than 1e-4). Writes
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import MULTI30K, machine, save, table  # noqa: E402
+from common import MULTI30K, joined_at_random, machine, save, table  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +34,7 @@ def main() -> None:
     from transduce import load
     from transduce.config import DecodeConfig
     from transduce.data.corpus import read_lines
-    from transduce.decoding import Ensemble, RunningSearch, translate_ids
+    from transduce.decoding import Ensemble, translate_ids
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="a trained run (e.g. runs/multi30k-small)")
@@ -90,16 +89,8 @@ def main() -> None:
             print(f"  {rows[-1]}", file=sys.stderr, flush=True)
 
         compare(f"batches of {args.batch}", translate_ids(model, sources, decode))
-        running, out, g, nxt = RunningSearch(model, decode), [None] * n, random.Random(0), 0
-        with torch.inference_mode():
-            while nxt < n or len(running):
-                if nxt < n and g.random() < 0.3:
-                    k = min(g.randrange(1, 9), n - nxt)
-                    running.join(sources[nxt : nxt + k], range(nxt, nxt + k))
-                    nxt += k
-                for key, hyps in running.step():
-                    out[key] = hyps
-        compare("running search, joined at random steps", out)
+        compare("running search, joined at random steps",
+                joined_at_random(model, sources, decode))
         compare(
             "ensemble of the model with itself, alone",
             [translate_ids(twice, [s], decode)[0] for s in sources],

@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import MULTI30K, machine, save, table  # noqa: E402
+from common import MULTI30K, joined_at_random, machine, save, table  # noqa: E402
 
 
 def _hyps(results) -> list:
@@ -49,12 +49,8 @@ def _agree(a, b) -> tuple[bool, float]:
 
 
 def translations(run: str, lines: list[str]) -> dict:
-    import random
-
-    import torch
-
     from transduce.config import DecodeConfig
-    from transduce.decoding import Ensemble, RunningSearch, translate_ids
+    from transduce.decoding import Ensemble, translate_ids
     from transduce.translator import Translator
 
     translator = Translator.load(run, device="cpu")
@@ -72,17 +68,8 @@ def translations(run: str, lines: list[str]) -> dict:
         "ensemble of the model with itself, beam 4": _hyps(
             translate_ids(Ensemble([model, model]), sources, DecodeConfig(beam=4))),
     }
-    running, found = RunningSearch(model, DecodeConfig(beam=4)), {}
-    draw, next_ = random.Random(0), 0
-    with torch.inference_mode():
-        while next_ < len(sources) or len(running):
-            if next_ < len(sources) and draw.random() < 0.3:
-                k = min(draw.randrange(1, 9), len(sources) - next_)
-                running.join(sources[next_:next_ + k], range(next_, next_ + k))
-                next_ += k
-            for key, hyps in running.step():
-                found[key] = hyps
-    out["running search, joined at random steps"] = _hyps([found[i] for i in range(len(sources))])
+    out["running search, joined at random steps"] = _hyps(
+        joined_at_random(model, sources, DecodeConfig(beam=4)))
     return out
 
 

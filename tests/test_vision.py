@@ -55,7 +55,7 @@ def test_evaluate_counts_a_confusion_matrix_by_true_and_predicted_class(classifi
     root = write_image_folder(tmp_path / "images", per_class=3)
     scores = classifier.evaluate(root)
     predicted = classifier.probabilities(classifier.read(image_files([root]))).argmax(-1)
-    confusion = scores["confusion"]
+    confusion = np.asarray(scores["confusion"])
     assert (scores.metric, scores.count) == ("accuracy", 9) and confusion.sum() == 9
     assert confusion.sum(1).tolist() == [3, 3, 3]  # each class folder holds three
     # the folders are read in sorted order (across, down, slash): the columns count predictions

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .config import DecodeConfig
-from .data.trees import PLACEHOLDER, TreeError, delinearize, repair
+from .data.trees import PLACEHOLDER, Tree, TreeError, delinearize, repair
 from .decoding import BracketRules, BracketVocabulary, translate_ids
 from .errors import TransduceError, listed
 from .evaluate import Evaluation
@@ -77,6 +77,12 @@ class Parser:
         """``parse``'s trees, each with the score search ranked it by (the length-normalized
         log-probability under beam search, the log-probability under greedy search): a measure of
         the parser's confidence. An empty line gives ``("", 0.0)``."""
+        return [(str(tree) if tree is not None else "", score) for tree, score
+                in self._trees(lines, decode, constrained, progress, first_line, **options)]
+
+    def _trees(self, lines: Sequence[str], decode: Optional[DecodeConfig], constrained: bool,
+               progress: bool, first_line: int, **options) -> list[tuple[Optional[Tree], float]]:
+        """Each line's tree (None for an empty line) and its score."""
         decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
         if decode.sampling or decode.nbest > 1 or decode.min_len:
             raise TransduceError("parsing searches for the best tree: sampling, --nbest and "
@@ -103,7 +109,7 @@ class Parser:
             compiled,
             modifiers=[rules] if rules is not None else (),
         )
-        trees = [("", 0.0)] * len(lines)
+        trees: list[tuple[Optional[Tree], float]] = [(None, 0.0)] * len(lines)
         for i, w, h, number in zip(todo, words, hyps, numbers):
             target = (
                 [p.lstrip("\u2581") for p in translator.tokenizer.tgt_pieces(h[0].tokens)]
@@ -114,7 +120,7 @@ class Parser:
             if not constrained:
                 target = repair(target, len(w), tags=tags)
             try:
-                trees[i] = (str(delinearize(target, w, tags=tags)), h[0].score)
+                trees[i] = (delinearize(target, w, tags=tags), h[0].score)
             except TreeError as error:  # (a constrained search never gets here: a bug if it does)
                 raise RuntimeError(f"input line {number}: the search gave no tree: "
                                    f"{error}") from None
@@ -126,16 +132,15 @@ class Parser:
         the parses against its trees as ``transduce parseval`` does (labelled bracketing,
         COLLINS.prm): ``scores`` holds ``f1``, ``recall``, ``precision`` and EVALB's other totals
         over all sentences; ``outputs`` the trees, one line each. Search options as ``parse``'s."""
-        from .data.trees import parse_trees
         from .parseval import parseval, read_tree_file
 
         gold = read_tree_file(treebank)
-        trees = self.parse([" ".join(tree.words()) for _, tree in gold], decode, **options)
-        test = [(line, next(parse_trees(text, "the parse"))[1]) for (line, _), text
-                in zip(gold, trees)]
+        parsed = self._trees([" ".join(tree.words()) for _, tree in gold], decode, True, False, 1,
+                             **options)
+        test = [(line, tree) for (line, _), (tree, _) in zip(gold, parsed)]
         report = parseval(gold, test, str(treebank), "the parses")
         totals = report.all.as_dict()
-        return Evaluation("f1", totals["f1"], len(gold), totals, trees)
+        return Evaluation("f1", totals["f1"], len(gold), totals, [str(t) for _, t in test])
 
     def _check_room(
         self,

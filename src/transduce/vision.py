@@ -99,7 +99,7 @@ class Classifier:
     def evaluate(self, folder: str | Path, resize: bool = False) -> Evaluation:
         """Accuracy on an image folder whose class folders are named as the model's classes:
         ``scores`` holds ``accuracy``, ``per_class`` (each class's accuracy, nan for a class without
-        images), ``confusion`` (``(C, C)`` counts, rows the true class) and ``classes``;
+        images), ``confusion`` (``(C, C)`` counts as lists, rows the true class) and ``classes``;
         ``outputs`` the predicted class of each image, in the folder's order."""
         names, pairs, _ = scan(folder)
         unknown = [name for name in names if name not in self.classes]
@@ -118,7 +118,7 @@ class Classifier:
         accuracy = float((truth == predicted).mean())
         return Evaluation("accuracy", accuracy, len(truth), {
             "accuracy": accuracy, "per_class": dict(zip(self.classes, per_class)),
-            "confusion": confusion, "classes": list(self.classes)},
+            "confusion": confusion.tolist(), "classes": list(self.classes)},
             [self.classes[i] for i in predicted])
 
     @torch.no_grad()

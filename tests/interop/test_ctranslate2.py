@@ -47,7 +47,8 @@ def test_ctranslate2_greedy_equals_transduce_greedy(trained, tmp_path):
         sum(r.log_probs)
         for r in int8.score_batch(
             sources,
-            [[sp.id_to_piece(t) for t in reversed(h.tokens)] + ["▁house", "▁red"] for h in ours],
+            [[sp.id_to_piece(t) for t in reversed(h.tokens)] + ["\u2581house", "\u2581red"]
+             for h in ours],
         )
     ]
     error = sum(abs(q - f) for q, f in zip(quantized, fp32.tolist()))

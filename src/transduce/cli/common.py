@@ -87,6 +87,7 @@ def add_decode_options(
         declared = task_named(task)
         names, defaults = declared.flags, {**declared.search, **(defaults or {})}
         where = True if where is None else where
+    paper_search = task is None or declared.paper_search
     g = p.add_argument_group("search")
     for f in fields(DecodeConfig):
         if names is not None and f.name not in names:
@@ -94,7 +95,7 @@ def add_decode_options(
         flag = "--" + f.name.replace("_", "-")
         default = (defaults or {}).get(f.name, f.default)
         # the paper's translation setting means nothing to another task or beside its own default
-        paper = task in (None, "translation", "span-corruption") and default == f.default
+        paper = paper_search and default == f.default
         words = f.metadata["help"] if paper else _without_paper(f.metadata["help"])
         if f.type in (bool, "bool"):
             g.add_argument(flag, action="store_true", help=words)

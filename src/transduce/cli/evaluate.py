@@ -160,9 +160,8 @@ def _images(args) -> int:
     classifier = Classifier.load(args.model[0], args.device, args.precision)
     scores = classifier.evaluate(args.images, args.resize)
     if args.json:
-        result = {**scores.to_dict(), "images": scores.count,
-                  "confusion": scores["confusion"].tolist()}
-        print(json.dumps({**result, "checkpoint": str(classifier.folder)}))
+        print(json.dumps({**scores.to_dict(), "images": scores.count,
+                          "checkpoint": str(classifier.folder)}))
     else:
         print(f"accuracy {100 * scores.value:.2f}% ({scores.count:,} images, "
               f"{len(scores['classes'])} classes)")

@@ -108,7 +108,7 @@ def describe_run(path: Path) -> int:
                 f"a speech model writing {len(info.get('chars', [])) - 4} "
                 + ("SentencePiece pieces" if info.get("pieces") else "characters"))
     print(
-        f"{'run' if run else 'checkpoint'} {path}: {descendant(config, info, task)}, {kind}"
+        f"{'run' if run else 'checkpoint'} {path}: {task.family(config, info)}, {kind}"
         + (f", preset {preset}" if preset else "")
     )
     shape = (
@@ -166,18 +166,3 @@ def _best_line(progress: dict) -> str:
     metric, value, step = best
     return f"{metric.label} {metric.format(value)} at update {step:,}"
 
-
-def descendant(config, info: dict, task) -> str:
-    """Which member of the family a model is: the paper's Transformer, T5, GPT, BERT, ViT, or a
-    speech model (Whisper's, or shaped as Whisper)."""
-    if task.data_kind == "images":
-        return "ViT"
-    if task.data_kind == "recordings":
-        return "Whisper" if "whisper" in info else "Whisper-shaped"
-    if config.architecture == "decoder-only":
-        return "GPT"
-    if config.architecture == "encoder-only":
-        return "BERT"
-    if config.positional == "relative":
-        return "T5"
-    return "the paper's Transformer" if config.beyond_paper() is None else "a Transformer"

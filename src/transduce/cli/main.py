@@ -32,9 +32,9 @@ def tasks_epilog() -> str:
     """One line per task: the data it trains on and the commands that run its models."""
     from ..tasks import TASKS
 
-    shown = ("average", "export", "info", "attention", "serve")
+    hidden = ("average", "export", "info", "attention", "serve")  # (every task's, or most)
     lines = [f"  {name:<22}{task.holds} -> " + ", ".join(c for c in task.commands
-                                                           if c not in shown)
+                                                           if c not in hidden)
              for name, task in TASKS.items()]
     return ("tasks (`prepare` makes the data of each; `train` trains the task of its data):\n"
             + "\n".join(lines))

@@ -8,6 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 
+def encoder_decoder_family(config, info) -> str:
+    """An encoder-decoder of tokens: T5 (relative positions), the paper's Transformer, or one of
+    its variants."""
+    if config.positional == "relative":
+        return "T5"
+    return "the paper's Transformer" if config.beyond_paper() is None else "a Transformer"
+
+
 def tokens_model(config, architecture: str) -> bool:
     """Whether ``config`` is a model of token ids of ``architecture`` (not a classifier)."""
     return (config.input == "tokens" and config.architecture == architecture
@@ -48,6 +56,8 @@ class Task:
     API that runs it (a name in ``transduce``); ``verb``: the command that runs it; ``commands``:
     every command that takes it; ``search``: its search's defaults (DecodeConfig fields);
     ``flags``: the search options (DecodeConfig fields) its commands take (None: every one);
+    ``paper_search``: its search defaults are the paper's translation settings (the help names
+    them); ``family``: which member of the family a model of it is, in words (``info``);
     ``losses``: the terms it adds to the label-smoothed cross-entropy, by name
     (``training.loss.EXTRAS``; a mixture of experts' balance is the model's, whatever the task);
     ``what``: the task's model in words; ``preset``: the preset that trains one; ``holds``: its
@@ -70,6 +80,8 @@ class Task:
     prepare: str
     search: Mapping[str, Any] = field(default_factory=dict)
     flags: Optional[tuple[str, ...]] = None
+    paper_search: bool = False
+    family: Callable[[Any, Mapping], str] = lambda config, info: "a Transformer"
     losses: tuple[str, ...] = ()
     # the commands to run with a trained model ({run}: its folder); empty: ``train`` writes them
     # from the data (translation and parsing name the prepared test split)

@@ -18,6 +18,7 @@ TASK = Task(
     counted=("images", "images"),
     facade="Classifier",
     verb="classify",
+    family=lambda config, info: "ViT",
     commands=("classify", "evaluate", "attention", "average", "export", "info"),
     preset="vit-tiny",
     holds="images",

@@ -35,6 +35,7 @@ CAUSAL = Task(
     preset="gpt-small",
     holds="monolingual text",
     commands=("generate", "average", "export", "info"),
+    family=lambda config, info: "GPT",
     flags=("beam", "alpha", "min_len", "sampling", "temperature", "top_k", "top_p", "seed"),
     prepare="transduce prepare --monolingual --train FILE --out DATA",
 )
@@ -49,5 +50,6 @@ MASKED = replace(
     next=('transduce fill-mask {run} "... <mask> ..."',),
     commands=("fill-mask", "average", "export", "info"),
     flags=(),
+    family=lambda config, info: "BERT",
     preset="bert-small",
 )

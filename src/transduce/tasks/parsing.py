@@ -4,7 +4,7 @@ trees, parsed with the constrained search."""
 
 from __future__ import annotations
 
-from .base import Metric, Task, tokens_model
+from .base import Metric, Task, encoder_decoder_family, tokens_model
 
 # The paper's search for parsing (section 6.3): beam 21, alpha 0.3, output up to input + 300.
 PARSING = {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
@@ -36,6 +36,7 @@ TASK = Task(
     prepare="transduce prepare --trees --train-prefix PREFIX --out DATA",
     search=PARSING,
     # the best tree of each sentence, whole: no sampling, n-best lists, minimum length or truncation
+    family=encoder_decoder_family,
     flags=("beam", "alpha", "length_penalty", "stop", "max_len_a", "max_len_b", "max_tokens",
            "max_sentences"),
 )

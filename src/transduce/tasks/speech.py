@@ -23,6 +23,7 @@ TASK = Task(
     holds="recordings",
     prepare="transduce prepare --audio TABLE.tsv --out DATA",
     flags=("beam", "alpha", "ctc_weight", "max_len_a", "max_len_b", "max_tokens"),
+    family=lambda config, info: "Whisper" if "whisper" in info else "Whisper-shaped",
     losses=("ctc",),  # with the model's ctc_weight (none without a CTC head)
     next=("transduce transcribe {run} RECORDING.flac ...", "transduce evaluate {run} --audio "
           "TEST.tsv", "transduce attention {run} --audio RECORDING.flac --out attention.png"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ..config import DecodeConfig
-from .base import Metric, Task, tokens_model
+from .base import Metric, Task, encoder_decoder_family, tokens_model
 
 # every search option but the joint CTC search of speech models
 FLAGS = tuple(f.name for f in fields(DecodeConfig) if f.name != "ctc_weight")
@@ -39,4 +39,6 @@ TASK = Task(
     holds="parallel text",
     prepare="transduce prepare --src SRC --tgt TGT --train-prefix PREFIX --out DATA",
     flags=FLAGS,
+    paper_search=True,
+    family=encoder_decoder_family,
 )
