@@ -188,6 +188,10 @@ class Engine:
     precision: str
     compiled: bool = False
 
+    def autocast(self):
+        """The autocast context of a forward pass (int8 products run in an fp32 context)."""
+        return autocast(self.device, "fp32" if self.precision == "int8" else self.precision)
+
 
 def engine(device: str = "auto", precision: str = "fp32", compile: str | bool = "off",
            inference: bool = True) -> Engine:
