@@ -460,11 +460,11 @@ def best_of_threads(args: list[str], key: str, higher: bool = True, threads=(1, 
 def inference_systems(only: list[str] | None) -> list[str]:
     """The systems compared at inference: HF first (the baseline of the ratios), then transduce's
     modes."""
-    from transduce.runtime import cpu_has_fast_bf16
+    from transduce.runtime import cpu_bf16
 
     systems = ["hf", "transduce", "transduce_compiled", "transduce_int8", "ct2", "ct2_int8"]
     # bf16 without native instructions is emulated: slower than fp32, not worth a row
-    if cpu_has_fast_bf16():
+    if cpu_bf16() is not None:
         systems.insert(4, "transduce_bf16")
     return [s for s in systems if only is None or s in only]
 

@@ -108,9 +108,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.precisions is None:
-        from transduce.runtime import cpu_has_fast_bf16
+        from transduce.runtime import cpu_bf16
 
-        args.precisions = ["fp32", "bf16"] if cpu_has_fast_bf16() else ["fp32"]
+        args.precisions = ["fp32", "bf16"] if (cpu_bf16() is not None) else ["fp32"]
     steps = 3 if args.quick else 8
     with tempfile.TemporaryDirectory() as tmp:
         batches = multi30k_batches(Path(tmp) / "m30k", args.max_tokens, 16)

@@ -33,6 +33,37 @@ def test_precisions_resolve_per_device():
         assert torch.is_autocast_enabled("cpu")
 
 
+@pytest.mark.parametrize("maker, flags, kind, training, inference", [
+    ("GenuineIntel", "fpu sse2 avx512f avx512_bf16 amx_bf16 amx_tile", "amx", "fp32", "bf16"),
+    ("GenuineIntel", "fpu sse2 avx512f avx512_bf16", "avx512_bf16", "fp32", "fp32"),
+    ("AuthenticAMD", "fpu sse2 avx512f avx512_bf16", "avx512_bf16", "bf16", "fp32"),
+    ("AuthenticAMD", "fpu sse2 avx2", None, "fp32", "fp32"),
+])
+def test_auto_precision_follows_what_was_measured_on_the_cpu_s_kind(
+        monkeypatch, tmp_path, capsys, maker, flags, kind, training, inference):
+    import builtins
+
+    import transduce.runtime as runtime
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {maker}\nflags\t\t: {flags}\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(
+        cpuinfo if path == "/proc/cpuinfo" else path, *a, **k))
+    assert runtime.cpu_bf16() == ("intel" if maker == "GenuineIntel" else "amd", kind)
+    cpu = torch.device("cpu")
+    for asked, expected in ((False, training), (True, inference)):
+        precision, why = runtime.auto_precision(cpu, asked)
+        assert precision == expected and why
+        assert resolve_precision("auto", cpu, inference=asked) == precision
+    chosen = runtime.engine("cpu", "auto", inference=False)
+    assert chosen.precision == training
+    assert f"precision {training} (--precision auto: {runtime.auto_precision(cpu)[1]})" in \
+        capsys.readouterr().err
+    runtime.engine("cpu", "fp32")
+    assert "--precision auto" not in capsys.readouterr().err  # said only when it chose
+
+
 def test_threads_are_set_and_bounded():
     before = torch.get_num_threads()
     try:

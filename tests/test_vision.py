@@ -18,6 +18,11 @@ from .helpers import BARS, write_image_folder
 
 @pytest.fixture()
 def classifier(device):
+    return tiny_classifier(device)
+
+
+def tiny_classifier(device) -> Classifier:
+    """A random ViT of three classes of 8x8 images (the ``BARS``), as a loaded facade."""
     torch.manual_seed(0)
     cfg = ModelConfig.preset("vit-tiny", classes=3, image_size=8, patch_size=4,
                              max_positions=5, encoder_layers=1)

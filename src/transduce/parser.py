@@ -84,18 +84,38 @@ class Parser:
                progress: bool, first_line: int, **options) -> list[tuple[Optional[Tree], float]]:
         """Each line's tree (None for an empty line) and its score."""
         decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
+        lines = listed(lines, "lines (one sentence each)", "Parser.parse")
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        sources, words = self.sentences([lines[i] for i in todo], decode,
+                                        [first_line + i for i in todo])
+        found = self.search(sources, words, decode, constrained, progress,
+                            [first_line + i for i in todo])
+        trees: list[tuple[Optional[Tree], float]] = [(None, 0.0)] * len(lines)
+        for i, (tree, score, _) in zip(todo, found):
+            trees[i] = (tree, score)
+        return trees
+
+    def sentences(self, lines: Sequence[str], decode: DecodeConfig, numbers: Sequence[int]
+                  ) -> tuple[list[list[int]], list[list[str]]]:
+        """Non-empty lines as the model's source ids and their words, each checked (a line too
+        long for the model or for its tree's output is an error naming its number)."""
         if decode.sampling or decode.nbest > 1 or decode.min_len:
             raise TransduceError("parsing searches for the best tree: sampling, --nbest and "
                                  "--min-len do not apply")
-        translator = self.translator
-        lines = listed(lines, "lines (one sentence each)", "Parser.parse")
-        todo = [i for i, line in enumerate(lines) if line.strip()]
-        words = [lines[i].split() for i in todo]
-        numbers = [first_line + i for i in todo]
-        sources = translator.encode([" ".join(w) for w in words], strict=True, numbers=numbers,
-                                    advice="a parse never truncates a sentence (its tree must "
-                                    "cover every word): split the sentence")
+        words = [line.split() for line in lines]
+        sources = self.translator.encode([" ".join(w) for w in words], strict=True,
+                                         numbers=numbers, advice="a parse never truncates a "
+                                         "sentence (its tree must cover every word): split the "
+                                         "sentence")
         self._check_room(sources, words, decode, numbers)
+        return sources, words
+
+    def search(self, sources: Sequence[Sequence[int]], words: Sequence[Sequence[str]],
+               decode: DecodeConfig, constrained: bool = True, progress: bool = False,
+               numbers: Optional[Sequence[int]] = None) -> list[tuple[Tree, float, int]]:
+        """The tree over each sentence's ``words`` (``sentences`` made its ``sources``), with the
+        score search ranked it by and the number of tokens it took."""
+        translator = self.translator
         rules = BracketRules(self.vocabulary, [len(w) for w in words]) if constrained else None
         compiled = translator.compiled
         translator.prepare_compile(compiled)
@@ -109,8 +129,8 @@ class Parser:
             compiled,
             modifiers=[rules] if rules is not None else (),
         )
-        trees: list[tuple[Optional[Tree], float]] = [(None, 0.0)] * len(lines)
-        for i, w, h, number in zip(todo, words, hyps, numbers):
+        found = []
+        for n, (w, h) in enumerate(zip(words, hyps)):
             target = (
                 [p.lstrip("\u2581") for p in translator.tokenizer.tgt_pieces(h[0].tokens)]
                 if h
@@ -120,11 +140,11 @@ class Parser:
             if not constrained:
                 target = repair(target, len(w), tags=tags)
             try:
-                trees[i] = (delinearize(target, w, tags=tags), h[0].score)
+                found.append((delinearize(target, w, tags=tags), h[0].score, len(h[0].tokens) + 1))
             except TreeError as error:  # (a constrained search never gets here: a bug if it does)
-                raise RuntimeError(f"input line {number}: the search gave no tree: "
-                                   f"{error}") from None
-        return trees
+                where = f"input line {numbers[n]}" if numbers is not None else f"sentence {n}"
+                raise RuntimeError(f"{where}: the search gave no tree: {error}") from None
+        return found
 
     def evaluate(self, treebank: str | Path, decode: Optional[DecodeConfig] = None,
                  **options) -> Evaluation:

@@ -4,6 +4,7 @@ checked once, for training and translation alike."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -48,28 +49,65 @@ def pick_device(name: str = "auto") -> torch.device:
     return device
 
 
-def cpu_has_fast_bf16() -> bool:
-    """True where the CPU multiplies bf16 natively (AVX512-BF16 or AMX), read from /proc/cpuinfo."""
+def cpu_bf16() -> tuple[Optional[str], Optional[str]]:
+    """This CPU's maker (``"intel"``, ``"amd"``, None) and how it multiplies bf16 natively:
+    ``"amx"`` (AMX tiles, beside AVX512-BF16), ``"avx512_bf16"`` (vector instructions only) or None
+    (it converts to fp32), from /proc/cpuinfo."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="ignore") as handle:
-            flags = handle.read()
+            words = set(handle.read().split())
     except OSError:
-        return False
-    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+        return None, None
+    maker = "intel" if "GenuineIntel" in words else "amd" if "AuthenticAMD" in words else None
+    if "amx_bf16" in words:
+        return maker, "amx"
+    return maker, ("avx512_bf16" if "avx512_bf16" in words else None)
 
 
-def default_precision(device: torch.device) -> str:
-    """bf16 where it is faster: CUDA with bf16 support, or a CPU with native bf16 (AVX512-BF16 or
-    AMX); else fp32.
+# What ``--precision auto`` picks on a CPU, by its maker, its kind of bf16 and the work, with the
+# reason it prints, from what was measured on each (docs/benchmarks.md, "Precision"); fp32, exact,
+# wherever bf16 was not measured faster.
+CPU_AUTO = {
+    ("intel", "amx", "training"): ("fp32", "on this CPU (Intel, AMX) bf16 autocast trained "
+                                           "vit-tiny at 0.47x and a parser at 0.7-0.8x fp32's "
+                                           "speed"),
+    ("intel", "amx", "inference"): ("bf16", "on this CPU (Intel, AMX) bf16 ran batches faster "
+                                            "(vit-tiny 1.5x, translation 1.2-1.3x at 32 "
+                                            "sentences; single sentences 0.8-0.9x); "
+                                            "--precision fp32 is exact"),
+    ("intel", "avx512_bf16", "training"): ("fp32", "on this CPU (Intel, AVX512-BF16 without AMX) "
+                                                   "bf16 autocast trained every task's small "
+                                                   "model at 0.4-0.65x fp32's speed"),
+    ("intel", "avx512_bf16", "inference"): ("fp32", "on this CPU (Intel, AVX512-BF16 without "
+                                                    "AMX) bf16 ran inference at 0.6-0.96x fp32's "
+                                                    "speed"),
+    ("amd", "avx512_bf16", "training"): ("bf16", "on this CPU (AMD, AVX512-BF16) bf16 autocast "
+                                                 "trained translation's small and base presets "
+                                                 "at 1.2-1.6x fp32's speed"),
+}
 
-    ``python benchmarks/train_throughput.py`` compares the two on a given machine
-    (docs/benchmarks.md has the latest figures).
-    """
+
+def auto_precision(device: torch.device, inference: bool = False) -> tuple[str, str]:
+    """What ``--precision auto`` runs on ``device`` for training or inference, and why: bf16 on a
+    CUDA GPU that supports it; on the CPU what measured faster on its kind (``CPU_AUTO``); fp32
+    elsewhere."""
     if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        if torch.cuda.is_bf16_supported():
+            return "bf16", "this CUDA GPU multiplies bf16 natively"
+        return "fp32", "this CUDA GPU has no bf16"
     if device.type == "cpu":
-        return "bf16" if cpu_has_fast_bf16() else "fp32"
-    return "fp32"
+        maker, kind = cpu_bf16()
+        work = "inference" if inference else "training"
+        if kind is None:
+            return "fp32", "this CPU has no native bf16"
+        return CPU_AUTO.get((maker, kind, work), ("fp32", f"bf16 {work} is not measured faster "
+                                                          "on this kind of CPU; fp32 is exact"))
+    return "fp32", f"bf16 autocast is not measured on {device.type}"
+
+
+def default_precision(device: torch.device, inference: bool = False) -> str:
+    """``auto_precision``'s choice alone."""
+    return auto_precision(device, inference)[0]
 
 
 def resolve_precision(precision: str, device: torch.device, inference: bool = False) -> str:
@@ -84,7 +122,7 @@ def resolve_precision(precision: str, device: torch.device, inference: bool = Fa
                                  "bf16, fp16 or fp32")
         return precision
     if precision == "auto":
-        return default_precision(device)
+        return default_precision(device, inference)
     if precision == "fp16" and device.type != "cuda":
         raise TransduceError("--precision fp16 runs on CUDA only; on this device use bf16 or fp32")
     return precision
@@ -198,6 +236,9 @@ def engine(device: str = "auto", precision: str = "fp32", compile: str | bool = 
     """The one place the flags ``--device``, ``--precision`` and ``--compile`` become an
     ``Engine``, checked together before any weight is read."""
     dev = pick_device(device)
+    if precision == "auto":  # the choice and its reason, as the command starts
+        chosen, why = auto_precision(dev, inference)
+        print(f"precision {chosen} (--precision auto: {why})", file=sys.stderr)
     precision = resolve_precision(precision, dev, inference=inference)
     return Engine(dev, precision, compile_choice(compile, dev, precision))
 

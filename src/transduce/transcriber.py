@@ -126,14 +126,13 @@ class Transcriber:
         naming it (``check``, unless the caller ``checked`` them already)."""
         if not checked:
             self.check(files)
-        out = []
-        for path in files:
-            samples = read_audio(path, SAMPLE_RATE)
-            if self.whisper:  # padded with silence to the chunk Whisper reads, as its extractor
-                samples = np.pad(samples, (0, self.whisper["chunk_samples"] - len(samples)))
-            frames = log_mel(samples, n_mels=self.config.channels).T
-            out.append(frames.numpy())
-        return out
+        return [self.frames(read_audio(path, SAMPLE_RATE)) for path in files]
+
+    def frames(self, samples: np.ndarray) -> np.ndarray:
+        """A recording's log-mel frames ``(T, n_mels)`` from its samples at 16 kHz."""
+        if self.whisper:  # padded with silence to the chunk Whisper reads, as its extractor
+            samples = np.pad(samples, (0, self.whisper["chunk_samples"] - len(samples)))
+        return log_mel(samples, n_mels=self.config.channels).T.numpy()
 
     def check(self, files: Sequence[Path]) -> None:
         """Every recording readable and short enough for the model, from the files' headers, before
@@ -148,23 +147,30 @@ class Transcriber:
                 problems.append(f"{path}: not a readable recording ({error})")
                 continue
             samples = round(info.frames * SAMPLE_RATE / info.samplerate) if info.samplerate else 0
-            seconds = samples / SAMPLE_RATE
-            if self.whisper:
-                limit = self.whisper["chunk_samples"]
-                if samples > limit:
-                    problems.append(f"{path}: {seconds:.1f} s, longer than the "
-                                    f"{limit / SAMPLE_RATE:.0f} s Whisper reads at a time")
-                continue
-            if self.model.src_embed.positions(samples // HOP) > self.config.audio_positions:
-                most = self.config.audio_positions * self.config.subsample * HOP / SAMPLE_RATE
-                problems.append(f"{path}: {seconds:.1f} s, longer than the about {most:.0f} s "
-                                "the model's encoder positions hold")
+            problem = self.too_long(samples)
+            if problem:
+                problems.append(f"{path}: {problem}")
         if problems:
             from .data.corpus import unusable
 
             raise unusable(f"{len(problems)} of {len(files):,} recordings cannot be transcribed "
                            "(cut long ones into shorter recordings; long-form transcription is "
                            "not supported)", problems)
+
+    def too_long(self, samples: int) -> Optional[str]:
+        """Why a recording of ``samples`` at 16 kHz is too long for the model (None: it is not)."""
+        seconds = samples / SAMPLE_RATE
+        if self.whisper:
+            limit = self.whisper["chunk_samples"]
+            if samples > limit:
+                return (f"{seconds:.1f} s, longer than the {limit / SAMPLE_RATE:.0f} s Whisper "
+                        "reads at a time")
+            return None
+        if self.model.src_embed.positions(samples // HOP) > self.config.audio_positions:
+            most = self.config.audio_positions * self.config.subsample * HOP / SAMPLE_RATE
+            return f"{seconds:.1f} s, longer than the about {most:.0f} s the model's encoder " \
+                   "positions hold"
+        return None
 
     def transcribe(self, files: Sequence[str | Path], chunk: int = 64) -> Iterator[str]:
         """The transcript of each recording, in order, yielded as each chunk of ``chunk``
@@ -182,11 +188,13 @@ class Transcriber:
             frames = self.features(files[start:start + chunk], checked=True)
             yield from self.transcribe_features(frames)
 
-    def transcribe_features(self, frames: Sequence[np.ndarray]) -> list[str]:
-        """Transcripts of recordings given as log-mel frames ``(T, n_mels)`` each."""
+    def transcribe_features(self, frames: Sequence[np.ndarray],
+                            decode: Optional[DecodeConfig] = None) -> list[str]:
+        """Transcripts of recordings given as log-mel frames ``(T, n_mels)`` each (searched with
+        ``decode``, by default the transcriber's)."""
         self.model.eval()
         prefixes = [self.prompt] * len(frames) if self.prompt else None
-        hyps = translate_ids(self.model, list(frames), self.decode, prefixes,
+        hyps = translate_ids(self.model, list(frames), decode or self.decode, prefixes,
                              precision=self.precision)
         return [self.vocabulary.decode_tgt(h[0].tokens) for h in hyps]
 

@@ -249,6 +249,9 @@ def test_fill_mask_prints_candidates(bert):
             ["translate", "{gpt}"],
             "is a decoder-only language model, which does not translate; use `transduce generate`",
         ),
+        (["serve", "{gpt}", "--port", "0"], "holds a decoder-only language model; transduce serve "
+         "serves translation, parsing, image classification and speech recognition models (run "
+         "this one with transduce generate)"),
         (["generate", "{gpt}", "--max-new-tokens", "300"], "--max-new-tokens 300 does not fit"),
         (
             ["generate", "{gpt}", "--prompt", "one " * 300],

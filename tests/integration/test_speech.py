@@ -166,7 +166,7 @@ def test_speech_and_other_inputs_do_not_mix(tones, trained, tmp_path, reverse_ru
         (["transcribe", str(trained), str(silent)], "silent"),
         (["translate", str(trained)], "is a speech model, which does not translate; use "
                                       "`transduce transcribe`"),
-        (["serve", str(trained)], "is a speech model"),
+        (["serve", str(trained), "--sampling"], "--sampling does not apply to a speech model"),
         (["evaluate", str(trained), "--audio", str(tones / "test.tsv"), "--ref", "x"],
          "--ref are for other models"),
         (["attention", str(trained), "--audio", str(silent), "--src", "a", "--out",

@@ -564,7 +564,7 @@ CASES = [
     ("serve-sampling", "serve {root}/run --sampling --port 0", "sampling is not served", {}),
     (
         "serve-beam-over-max",
-        "serve {root}/run --beam 20 --port 0",
+        "serve {root}/run --beam 20 --max-beam 16 --port 0",
         "--beam 20 is more than --max-beam 16",
         {},
     ),

@@ -166,7 +166,8 @@ def test_images_and_text_do_not_mix(bars, trained, tmp_path, reverse_run):
                                       "`transduce classify`"),
         (["fill-mask", str(trained), "a <mask>"],
          "is an image classifier, which does not generate"),
-        (["serve", str(trained)], "is an image classifier"),
+        (["serve", str(trained), "--beam", "5"], "--beam does not apply to an image classifier: "
+                                                  "`transduce classify --help` lists"),
         (["attention", str(trained), "--image", str(bars / "test"), "--src", "a b",
           "--out", str(tmp_path / "x.png")], "--src and --tgt are for translation models"),
         (["evaluate", str(trained), "--images", str(bars / "test"), "--ref", "x"],

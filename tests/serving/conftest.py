@@ -77,3 +77,32 @@ def start_server():
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait(30)
+
+
+@pytest.fixture(scope="session")
+def task_runs(tmp_path_factory):
+    """A run of each other task the server serves, trained two updates (their pages are tested,
+    not their quality): ``{"parse": RUN, "classify": RUN, "transcribe": RUN}`` and the inputs
+    ``root / "images"`` and ``root / "table"`` (recordings)."""
+    from ..helpers import cli, write_image_folder, write_tone_recordings
+    from ..integration.test_parsing import treebank
+
+    root = tmp_path_factory.mktemp("task-runs")
+    fast = ["--max-steps", "2", "--quiet", "--threads", "1", "--precision", "fp32", "--set",
+            "save_minutes=0", "--set", "valid_every=-1"]
+    (root / "train.trees").write_text(treebank(40, 1))
+    cli("prepare", "--trees", "--train-prefix", str(root / "train"), "--vocab-size", "40",
+        "--out", str(root / "trees"))
+    cli("train", str(root / "trees"), "--out", str(root / "parse"), "--preset", "tiny", *fast)
+    write_image_folder(root / "images", 4)
+    cli("prepare", "--images", str(root / "images"), "--hold-out", "3", "--out",
+        str(root / "pixels"))
+    cli("train", str(root / "pixels"), "--out", str(root / "classify"), "--preset", "vit-tiny",
+        "--set", "patch_size=2", "--set", "encoder_layers=1", *fast)
+    write_tone_recordings(root, 6)
+    cli("prepare", "--audio", str(root / "table.tsv"), "--hold-out", "2", "--out",
+        str(root / "sound"))
+    cli("train", str(root / "sound"), "--out", str(root / "transcribe"), "--preset",
+        "speech-small", "--set", "encoder_layers=1", "--set", "decoder_layers=1", "--set",
+        "d_model=32", "--set", "n_heads=2", "--set", "d_ff=64", *fast)
+    return root

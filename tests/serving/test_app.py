@@ -253,12 +253,10 @@ def test_token_and_queue_limits(translator):
 
 @pytest.mark.parametrize("batching", ["continuous", "dynamic"])
 def test_a_failing_search_is_a_500_and_the_worker_goes_on(translator, monkeypatch, batching):
-    import transduce.serving.batcher as batcher_module
     from transduce.decoding.running import RunningSearch
+    from transduce.serving.worker import Searches
 
-    owner, name = (
-        (batcher_module, "translate_ids") if batching == "dynamic" else (RunningSearch, "step")
-    )
+    owner, name = (Searches, "search") if batching == "dynamic" else (RunningSearch, "step")
     real, calls = getattr(owner, name), []
 
     def fail_once(*args, **kwargs):

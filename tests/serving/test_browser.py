@@ -120,3 +120,71 @@ def test_the_page_translates_and_shows_attention(served_run, start_server, tmp_p
         driver.save_screenshot(str(tmp_path / "error.png"))
     finally:
         driver.quit()
+
+
+def api_post(url: str, route: str, body: bytes, kind: str) -> dict:
+    request = urllib.request.Request(url + route, body, method="POST",
+                                     headers={"Content-Type": kind})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.load(answer)
+
+
+def test_each_task_s_page_shows_its_answer(task_runs, start_server, tmp_path):
+    """The parse page draws the tree, the classify page the classes over the image and its
+    rollout, the transcribe page the transcript: each what the task's route answers."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser()
+    try:
+        wait = WebDriverWait(driver, 60)
+        # parsing: the tree's leaves are the sentence's words, its brackets the route's tree
+        server = start_server(task_runs / "parse")
+        driver.get(server.url + "/")
+        wait.until(ready.text_to_be_present_in_element((By.ID, "model-meta"), "a parser"))
+        sentence = "mice express normal genes"
+        box = driver.find_element(By.ID, "sentences")
+        box.clear()
+        box.send_keys(sentence)
+        driver.find_element(By.ID, "parse").click()
+        wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#results ul.tree")))
+        tree = api_post(server.url, "/v1/parse", json.dumps({"text": [sentence]}).encode(),
+                        "application/json")["trees"][0]
+        assert driver.find_element(By.CSS_SELECTOR, "#results .bracketed").text == tree
+        leaves = driver.find_elements(By.CSS_SELECTOR, "#results ul.tree .word")
+        assert [leaf.text for leaf in leaves] == sentence.split()
+        driver.save_screenshot(str(tmp_path / "parse.png"))
+        # classification: the classes the route gives, the rollout over the image
+        server = start_server(task_runs / "classify")
+        driver.get(server.url + "/")
+        wait.until(ready.text_to_be_present_in_element((By.ID, "model-meta"), "3 classes"))
+        image = task_runs / "images" / "down" / "0.png"
+        driver.find_element(By.ID, "image").send_keys(str(image))
+        driver.find_element(By.ID, "classify").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "classified in"))
+        answer = api_post(server.url, "/v1/classify?rollout=true", image.read_bytes(),
+                          "image/png")
+        shown = [item.text for item in driver.find_elements(By.CSS_SELECTOR, "#classes li")]
+        assert [line.split(" ")[0] for line in shown] == [c["label"] for c in answer["classes"]]
+        assert driver.find_element(By.ID, "preview").is_displayed()
+        assert driver.find_element(By.ID, "rollout").get_attribute("width") == str(
+            len(answer["rollout"]))
+        driver.save_screenshot(str(tmp_path / "classify.png"))
+        (tmp_path / "notes.png").write_bytes(b"not an image")
+        driver.find_element(By.ID, "image").send_keys(str(tmp_path / "notes.png"))
+        driver.find_element(By.ID, "classify").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "error"), "not a readable image"))
+        # speech: the transcript the route gives
+        server = start_server(task_runs / "transcribe")
+        driver.get(server.url + "/")
+        wait.until(ready.text_to_be_present_in_element((By.ID, "model-meta"), "a speech model"))
+        recording = task_runs / "table" / "0.flac"
+        driver.find_element(By.ID, "recording").send_keys(str(recording))
+        driver.find_element(By.ID, "transcribe").click()
+        wait.until(ready.text_to_be_present_in_element((By.ID, "status"), "transcribed in"))
+        text = api_post(server.url, "/v1/transcribe", recording.read_bytes(), "audio/flac")["text"]
+        assert driver.find_element(By.ID, "transcript").text == text.strip()
+        driver.save_screenshot(str(tmp_path / "transcribe.png"))
+    finally:
+        driver.quit()

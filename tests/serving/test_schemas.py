@@ -16,7 +16,8 @@ from transduce.serving.schemas import ApiError, ServeSettings, parse_request
     (dict(max_wait_ms=20_000.0), "max_wait_ms must be between 0 and 10000"),
     (dict(decode=DecodeConfig(sampling=True, beam=1)), "sampling is not served"),
     (dict(decode=DecodeConfig(beam=20)), "the default beam 20 is more than max_beam 16"),
-    (dict(decode=DecodeConfig(ctc_weight=0.3)), "ctc_weight is for transcribing"),
+    (dict(max_seconds=0.0), "max_seconds must be between 0 and 86400"),
+    (dict(max_pixels=0), "max_pixels must be at least 1"),
     (dict(queue_limit=0), "queue_limit must be at least 1"),
 ])
 def test_settings_that_cannot_serve_are_refused(kwargs, words):

@@ -1,4 +1,5 @@
-"""``transduce serve``: the HTTP translation service (``transduce.serving``) on uvicorn.
+"""``transduce serve``: the HTTP service (``transduce.serving``) on uvicorn, for a model of any
+task it serves: translation, parsing, image classification, speech recognition.
 
 The address is bound and the model loaded before the server starts, so a taken port or a bad
 checkpoint is a message, not a half-started server. The first SIGINT or SIGTERM stops it
@@ -12,13 +13,14 @@ import socket
 import sys
 import time
 
+from dataclasses import fields
+
 from ..config import DecodeConfig
 from ..errors import TransduceError
 from .common import (
     add_decode_options,
     announce,
     config_number,
-    decode_config,
     number,
     set_threads,
 )
@@ -27,12 +29,17 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="serve a model over HTTP, with continuous batching and a "
-                                     "page that shows attention",
-                       description="Serve a model over HTTP: POST /v1/translate, GET /v1/model, "
-                                   "/health, /metrics, the page at / and the API's documentation "
-                                   "at /docs. Needs the serve extra: pip install "
-                                   "'transduce[serve]'.")
+    p = sub.add_parser("serve", help="serve a model of any task over HTTP, with batching and a "
+                                     "page for it",
+                       description="Serve a model over HTTP: its task's route (POST "
+                                   "/v1/translate, /v1/parse, /v1/classify with an image as the "
+                                   "body, /v1/transcribe with a recording), GET /v1/model, "
+                                   "/health, /metrics, the task's page at / and the API's "
+                                   "documentation at /docs. Needs the serve extra: pip install "
+                                   "'transduce[serve]'.",
+                       epilog="Search options left out take the served task's defaults "
+                              "(`transduce translate --help`, `parse --help` and `transcribe "
+                              "--help` show them); docs/serving.md has the routes of each task.")
     p.add_argument("model", help="a run directory or checkpoint folder")
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
@@ -70,12 +77,9 @@ def add_parser(sub) -> None:
     g.add_argument("--queue-limit", type=number(int, 1, 10**8), default=1024,
                    help="sentences waiting at most; beyond it requests get 503 (memory stays "
                         "bounded)")
-    g.add_argument(
-        "--max-beam",
-        type=config_number(DecodeConfig, "beam"),
-        default=16,
-        help="the largest beam a request may ask for",
-    )
+    g.add_argument("--max-beam", type=config_number(DecodeConfig, "beam"),
+                   help="the largest beam a request may ask for (default: 16, or the served "
+                        "search's beam when larger: a parser's is 21)")
     g.add_argument("--drain-timeout", type=number(float, 0, 86_400), default=30.0,
                    help="seconds a stopping server gives requests in flight to finish")
     g.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -85,18 +89,40 @@ def add_parser(sub) -> None:
     g.add_argument("--body-timeout", type=number(float, 0.1, 3600), default=30.0,
                    help="seconds a request's head, and then its body, may take to arrive (a "
                         "connection that stalls gets 408 and is closed)")
+    g.add_argument("--max-pixels", type=number(int, 1, 10**10), default=4096 * 4096,
+                   help="the largest uploaded image, width x height, read from its header before "
+                        "it is decoded (image classifiers)")
+    g.add_argument("--max-seconds", type=number(float, 0.1, 86_400), default=30.0,
+                   help="the longest uploaded recording, read from its header before it is "
+                        "decoded (speech models)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
-    add_decode_options(p, task="translation")
+    # every search option, unset: the served task's defaults apply (`transduce parse --help`, ...)
+    add_decode_options(p, defaults={f.name: None for f in fields(DecodeConfig)}, where=True)
     p.set_defaults(run=run)
 
 
-def _settings(args):
-    from dataclasses import fields
+def search_of(args, task) -> DecodeConfig:
+    """The search: the task's defaults, then the options given (one the task does not take is
+    an error naming it)."""
+    given = {f.name: getattr(args, f.name) for f in fields(DecodeConfig)
+             if getattr(args, f.name, None) not in (None, False)}
+    foreign = [name for name in given if task.flags is not None and name not in task.flags]
+    if foreign:
+        flag = "--" + foreign[0].replace("_", "-")
+        raise TransduceError(f"{flag} does not apply to {task.what}: `transduce {task.verb} "
+                             "--help` lists the search options it takes")
+    try:
+        return DecodeConfig(**{**task.search, **given})
+    except ValueError as error:
+        flag = "--" + str(error).split(" ")[0].split("=")[0].replace("_", "-")
+        raise TransduceError(f"{flag}: {error}") from None
 
+
+def _settings(args, decode: DecodeConfig):
     from ..serving.app import ServeSettings
 
-    decode = decode_config(args)
-    if decode.beam > args.max_beam:
+    max_beam = args.max_beam if args.max_beam is not None else max(16, decode.beam)
+    if decode.beam > max_beam:
         raise TransduceError(f"--beam {decode.beam} is more than --max-beam {args.max_beam}: raise "
                              "--max-beam or lower --beam")
     try:
@@ -108,17 +134,42 @@ def _settings(args):
             max_chars=args.max_chars,
             max_body_bytes=args.max_body_bytes,
             queue_limit=args.queue_limit,
-            max_beam=args.max_beam,
+            max_beam=max_beam,
             drain_timeout=args.drain_timeout,
             host=args.host,
             allowed_hosts=tuple(args.allow_host),
             body_timeout=args.body_timeout,
+            max_pixels=args.max_pixels,
+            max_seconds=args.max_seconds,
         )
     except ValueError as error:
-        text, name = str(error), str(error).split(" ")[0]
-        if name in {f.name for f in fields(ServeSettings)}:
-            text = "--" + name.replace("_", "-") + text[len(name):]
-        raise TransduceError(text) from None
+        raise flagged(error) from None
+
+
+def flagged(error: ValueError) -> TransduceError:
+    """A settings error in the words of its flag (``max_beam ...`` -> ``--max-beam ...``)."""
+    from ..serving.app import ServeSettings
+
+    text, name = str(error), str(error).split(" ")[0]
+    if name in {f.name for f in fields(ServeSettings)} or name in {f.name for f in
+                                                                   fields(DecodeConfig)}:
+        text = "--" + name.replace("_", "-") + text[len(name):]
+    return TransduceError(text)
+
+
+def load_served(args, folder, task, decode: DecodeConfig):
+    """The facade of the run's task, loaded as its command loads it."""
+    import transduce
+
+    facade = getattr(transduce, task.facade)
+    if task.facade in ("Translator", "Parser"):
+        return facade.load(folder, device=args.device, precision=args.precision,
+                           compile=args.compile)
+    if args.compile == "on":
+        raise TransduceError(f"--compile captures a search step; {task.what} is run eagerly")
+    if task.facade == "Transcriber":
+        return facade.load(folder, device=args.device, precision=args.precision, decode=decode)
+    return facade.load(folder, device=args.device, precision=args.precision)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -163,38 +214,49 @@ def run(args) -> int:
         raise TransduceError("transduce serve needs FastAPI and uvicorn: pip install "
                              "'transduce[serve]' (from a clone: pip install -e "
                              "'.[serve]')") from None
-    from ..translator import Translator
+    from ..loading import checkpoint_task
     from ..serving.app import batching_mode, create_app
     from ..serving.server import GracefulServer, head_deadline
+    from ..serving.services import SERVED
 
-    settings = _settings(args)
     announce(args.model)  # a missing or damaged run is a message before the port is taken
+    folder, task = checkpoint_task(args.model)
+    if task.facade not in SERVED:
+        raise TransduceError(f"{args.model} holds {task.what}; transduce serve serves "
+                             "translation, parsing, image classification and speech recognition "
+                             f"models (run this one with transduce {task.verb})")
+    decode = search_of(args, task)
+    settings = _settings(args, decode)
     sock = bind(args.host, args.port)
     try:
         threads = set_threads(args.threads)
         started = time.monotonic()
-        translator = Translator.load(
-            args.model, device=args.device, precision=args.precision, compile=args.compile
-        )
-        compiled = translator.compiled
-        translator.prepare_compile(compiled)
-        app = create_app(translator, settings, compiled=compiled)
+        facade = load_served(args, folder, task, decode)
+        runs = getattr(facade, "translator", facade)  # (a parser searches with its translator)
+        compiled = bool(getattr(runs, "compiled", False))
+        if compiled:
+            runs.prepare_compile(compiled)
+        try:
+            app = create_app(facade, settings, compiled=compiled)
+        except ValueError as error:
+            raise flagged(error) from None
     except BaseException:
         sock.close()
         raise
-    info = translator.info
+    info = runs.info
     url = url_of(sock, args.host)
-    decode = settings.decode
-    print(f"serving {translator.folder} ({info.get('src')} -> {info.get('tgt')}), loaded in "
+    service = app.state.service
+    languages = f", {info.get('src')} -> {info.get('tgt')}" if task.verb == "translate" else ""
+    print(f"serving {runs.folder} ({task.what}{languages}: POST {service.route}), loaded in "
           f"{time.monotonic() - started:.1f} s", file=sys.stderr)
-    mode, why = batching_mode(settings, compiled, translator.device)
+    mode, why = batching_mode(settings, compiled, runs.device, service.continuous)
     budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} sentences"
     described = {"continuous": f"continuous ({budget} in flight)",
                  "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} "
                             "ms)", "off": "off"}
-    print(f"device {translator.device}, precision {translator.precision}, {threads} "
-          f"thread(s){', compiled' if compiled else ''}; beam {decode.beam}, alpha {decode.alpha}; "
-          f"batching {described[mode]}",
+    searched = "" if task.verb == "classify" else f"; beam {decode.beam}, alpha {decode.alpha}"
+    print(f"device {runs.device}, precision {runs.precision}, {threads} "
+          f"thread(s){', compiled' if compiled else ''}{searched}; batching {described[mode]}",
           file=sys.stderr)
     if why:
         print(f"batching {mode}: {why}", file=sys.stderr)

@@ -74,9 +74,9 @@ def add_parser(sub) -> None:
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, "
                                                     "cuda:N, mps")
     p.add_argument("--precision", choices=list(PRECISIONS), default="auto",
-                   help="autocast precision; auto: bf16 on a CUDA GPU with bf16 or a CPU that "
-                        "multiplies bf16 natively (AVX512-BF16 or AMX), else fp32; fp16 (CUDA "
-                        "only) uses a gradient scaler")
+                   help="autocast precision; auto: what measured faster on the device, said at "
+                        "the start (bf16 on a CUDA GPU with bf16; fp32 on the CPUs measured, AMX "
+                        "included: docs/benchmarks.md); fp16 (CUDA only) uses a gradient scaler")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--threads", type=THREADS, default=0,
                    help="CPU threads (0: the cores other programs leave idle, measured at the "
@@ -310,7 +310,7 @@ class StartingPoint:
 
 
 def run(args) -> int:
-    from ..runtime import bound_kernel_cache, pick_device, resolve_precision
+    from ..runtime import auto_precision, bound_kernel_cache, pick_device, resolve_precision
     from ..training import RunSettings, Trainer
 
     # before the first kernel: the varying batch shapes would fill the default ones
@@ -319,6 +319,9 @@ def run(args) -> int:
     threads = set_threads(args.threads)
     device = pick_device(args.device)
     precision = resolve_precision(args.precision, device)
+    if args.precision == "auto":
+        print(f"precision {precision} (--precision auto: {auto_precision(device)[1]})",
+              file=sys.stderr)
     more_time = parse_duration(args.more_time, "--more-time")
     if more_time is not None and not args.resume:
         raise TransduceError("--more-time continues a run: use it with --resume (a new run takes "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -42,10 +43,30 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such audio file")
+    return decode_audio(str(path), sample_rate)
+
+
+class TooLong(DataError):
+    """A recording longer than a limit, found while decoding it."""
+
+
+def decode_audio(source, sample_rate: int = SAMPLE_RATE, most: Optional[float] = None
+                 ) -> np.ndarray:
+    """``read_audio`` of a file name or an open binary file (named in messages by ``str``);
+    ``most``: decode at most this many seconds and a sample, and raise ``TooLong`` when the file
+    held more (whatever its header claimed)."""
+    import soundfile
+
+    path = source
     try:
-        samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+        with soundfile.SoundFile(source) as handle:
+            rate = handle.samplerate
+            frames = -1 if most is None else int(most * rate) + 1
+            samples = handle.read(frames, dtype="float32", always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError, OSError) as error:
         raise DataError(f"{path}: not a readable recording ({error})") from None
+    if most is not None and len(samples) > int(most * rate):
+        raise TooLong(f"{path} holds more than {most:g} s of sound")
     if not len(samples):
         raise DataError(f"{path}: the recording is empty (0 samples)")
     mono = samples.mean(axis=1) if samples.shape[1] > 1 else samples[:, 0]

@@ -1,44 +1,42 @@
-"""The HTTP service: a FastAPI app over one ``Translator`` and its ``Batcher``.
+"""The HTTP service: a FastAPI app over one task's facade (a ``Translator``, ``Parser``,
+``Classifier`` or ``Transcriber``), its service (``services.service_for``) and a batcher.
 
-Routes: ``POST /v1/translate``, ``GET /v1/model``, ``GET /health``, ``GET /metrics`` (Prometheus
-text), ``GET /`` (the page, ``page.html``), and FastAPI's ``/docs`` and ``/openapi.json``.
-Every error is JSON ``{"detail": message}`` with a 4xx status for bad input (400 malformed body,
-413 over a size limit, 422 well-formed but invalid) and 503 when the queue is full or the server
-is stopping; the message names the limit and its value.
+Routes: the task's (``POST /v1/translate``, ``/v1/parse``, ``/v1/classify`` or
+``/v1/transcribe``), ``GET /v1/model``, ``GET /health``, ``GET /metrics`` (Prometheus text),
+``GET /`` (the task's page) and ``/docs`` and ``/openapi.json``. Every error is JSON
+``{"detail": message}`` with a 4xx status for bad input (400 malformed body, 413 over a size
+limit, 415 another media type, 422 well-formed but invalid) and 503 when the queue is full or the
+server is stopping; the message names the limit and its value.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import html
-import math
-import time
-from dataclasses import replace
 from importlib import resources
-from typing import TYPE_CHECKING, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import HTTPException
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
-from ..config import DecodeConfig
-from .answers import respond, stream
 from .batcher import Batcher
-from .worker import QueueFull
 from .continuous import ContinuousBatcher
 from .gate import API_PATHS, LOOPBACK_HOSTS, Gate, Gatekeeper
 from .metrics import Metrics
-from .schemas import ApiError, ServeSettings, TranslateRequest, TranslateResponse, parse_request
-
-if TYPE_CHECKING:  # (a Translator is handed in; serving does not build one)
-    from ..translator import Translator
+from .schemas import ApiError, ServeSettings
+from .services import service_for
 
 __all__ = ["API_PATHS", "ServeSettings", "create_app"]
 
 
-def read_page() -> str:
-    return resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+def read_page(name: str = "page.html") -> str:
+    """A task's page, whole: the head and the script every page shares (``common.html``,
+    ``common.js``) put in at their marks, so that the page is one file that works offline."""
+    def part(file: str) -> str:
+        return resources.files(__package__).joinpath(file).read_text(encoding="utf-8")
+
+    return (part(name).replace("<!-- transduce:common -->\n", part("common.html"))
+            .replace("/* transduce:common.js */\n", part("common.js")))
 
 
 def api_page(openapi: dict) -> str:
@@ -62,8 +60,8 @@ def api_page(openapi: dict) -> str:
             'href="/openapi.json">/openapi.json</a>.</p>')
 
 
-def model_name(translator: Translator) -> str:
-    folder = translator.folder
+def model_name(runs) -> str:
+    folder = runs.folder
     if folder is None:
         return "model"
     return (
@@ -73,37 +71,36 @@ def model_name(translator: Translator) -> str:
     )
 
 
-def create_app(
-    translator: Translator, settings: ServeSettings = ServeSettings(), compiled: bool = False
-):
-    """The app; its lifespan starts and stops the batcher's worker."""
+def create_app(facade, settings: ServeSettings = ServeSettings(), compiled: bool = False):
+    """The app; its lifespan starts and stops the batcher's worker. A setting the task does not
+    take is a ValueError (``--ctc-weight`` for translation, continuous batching for images)."""
     from contextlib import asynccontextmanager
 
     import torch
 
-    from ..version import __version__
     from ..model import Transformer
+    from ..version import __version__
 
+    service = service_for(facade, settings, compiled)
+    runs = service.runs
     gate = Gate()
     metrics = Metrics()
-    mode, _ = batching_mode(settings, compiled, translator.device)
+    mode, _ = batching_mode(settings, compiled, runs.device, service.continuous)
     common = dict(max_wait=settings.max_wait_ms / 1000, queue_limit=settings.queue_limit,
                   compiled=compiled,
                   on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds, r.done))
-    batcher = ContinuousBatcher(translator, **common) if mode == "continuous" else \
-        Batcher(translator, batching=mode != "off", **common)
+    batcher = ContinuousBatcher(runs, **common) if mode == "continuous" else \
+        Batcher(runs, batching=mode != "off", searches=service, **common)
     metrics.gauges = {
-        "transduce_queue_sentences": ("Sentences waiting for a batch.", lambda: batcher.waiting),
-        "transduce_busy_sentences": ("Sentences in the search running now.", lambda: batcher.busy),
-        "transduce_requests_in_flight": ("Translation requests being "
-                                         "answered.", lambda: gate.in_flight),
+        "transduce_queue_sentences": ("Inputs waiting for a batch.", lambda: batcher.waiting),
+        "transduce_busy_sentences": ("Inputs in the search running now.", lambda: batcher.busy),
+        "transduce_requests_in_flight": ("Requests being answered.", lambda: gate.in_flight),
     }
-    config = translator.model.config
+    config = runs.model.config
     with torch.device("meta"):
         parameters = Transformer(config).num_parameters()["total"]
-    name = model_name(translator)
-    page = read_page()
-    tokenizer = translator.tokenizer
+    name = model_name(runs)
+    page = read_page(service.page)
     decode = settings.decode
 
     @asynccontextmanager
@@ -124,7 +121,8 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
-        description="Translation with a Transformer trained by transduce. The page is at `/`.",
+        description=f"{service.summary} with a Transformer trained by transduce. The page is at "
+                    "`/`.",
     )
     everywhere = settings.host in ("0.0.0.0", "::", "")
     hosts = (
@@ -139,6 +137,7 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         hosts=hosts,
         body_timeout=settings.body_timeout,
+        routes={service.route: service.uploads},
     )
     gate.on_drain.append(batcher.drain)
     app.state.gate, app.state.batcher, app.state.metrics, app.state.settings = (
@@ -147,6 +146,7 @@ def create_app(
         metrics,
         settings,
     )
+    app.state.service = service
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError):
@@ -185,39 +185,27 @@ def create_app(
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; "
                                                               "charset=utf-8")
 
-    @app.get("/v1/model", summary="The model: languages, configuration, vocabularies, parameters, "
-                                  "checkpoint")
+    @app.get("/v1/model", summary="The model: its task and route, configuration, parameters, "
+                                  "checkpoint, limits")
     async def model_info():
-        info = translator.info
+        own = service.model()
         return {
             "name": name,
-            "checkpoint": str(translator.folder),
-            "step": info.get("step"),
-            "source_language": info.get("src"),
-            "target_language": info.get("tgt"),
-            "vocabulary": {
-                "source": config.vocab_size,
-                "target": config.target_vocab_size,
-                "shared": config.tgt_vocab_size is None,
-            },
+            "task": service.verb,
+            "route": service.route,
+            "checkpoint": str(runs.folder),
+            "step": runs.info.get("step"),
+            **{key: value for key, value in own.items() if key != "limits"},
             "parameters": parameters,
-            "device": str(translator.device),
-            "precision": translator.precision,
+            "device": str(runs.device),
+            "precision": runs.precision,
             "config": config.to_dict(),
-            "search": {
-                "beam": decode.beam,
-                "alpha": decode.alpha,
-                "length_penalty": decode.length_penalty,
-                "max_len_a": decode.max_len_a,
-                "max_len_b": decode.max_len_b,
-                "max_beam": settings.max_beam,
-            },
             "limits": {
                 "max_request_sentences": settings.max_request_sentences,
                 "max_chars": settings.max_chars,
                 "max_body_bytes": settings.max_body_bytes,
                 "queue_limit": settings.queue_limit,
-                "max_source_tokens": translator.max_source_tokens,
+                **own.get("limits", {}),
             },
             "batching": {
                 "mode": mode,
@@ -229,89 +217,26 @@ def create_app(
             "transduce_version": __version__,
         }
 
-    @app.post("/v1/translate", response_model=TranslateResponse, summary="Translate sentences",
-              openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": TranslateRequest.model_json_schema()}}}},
-              responses={400: {"description": "Malformed body (not UTF-8, not JSON)"},
-                         413: {"description": "Over a size limit (body, sentences, characters, "
-                                              "tokens)"},
-                         422: {"description": "Invalid fields"},
-                         503: {"description": "The queue is full, or the server is stopping"}})
-    async def translate(request: Request):
-        arrived = time.monotonic()
-        ask = parse_request(await request.body())
-        search = check_request(ask, settings, decode)
-        todo = [i for i, line in enumerate(ask.text) if line.strip()]
-        sources = translator.source_ids([ask.text[i] for i in todo])
-        for i, ids in zip(todo, sources):
-            if len(ids) > translator.max_source_tokens:
-                raise ApiError(413, f"text[{i}] is {len(ids)} tokens long, more than the model's "
-                                    f"{translator.max_source_tokens}; split the sentence")
-        answers: Optional[asyncio.Queue] = asyncio.Queue() if ask.stream else None
-        # streaming: each sentence as it is done, from the worker thread to this request's loop
-        on_result = (
-            functools.partial(deliver, asyncio.get_running_loop(), answers) if ask.stream else None
-        )
-        try:
-            job = batcher.submit(sources, search, attention=ask.attention, on_result=on_result)
-        except QueueFull as full:
-            raise ApiError(503, f"the queue is full: {full.waiting} sentences wait and this "
-                                f"request brings {full.wanted}, over the limit of {full.limit} "
-                                "(--queue-limit); retry later",
-                           headers={"Retry-After": "1"}) from None
-        if answers is not None:
-            return StreamingResponse(stream(ask, todo, job, answers, tokenizer, name, arrived),
-                                     media_type="application/x-ndjson")
-        try:
-            await asyncio.wrap_future(job.future)
-        except asyncio.CancelledError:
-            job.future.cancel()  # the client went away: its waiting sentences are dropped
-            raise
-        return JSONResponse(respond(ask, todo, job, tokenizer, name, arrived))
-
+    service.add_routes(app, batcher, name)
+    for route in TASK_ROUTES:
+        if route != service.route:  # another task's route: say which one this server has
+            app.add_api_route(route, elsewhere(route, service), methods=["POST"],
+                              include_in_schema=False)
     return app
 
 
-def check_request(
-    ask: TranslateRequest, settings: ServeSettings, decode: DecodeConfig
-) -> DecodeConfig:
-    """The limits, then the request's search settings (a 413 or 422 naming the limit)."""
-    if not ask.text:
-        raise ApiError(422, 'text: an empty list; send at least one sentence, e.g. {"text": ["A '
-                            'man is sleeping."]}')
-    if len(ask.text) > settings.max_request_sentences:
-        raise ApiError(413, f"text has {len(ask.text)} sentences; this server takes at most "
-                            f"{settings.max_request_sentences} per request "
-                            "(--max-request-sentences): split it")
-    for i, line in enumerate(ask.text):
-        if len(line) > settings.max_chars:
-            raise ApiError(413, f"text[{i}] has {len(line):,} characters; this server takes at "
-                                f"most {settings.max_chars:,} per sentence (--max-chars)")
-    beam = decode.beam if ask.beam is None else ask.beam
-    if not 1 <= beam <= settings.max_beam:
-        raise ApiError(422, f"beam {beam}: this server searches with a beam of 1 to "
-                            f"{settings.max_beam} (--max-beam)")
-    if ask.alpha is not None and not math.isfinite(ask.alpha):
-        raise ApiError(422, f"alpha {ask.alpha}: must be a finite number")
-    if ask.attention_layers and not ask.attention:
-        raise ApiError(422, "attention_layers needs attention: true")
-    try:
-        return replace(
-            decode,
-            beam=beam,
-            nbest=ask.nbest,
-            alpha=decode.alpha if ask.alpha is None else ask.alpha,
-        )
-    except ValueError as error:
-        raise ApiError(422, str(error)) from None
+TASK_ROUTES = ("/v1/translate", "/v1/parse", "/v1/classify", "/v1/transcribe")
 
 
-def deliver(loop: asyncio.AbstractEventLoop, answers: asyncio.Queue, index: int, result) -> None:
-    """Hand a sentence's result from the worker thread to the request's event loop."""
-    loop.call_soon_threadsafe(answers.put_nowait, (index, result))
+def elsewhere(route: str, service):
+    async def refuse():
+        raise ApiError(404, f"this server does not serve {route}: its model's route is POST "
+                            f"{service.route} ({service.summary.lower()}; /docs lists the routes)")
+    return refuse
 
 
-def batching_mode(settings: ServeSettings, compiled: bool, device) -> tuple[str, str]:
+def batching_mode(settings: ServeSettings, compiled: bool, device,
+                  continuous: bool = True) -> tuple[str, str]:
     """``(mode, why)``: the batching the server runs and, when it was not simply asked for, why.
 
     ``auto`` chooses by device from measurement: on the CPU, dynamic batching (``python
@@ -319,10 +244,16 @@ def batching_mode(settings: ServeSettings, compiled: bool, device) -> tuple[str,
     second but with a 14-60% higher p99 latency in every single-sentence row, since a CPU step's
     cost grows with its rows); elsewhere continuous batching, whose step costs about the same for
     more rows on a GPU (not yet measured against dynamic there). A captured (compiled) step needs
-    the fixed shapes of dynamic batching's searches."""
+    the fixed shapes of dynamic batching's searches; a task without a running search
+    (``continuous`` False: everything but translation) is batched dynamically."""
     import torch
 
     mode, why = settings.batching, ""
+    if not continuous:
+        if mode == "continuous":
+            raise ValueError("batching continuous: this task's inputs are batched dynamically "
+                             "(the running search is translation's); use --batching dynamic")
+        return ("dynamic" if mode == "auto" else mode), ""
     if mode == "auto":
         cpu = torch.device(device).type == "cpu"
         mode = "dynamic" if cpu else "continuous"

@@ -21,7 +21,6 @@ import collections
 from typing import Optional
 
 from ..data.batching import budget_batches
-from ..decoding import translate_ids
 from .worker import BatchRecord, Job, QueueFull, Result, Worker, cross_attention, resolve
 
 __all__ = ["Batcher", "BatchRecord", "Job", "LINGER", "QueueFull", "Result", "cross_attention",
@@ -35,8 +34,9 @@ class Batcher(Worker):
     docstring."""
 
     def __init__(self, translator, max_wait: float = 0.010, batching: bool = True,
-                 queue_limit: int = 1024, on_batch=None, compiled: bool = False):
-        super().__init__(translator, max_wait, queue_limit, on_batch, compiled)
+                 queue_limit: int = 1024, on_batch=None, compiled: bool = False,
+                 searches=None):
+        super().__init__(translator, max_wait, queue_limit, on_batch, compiled, searches)
         self.batching = batching
         self._busy = 0  # sentences being searched now
         self._free_since = 0.0  # when the last search ended
@@ -77,7 +77,7 @@ class Batcher(Worker):
                 # rule
                 decode = candidates[0][0].decode
                 first = budget_batches(
-                    [len(job.sources[i]) for job, i in candidates],
+                    [self.searches.cost(job.sources[i]) for job, i in candidates],
                     decode.max_tokens,
                     decode.max_sentences,
                 )[0]
@@ -110,10 +110,7 @@ class Batcher(Worker):
         try:
             start = self.clock()
             decode = batch[0][0].decode
-            translator = self.translator
-            sources = [job.sources[i] for job, i in batch]
-            hyps = translate_ids(translator.model, sources, decode, precision=translator.precision,
-                                 compile=self.compiled)
+            hyps = self.searches.search([job.sources[i] for job, i in batch], decode)
             now = self.clock()
             for job in jobs:
                 job.started = job.started if job.started is not None else start
@@ -121,7 +118,7 @@ class Batcher(Worker):
                 job.batch_sizes.append(len(batch))
             self._deliver([(job, i, h) for (job, i), h in zip(batch, hyps)], now)
             self._record(BatchRecord(len(batch), len(jobs),
-                                     sum(len(h[0].tokens) + 1 for h in hyps), now - start,
+                                     sum(map(self.searches.produced, hyps)), now - start,
                                      decode.beam))
         finally:
             with self._cond:

@@ -11,7 +11,8 @@ from typing import Optional
 
 from .metrics import Metrics
 
-API_PATHS = ("/", "/health", "/metrics", "/v1/model", "/v1/translate", "/docs", "/openapi.json")
+API_PATHS = ("/", "/health", "/metrics", "/v1/model", "/v1/translate", "/v1/parse", "/v1/classify",
+             "/v1/transcribe", "/docs", "/openapi.json")
 
 
 class Gate:
@@ -44,6 +45,10 @@ class Gatekeeper:
     every network). A page on another site can make a browser send requests to 127.0.0.1, but
     its own name in ``Host`` (DNS rebinding), and a form's ``text/plain`` POST needs no preflight:
     both are refused, as local web services such as Jupyter do.
+
+    ``routes``: the task's routes (counted in flight, refused while stopping), each with the media
+    types it takes as a raw body (an image, a recording: ``("image/",)``); a route without any
+    takes JSON, as every other POST.
     """
 
     def __init__(
@@ -54,9 +59,11 @@ class Gatekeeper:
         max_body_bytes: int,
         hosts: Optional[set[str]] = None,
         body_timeout: float = 30.0,
+        routes: Optional[dict[str, tuple[str, ...]]] = None,
     ):
         self.app, self.gate, self.metrics, self.max_body = app, gate, metrics, max_body_bytes
         self.hosts, self.body_timeout = hosts, body_timeout
+        self.routes = routes if routes is not None else {"/v1/translate": ()}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -71,7 +78,7 @@ class Gatekeeper:
                 status = message["status"]
             await send(message)
 
-        counted = path == "/v1/translate"
+        counted = path in self.routes
         headers = {name.lower(): value for name, value in scope.get("headers", [])}
         try:
             host = headers.get(b"host", b"").decode("latin-1")
@@ -88,7 +95,13 @@ class Gatekeeper:
                     .strip()
                     .lower()
                 )
-                if not (kind == "application/json" or kind.endswith("+json")):
+                uploads = self.routes.get(scope["path"], ())
+                if uploads and not kind.startswith(uploads):
+                    wanted = " or ".join(f"{u}..." for u in uploads)
+                    return await _plain_error(send_status, 415, "send the file itself as the "
+                                                                f"body, with Content-Type {wanted} "
+                                                                f"(got {kind or 'none'!r})")
+                if not uploads and not (kind == "application/json" or kind.endswith("+json")):
                     return await _plain_error(send_status, 415, "send the body as JSON, with "
                                                                 "Content-Type: application/json "
                                                                 f"(got {kind or 'none'!r})")

@@ -49,6 +49,8 @@ class ServeSettings:
     host: str = "127.0.0.1"
     allowed_hosts: tuple[str, ...] = ()
     body_timeout: float = 30.0
+    max_pixels: int = 4096 * 4096
+    max_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         if isinstance(self.batching, bool):
@@ -63,7 +65,10 @@ class ServeSettings:
             "max_body_bytes",
             "queue_limit",
             "max_beam",
+            "max_pixels",
         )
+        if not 0 < self.max_seconds <= 86_400:
+            raise ValueError(f"max_seconds must be between 0 and 86400, got {self.max_seconds}")
         if not 0 <= self.max_wait_ms <= 10_000:
             raise ValueError(f"max_wait_ms must be between 0 and 10000, got {self.max_wait_ms}")
         if self.drain_timeout < 0:
@@ -74,9 +79,6 @@ class ServeSettings:
         if self.decode.beam > self.max_beam:
             raise ValueError(f"the default beam {self.decode.beam} is more than max_beam "
                              f"{self.max_beam}")
-        if self.decode.ctc_weight:
-            raise ValueError("ctc_weight is for transcribing recordings (transduce transcribe); "
-                             "the server translates text")
 
 
 class TranslateRequest(BaseModel):
@@ -102,6 +104,17 @@ class TranslateRequest(BaseModel):
                                             "object per sentence in the order they finish, each "
                                             "with its `index` in `text`, then a last object with "
                                             "`done: true`, `model` and `timing_ms`.")
+
+
+class ParseRequest(BaseModel):
+    """The body of ``POST /v1/parse``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: list[str] = Field(description="Sentences to parse, one per item, their words split by "
+                                        "spaces; an empty string gives an empty tree.")
+    beam: Optional[int] = Field(None, description="Beam size (1: greedy). Default: the server's "
+                                                  "--beam.")
 
 
 class Hypothesis(BaseModel):
@@ -141,9 +154,9 @@ class ApiError(Exception):
         self.status, self.message, self.headers = status, message, headers
 
 
-def describe(error: ValidationError) -> str:
+def describe(error: ValidationError, schema: type[BaseModel] = TranslateRequest) -> str:
     """Pydantic's errors as one line a person reads: ``text[2]: Input should be a valid string``."""
-    known = ", ".join(TranslateRequest.model_fields)
+    known = ", ".join(schema.model_fields)
     parts = []
     for item in error.errors()[:5]:
         where = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if n else str(p))
@@ -157,7 +170,8 @@ def describe(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_request(body: bytes) -> TranslateRequest:
+def parse_request(body: bytes, schema: type[BaseModel] = TranslateRequest):
+    """The body as ``schema``, or the 400 or 422 that says what is wrong with it."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -177,9 +191,9 @@ def parse_request(body: bytes) -> TranslateRequest:
         raise ApiError(422, 'the body must be a JSON object such as {"text": ["..."]}, not a '
                             f'{type(payload).__name__}')
     try:
-        ask = TranslateRequest.model_validate(payload)
+        ask = schema.model_validate(payload)
     except ValidationError as error:
-        raise ApiError(422, describe(error)) from None
+        raise ApiError(422, describe(error, schema)) from None
     except RecursionError:
         raise ApiError(400, "the body nests JSON too deeply; send {\"text\": [\"...\"]}") from None
     for i, line in enumerate(ask.text):

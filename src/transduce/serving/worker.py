@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..config import DecodeConfig
-from ..decoding import Hypothesis
+from ..decoding import Hypothesis, translate_ids
 
 if TYPE_CHECKING:  # (a Translator is handed in; serving does not build one)
     from ..translator import Translator
@@ -38,9 +38,33 @@ class QueueFull(Exception):
         self.waiting, self.wanted, self.limit = waiting, wanted, limit
 
 
+class Searches:
+    """How a worker searches its items: sentences as token ids, translated (a task's service in
+    ``serving.service`` searches its own items the same way: ``search``, ``cost``, ``produced``).
+    """
+
+    def __init__(self, translator: Translator, compiled: bool = False) -> None:
+        self.translator, self.compiled = translator, compiled
+
+    def search(self, items: list, decode: DecodeConfig) -> list:
+        """Each item's output, in order (here: its hypotheses, best first)."""
+        translator = self.translator
+        return translate_ids(translator.model, items, decode, precision=translator.precision,
+                             compile=self.compiled)
+
+    def cost(self, item) -> int:
+        """The item's length in a batch's budget (``decode.max_tokens``)."""
+        return len(item)
+
+    def produced(self, output) -> int:
+        """The tokens an item's output took to make (for the metrics)."""
+        return len(output[0].tokens) + 1
+
+
 @dataclass
 class Result:
-    """One sentence's outcome: its hypotheses (best first) and, on request, its cross-attention:
+    """One sentence's outcome: its hypotheses (best first; a task's service: its output) and, on
+    request, its cross-attention:
     ``attention`` is ``(layers, target + 1, source + 1)``, averaged over heads (eos on both
     sides; row i is the attention while producing target piece i)."""
 
@@ -98,8 +122,10 @@ class Worker:
         queue_limit: int = 1024,
         on_batch: Optional[Callable[[BatchRecord], None]] = None,
         compiled: bool = False,
+        searches: Optional[Searches] = None,
     ):
         self.translator = translator
+        self.searches = searches if searches is not None else Searches(translator, compiled)
         self.max_wait = max_wait
         self.queue_limit = queue_limit
         self.on_batch = on_batch
@@ -130,7 +156,7 @@ class Worker:
     ) -> Job:
         """Queue one request's sentences; ``job.future`` resolves to the job when all are done, and
         ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done."""
-        job = Job([list(s) for s in sources], decode, attention, on_result=on_result,
+        job = Job(list(sources), decode, attention, on_result=on_result,
                   arrived=self.clock())
         with self._cond:
             if self._closed:

@@ -20,6 +20,7 @@ TASK = Task(
     verb="classify",
     family=lambda config, info: "ViT",
     commands=("classify", "evaluate", "attention", "average", "export", "info"),
+    flags=(),  # a classifier searches nothing
     preset="vit-tiny",
     holds="images",
     prepare="transduce prepare --images DIR --out DATA",
