@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .config import DecodeConfig
-from .data.trees import PLACEHOLDER, Tree, TreeError, delinearize, repair
+from .data.trees import PLACEHOLDER, Tree, TreeError, clean, delinearize, repair
 from .decoding import BracketRules, BracketVocabulary, translate_ids
 from .errors import TransduceError, listed
 from .evaluate import Evaluation
@@ -155,8 +155,9 @@ class Parser:
         from .parseval import parseval, read_tree_file
 
         gold = read_tree_file(treebank)
-        parsed = self._trees([" ".join(tree.words()) for _, tree in gold], decode, True, False, 1,
-                             **options)
+        kept = [clean(tree) for _, tree in gold]  # the words, without the empty elements
+        parsed = self._trees([" ".join(tree.words()) if tree is not None else "" for tree in kept],
+                             decode, True, False, 1, **options)
         test = [(line, tree) for (line, _), (tree, _) in zip(gold, parsed)]
         report = parseval(gold, test, str(treebank), "the parses")
         totals = report.all.as_dict()

@@ -250,7 +250,8 @@ class Translator:
 
     def evaluate(self, sources: Sequence[str], references: Sequence[str],
                  decode: Optional[DecodeConfig] = None, lowercase: bool = False,
-                 tokenize: Optional[str] = None, **options) -> Evaluation:
+                 tokenize: Optional[str] = None, progress: bool = False,
+                 **options) -> Evaluation:
         """Translate ``sources`` and score them against ``references`` (one each) with sacreBLEU:
         ``scores`` holds ``bleu`` and ``chrf`` with their signatures, ``outputs`` the
         translations. Search options as ``translate``'s."""
@@ -259,7 +260,7 @@ class Translator:
         if len(sources) != len(references):
             raise TransduceError(f"{len(sources)} sources but {len(references)} references; "
                                  "they must be aligned line by line")
-        hyps = self.translate(sources, decode, **options)
+        hyps = self.translate(sources, decode, progress, **options)
         scores = score(hyps, references, lowercase=lowercase, tokenize=tokenize)
         return Evaluation("bleu", scores["bleu"], len(hyps), scores, hyps)
 

@@ -168,6 +168,12 @@ def test_parse_writes_a_tree_over_each_lines_words_and_parseval_scores_it(parser
     )
     scored = cli("parseval", str(root / "dev.trees"), str(root / "dev.parsed"), "--json")
     assert '"sentences": 12' in scored.stdout
+    # evaluate --trees: the same parses, the same scores, in one command
+    evaluated = cli("evaluate", str(root / "run"), "--trees", str(root / "dev.trees"), "--beam",
+                    "2", "--max-len-b", "20", "--json", "--save-hyp", str(root / "dev.again"))
+    assert (root / "dev.again").read_text() == (root / "dev.parsed").read_text()
+    report, again = json.loads(scored.stdout), json.loads(evaluated.stdout)
+    assert again["sentences"] == 12 and again["f1"] == report["all"]["f1"]
 
 
 def test_bad_input_is_a_message_naming_file_and_line_and_nothing_is_written(

@@ -128,6 +128,36 @@ def add_decode_options(
     )
 
 
+def add_task_search_options(p) -> None:
+    """Every search option, unset: a command that runs a model of any task (``serve``,
+    ``evaluate``) fills the ones left out with that task's defaults (``task_search``)."""
+    from ..config import DecodeConfig
+
+    add_decode_options(p, defaults={f.name: None for f in fields(DecodeConfig)}, where=True)
+
+
+def task_search(args, task):
+    """The search of ``task``: its defaults, then the options given (one the task does not take
+    is an error naming it)."""
+    from ..config import DecodeConfig
+
+    given = {f.name: getattr(args, f.name) for f in fields(DecodeConfig)
+             if getattr(args, f.name, None) not in (None, False)}
+    foreign = [name for name in given if task.flags is not None and name not in task.flags]
+    if foreign:
+        flag = "--" + foreign[0].replace("_", "-")
+        raise TransduceError(f"{flag} does not apply to {task.what}: `transduce {task.verb} "
+                             "--help` lists the search options it takes")
+    values = {**task.search, **given}
+    if values.get("sampling"):
+        values["beam"] = 1
+    try:
+        return DecodeConfig(**values)
+    except ValueError as error:
+        flag = "--" + str(error).split(" ")[0].split("=")[0].replace("_", "-")
+        raise TransduceError(f"{flag}: {error}") from None
+
+
 def _without_paper(words: str) -> str:
     """A search option's help without its mention of the paper's translation setting."""
     import re

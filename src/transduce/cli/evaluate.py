@@ -8,14 +8,15 @@ import sys
 from ..errors import TransduceError
 from ..evaluate import score
 from ..files import check_output_file, write_text
+from ..tasks import task_named
 from .common import (
-    add_decode_options,
+    add_task_search_options,
     announce,
-    decode_config,
     describe,
     model_inputs,
     read_text_lines,
     set_threads,
+    task_search,
     text_files,
     warn_if_silent,
 )
@@ -39,6 +40,10 @@ def add_parser(sub) -> None:
                    help="a speech model's test recordings (a table with path and transcript "
                         "columns): character and word error rates (CER, WER: the edit distance "
                         "to the transcripts over their length, in characters or in words)")
+    p.add_argument("--trees", metavar="TREEBANK",
+                   help="a parser's test treebank (Penn bracketing, plain or .gz): its words "
+                        "parsed and the trees scored as `transduce parseval` scores them "
+                        "(labelled F1, recall, precision)")
     p.add_argument("--hyp", help="score this existing output instead of translating")
     p.add_argument("--save-hyp", help="also write the translations here")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
@@ -48,7 +53,9 @@ def add_parser(sub) -> None:
                         "splitting; NOT comparable with sacreBLEU) for target language LANG "
                         "(default: the model's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_decode_options(p)
+    add_task_search_options(p)
+    p.epilog = ("Search options left out take the model's task's defaults (`transduce translate "
+                "--help`, `parse --help`, `transcribe --help` show them).")
     p.set_defaults(run=run)
 
 
@@ -57,6 +64,8 @@ def run(args) -> int:
 
     if args.audio:
         return _audio(args)
+    if args.trees:
+        return _trees(args)
     if args.images or args.confusion:
         return _images(args)
     if not args.ref:
@@ -65,10 +74,10 @@ def run(args) -> int:
     if args.tokenize is not None and args.tokenize not in BLEU_TOKENIZERS:
         raise TransduceError(f"--tokenize {args.tokenize!r}: sacreBLEU's tokenizers are "
                              f"{', '.join(BLEU_TOKENIZERS)}")
-    if args.nbest != 1:
+    if args.nbest not in (None, 1):
         raise TransduceError("--nbest: evaluate scores the best translation of each sentence; to "
                              "see n-best lists, use `transduce translate --nbest N`")
-    decode = decode_config(args)
+    decode = task_search(args, task_named("translation"))
     if args.paper_bleu == "auto" and args.hyp:
         raise TransduceError("--paper-bleu with --hyp: name the target language, e.g. "
                              "--paper-bleu de")
@@ -112,7 +121,9 @@ def run(args) -> int:
         )
         announce(args.model)
         model = describe(translator)
-        hyps = translator.translate(srcs, decode=decode, progress=True)
+        evaluation = translator.evaluate(srcs, refs, decode, args.lowercase, args.tokenize,
+                                         progress=True)
+        hyps = evaluation.outputs
         if args.save_hyp:
             write_text(
                 args.save_hyp,
@@ -120,7 +131,8 @@ def run(args) -> int:
                 [args.src, args.ref, translator.folder],
                 what="--save-hyp",
             )
-    result = score(hyps, refs, lowercase=args.lowercase, tokenize=args.tokenize)
+    result = (score(hyps, refs, lowercase=args.lowercase, tokenize=args.tokenize) if model is None
+              else dict(evaluation.scores))
     if model is not None:
         result["checkpoint"] = model
     if args.paper_bleu:
@@ -153,6 +165,7 @@ def _images(args) -> int:
         raise TransduceError("an image classifier is evaluated with one model and --images DIR "
                              "(and --confusion PNG)" + (f"; {', '.join(text)} are for "
                                                         "translation" if text else ""))
+    task_search(args, task_named("image-classification"))  # (a search option is refused)
     if args.confusion:
         check_output_file(args.confusion, [args.images, *args.model], "--confusion")
     set_threads(args.threads)
@@ -189,7 +202,7 @@ def _audio(args) -> int:
     set_threads(args.threads)
     announce(args.model)
     transcriber = Transcriber.load(args.model[0], args.device, args.precision,
-                                   decode_config(args))
+                                   task_search(args, task_named("speech-recognition")))
     evaluation = transcriber.evaluate(args.audio)
     hyps, result = evaluation.outputs, {**evaluation.scores, "recordings": evaluation.count}
     warn_if_silent(sum(not h.strip() for h in hyps), len(hyps), "transcript", transcriber.folder)
@@ -203,4 +216,34 @@ def _audio(args) -> int:
               f"{result['chars']:,} reference characters)")
         print(f"WER {100 * result['wer']:.2f}%  ({result['word_errors']:,} word edits / "
               f"{result['words']:,} reference words; {result['recordings']} recordings)")
+    return 0
+
+
+def _trees(args) -> int:
+    from ..parser import Parser
+
+    other = [flag for flag, value in (("--src", args.src), ("--ref", args.ref), ("--hyp", args.hyp),
+                                      ("--images", args.images)) if value]
+    if other or len(args.model) != 1:
+        raise TransduceError("a parser is evaluated with one model and --trees TREEBANK (and "
+                             "--save-hyp FILE)" + (f"; {', '.join(other)} are for other models"
+                                                   if other else ""))
+    text_files({"--trees": args.trees})
+    if args.save_hyp:
+        check_output_file(args.save_hyp, [args.trees, *args.model], "--save-hyp")
+    set_threads(args.threads)
+    announce(args.model)
+    parser = Parser.load(args.model[0], args.device, args.precision, args.compile)
+    evaluation = parser.evaluate(args.trees, task_search(args, task_named("parsing")))
+    if args.save_hyp:
+        write_text(args.save_hyp, "".join(t + "\n" for t in evaluation.outputs),
+                   [args.trees, parser.translator.folder], what="--save-hyp")
+    scores = evaluation.scores
+    if args.json:
+        print(json.dumps({**scores, "sentences": evaluation.count,
+                          "checkpoint": str(parser.translator.folder)}))
+    else:
+        print(f"F1 {scores['f1']:.2f}  (labelled bracketing, COLLINS.prm: recall "
+              f"{scores['recall']:.2f}, precision {scores['precision']:.2f}; "
+              f"{evaluation.count:,} sentences)")
     return 0

@@ -18,11 +18,12 @@ from dataclasses import fields
 from ..config import DecodeConfig
 from ..errors import TransduceError
 from .common import (
-    add_decode_options,
+    add_task_search_options,
     announce,
     config_number,
     number,
     set_threads,
+    task_search,
 )
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -96,26 +97,8 @@ def add_parser(sub) -> None:
                    help="the longest uploaded recording, read from its header before it is "
                         "decoded (speech models)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
-    # every search option, unset: the served task's defaults apply (`transduce parse --help`, ...)
-    add_decode_options(p, defaults={f.name: None for f in fields(DecodeConfig)}, where=True)
+    add_task_search_options(p)
     p.set_defaults(run=run)
-
-
-def search_of(args, task) -> DecodeConfig:
-    """The search: the task's defaults, then the options given (one the task does not take is
-    an error naming it)."""
-    given = {f.name: getattr(args, f.name) for f in fields(DecodeConfig)
-             if getattr(args, f.name, None) not in (None, False)}
-    foreign = [name for name in given if task.flags is not None and name not in task.flags]
-    if foreign:
-        flag = "--" + foreign[0].replace("_", "-")
-        raise TransduceError(f"{flag} does not apply to {task.what}: `transduce {task.verb} "
-                             "--help` lists the search options it takes")
-    try:
-        return DecodeConfig(**{**task.search, **given})
-    except ValueError as error:
-        flag = "--" + str(error).split(" ")[0].split("=")[0].replace("_", "-")
-        raise TransduceError(f"{flag}: {error}") from None
 
 
 def _settings(args, decode: DecodeConfig):
@@ -225,7 +208,7 @@ def run(args) -> int:
         raise TransduceError(f"{args.model} holds {task.what}; transduce serve serves "
                              "translation, parsing, image classification and speech recognition "
                              f"models (run this one with transduce {task.verb})")
-    decode = search_of(args, task)
+    decode = task_search(args, task)
     settings = _settings(args, decode)
     sock = bind(args.host, args.port)
     try:
