@@ -84,3 +84,18 @@ def test_evaluate_parses_a_treebank_s_words_and_scores_them_as_parseval_does(tmp
     test = [(n, next(parse_trees(t))[1]) for (n, _), t in zip(gold, result.outputs)]
     assert result.value == result["f1"] == parseval(gold, test).all.as_dict()["f1"]
     assert result["sentences"] == 2 and "recall" in result.scores
+
+
+def test_attention_is_the_translators_over_the_trees_the_parser_writes():
+    parser = Parser(Brackets())
+    lines = ["the cat sat", "dogs bark"]
+    attention = parser.attention(lines, beam=2)
+    # a row per target token of each tree (and its eos), a column per word (and eos)
+    assert attention.cross[0].shape[:2] == (2, parser.translator.model.config.n_heads)
+    assert attention.cross[0].shape[-1] == 3 + 1
+    sources = parser.translator.encode(lines)
+    _, _, tokens = zip(*parser.search(sources, [line.split() for line in lines],
+                                      DecodeConfig(beam=2)))
+    again = parser.translator.attention(sources, list(tokens))
+    assert all(torch.equal(a, b) for a, b in zip(attention.cross, again.cross))
+    assert max(map(len, tokens)) + 1 == attention.cross[0].shape[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+import torch
 
 from transduce import load
 from transduce.config import DecodeConfig
@@ -90,3 +91,18 @@ def test_evaluate_translates_and_scores_with_sacrebleu(translator):
     assert result.value == result["bleu"] and "chrf" in result.to_dict()
     with pytest.raises(TransduceError, match="2 sources but 1 references"):
         translator.evaluate(sources, references[:1])
+
+
+def test_attention_takes_lines_as_translate_does_or_token_ids(translator):
+    lines = ["the cat sat", "a big dog runs"]
+    ids = translator.encode(lines)
+    own = [translator.tokenizer.encode_tgt([t])[0] for t in translator.translate(lines)]
+    by_ids = translator.attention(ids, own)
+    for given in (translator.attention(lines),
+                  translator.attention(lines, translator.translate(lines))):
+        assert len(given.cross) == len(by_ids.cross)
+        assert all(torch.equal(a, b) for a, b in zip(given.cross, by_ids.cross))
+    first = translator.attention(lines, ["sat cat the", "runs dog big a"]).cross[0]
+    assert first.shape[0] == 2 and first.shape[-1] == max(map(len, ids)) + 1  # (eos: a column)
+    with pytest.raises(TransduceError, match="2 sources but 1 targets"):
+        translator.attention(lines, ["sat cat the"])

@@ -91,3 +91,5 @@ def test_the_facade_takes_folders_as_the_command_does_and_rollout_a_file(classif
     same = classifier.rollout(classifier.read([files[0]])[0])
     assert np.array_equal(grid, same[0]) and (label, probability) == same[1:]
     assert grid.shape == (2, 2) and 0 < grid.sum() <= 1 + 1e-6
+    attended = classifier.attention(str(files[0]))  # every facade's verb: here the rollout
+    assert np.array_equal(attended[0], grid) and attended[1:] == (label, probability)

@@ -112,9 +112,9 @@ class Parser:
 
     def search(self, sources: Sequence[Sequence[int]], words: Sequence[Sequence[str]],
                decode: DecodeConfig, constrained: bool = True, progress: bool = False,
-               numbers: Optional[Sequence[int]] = None) -> list[tuple[Tree, float, int]]:
+               numbers: Optional[Sequence[int]] = None) -> list[tuple[Tree, float, list[int]]]:
         """The tree over each sentence's ``words`` (``sentences`` made its ``sources``), with the
-        score search ranked it by and the number of tokens it took."""
+        score search ranked it by and the target tokens it was read from (without eos)."""
         translator = self.translator
         rules = BracketRules(self.vocabulary, [len(w) for w in words]) if constrained else None
         compiled = translator.compiled
@@ -140,11 +140,20 @@ class Parser:
             if not constrained:
                 target = repair(target, len(w), tags=tags)
             try:
-                found.append((delinearize(target, w, tags=tags), h[0].score, len(h[0].tokens) + 1))
+                found.append((delinearize(target, w, tags=tags), h[0].score, h[0].tokens))
             except TreeError as error:  # (a constrained search never gets here: a bug if it does)
                 where = f"input line {numbers[n]}" if numbers is not None else f"sentence {n}"
                 raise RuntimeError(f"{where}: the search gave no tree: {error}") from None
         return found
+
+    def attention(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, **options):
+        """Every layer's and head's attention (as ``Translator.attention``) while the model writes
+        each line's tree, the constrained search's own (search options as ``parse``'s)."""
+        decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
+        lines = listed(lines, "lines (one sentence each)", "Parser.attention")
+        sources, words = self.sentences(lines, decode, list(range(1, len(lines) + 1)))
+        found = self.search(sources, words, decode)
+        return self.translator.attention(sources, [tokens for _, _, tokens in found])
 
     def evaluate(self, treebank: str | Path, decode: Optional[DecodeConfig] = None,
                  **options) -> Evaluation:

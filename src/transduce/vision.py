@@ -121,6 +121,12 @@ class Classifier:
             "confusion": confusion.tolist(), "classes": list(self.classes)},
             [self.classes[i] for i in predicted])
 
+    def attention(self, image: str | Path | torch.Tensor, resize: bool = False
+                  ) -> tuple[np.ndarray, int, float]:
+        """What the model attended to, as every facade's ``attention`` says it: here the
+        ``rollout`` of one image."""
+        return self.rollout(image, resize)
+
     @torch.no_grad()
     def rollout(self, image: str | Path | torch.Tensor, resize: bool = False
                 ) -> tuple[np.ndarray, int, float]:

@@ -52,7 +52,7 @@ class ParsingService(Service):
                                   decode)
 
     def produced(self, output) -> int:
-        return output[2]
+        return len(output[2]) + 1
 
     def answer(self, ask: Ask, outputs: list) -> dict:
         trees, scores = [""] * ask.options["count"], [None] * ask.options["count"]
