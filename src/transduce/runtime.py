@@ -111,8 +111,8 @@ def default_precision(device: torch.device, inference: bool = False) -> str:
 
 
 def resolve_precision(precision: str, device: torch.device, inference: bool = False) -> str:
-    """``auto`` -> the device's default; fp16 only on CUDA (it needs a gradient scaler there);
-    int8 (quantized weights) only for inference, on the CPU."""
+    """``auto`` -> what measured faster on the device (``auto_precision``); fp16 only on CUDA (it
+    needs a gradient scaler there); int8 (quantized weights) only for inference, on the CPU."""
     allowed = PRECISIONS + (("int8",) if inference else ())
     if precision not in allowed:
         raise TransduceError(f"--precision {precision!r}: choose one of {', '.join(allowed)}")

@@ -71,7 +71,7 @@ class Translator:
         ``choice.choose``).
 
         ``precision``: fp32 (exact), bf16 or fp16 (autocast), int8 (the Linear weights quantized to
-        int8, CPU only), or auto (the device's default float precision).
+        int8, CPU only), or auto (what measured faster on the device: ``runtime.auto_precision``).
         ``compile``: "on" captures the decode step with ``torch.compile`` (CUDA graphs on a GPU) and
         compiles the encoder; "auto" does so only where it pays (``compile_choice``); "off" never.
         The outputs are the same either way; a compilation takes seconds to tens of seconds.

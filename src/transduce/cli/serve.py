@@ -233,7 +233,7 @@ def run(args) -> int:
     print(f"serving {runs.folder} ({task.what}{languages}: POST {service.route}), loaded in "
           f"{time.monotonic() - started:.1f} s", file=sys.stderr)
     mode, why = batching_mode(settings, compiled, runs.device, service.continuous)
-    budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} sentences"
+    budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} {service.noun}"
     described = {"continuous": f"continuous ({budget} in flight)",
                  "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} "
                             "ms)", "off": "off"}
