@@ -1,6 +1,7 @@
 """transduce: a faithful, fast and practical Transformer for sequence transduction."""
 
 from .config import DecodeConfig, ModelConfig, TrainConfig
+from .errors import TransduceError
 from .version import __version__
 
 
@@ -40,7 +41,8 @@ __all__ = [
 ]
 
 
-def load(path, device: str = "auto", precision: str = "fp32", compile="auto"):
+def load(path, device: str = "auto", precision: str = "fp32", compile="auto", draft=None,
+         draft_tokens: int = 4):
     """Load a run directory or checkpoint as the facade its task declares (``transduce.tasks``):
     a ``Translator``, ``Parser``, ``Classifier``, ``Transcriber`` or ``LanguageModel`` (the
     checkpoint of a run as ``transduce.choice.choose`` picks it); a list of translation models
@@ -48,7 +50,8 @@ def load(path, device: str = "auto", precision: str = "fp32", compile="auto"):
 
     device: "auto" (CUDA, else MPS, else the CPU, as the commands), "cpu", "cuda:1", ...;
     precision: fp32, bf16, fp16 (CUDA), int8 (CPU, translation) or auto; compile: "auto", "on" or
-    "off" (translation and parsing)."""
+    "off" (translation and parsing); draft: a translation model's draft for speculative greedy
+    search (``Translator.use_draft``: a run, or "self:N"), proposing up to ``draft_tokens``."""
     from .loading import checkpoint_task
 
     if isinstance(path, (list, tuple)):
@@ -56,8 +59,13 @@ def load(path, device: str = "auto", precision: str = "fp32", compile="auto"):
                                               compile=compile)
     folder, task = checkpoint_task(path)
     facade = __getattr__(task.facade)
+    if draft is not None and task.facade != "Translator":
+        raise TransduceError(f"draft: {path} holds {task.what}; a draft is for translation models")
     if task.facade in ("Translator", "Parser"):
-        return facade.load(folder, device=device, precision=precision, compile=compile)
+        loaded = facade.load(folder, device=device, precision=precision, compile=compile)
+        if draft is not None:
+            loaded.use_draft(draft, draft_tokens)
+        return loaded
     return facade.load(folder, device=device, precision=precision)
 
 

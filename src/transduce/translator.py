@@ -14,7 +14,8 @@ import torch
 
 from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
-from .decoding import Ensemble, forced_attention, translate_ids
+from .decoding import Draft, Ensemble, forced_attention, shallow_copy, translate_ids
+from .decoding.speculative import check_draft
 from .errors import TransduceError, listed
 from .evaluate import Evaluation, score
 from .loading import load_checked
@@ -46,6 +47,7 @@ class Translator:
         # whether the decode step is captured, decided once (a bad combination is refused here)
         self.compiled = compile_choice(compile, device, precision)
         self.task_prefix = info.get("task_prefix", "")
+        self.draft: Optional[Draft] = None  # greedy search checks its proposals (``use_draft``)
 
     @property
     def task_prefix(self) -> str:
@@ -92,6 +94,36 @@ class Translator:
                 raise TransduceError(f"--precision int8: {error}") from None
         tokenizer = tokenizer_from_info(folder, info)
         return cls(model, tokenizer, info, dev, precision, folder, loaded.engine.compiled)
+
+    def use_draft(self, draft: str | Path, tokens: int = 4) -> Draft:
+        """Search greedily with a draft's proposals checked by the model (the same translations;
+        ``decoding.speculative``): ``draft`` is a run or checkpoint trained on the same prepared
+        data (its tokenizer's fingerprint must be the model's), or ``"self:N"``, the model's own
+        first N decoder layers. ``tokens``: the most it proposes at a time."""
+        from .checkpoint import checkpoint_fingerprint
+
+        if not 1 <= tokens <= 64:
+            raise TransduceError(f"--draft-tokens {tokens}: from 1 to 64")
+        if str(draft).startswith("self:"):
+            layers = str(draft)[5:]
+            try:
+                model = shallow_copy(self.model, int(layers))
+            except ValueError as error:
+                raise TransduceError(f"--draft {draft}: {error}") from None
+        else:
+            other = Translator.load(draft, self.device, "fp32", compile="off")
+            mine = checkpoint_fingerprint(self.folder, self.info)[0]
+            theirs = checkpoint_fingerprint(other.folder, other.info)[0]
+            if mine != theirs:
+                raise TransduceError(f"--draft {draft}: its tokenizer is not the model's (another "
+                                     "fingerprint); train the draft on the model's prepared data")
+            model = other.model
+        try:
+            check_draft(self.model, model)
+        except ValueError as error:
+            raise TransduceError(f"--draft {draft}: {error}") from None
+        self.draft = Draft(model, tokens)
+        return self.draft
 
     @classmethod
     def load_ensemble(
@@ -303,9 +335,13 @@ class Translator:
         self._check_lengths(sources, decode, numbers)
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
         self.prepare_compile(self.compiled)
-        hyps = translate_ids(
-            self.model, sources, decode, prefix_ids, self.precision, progress, self.compiled
-        )
+        try:
+            hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision,
+                                 progress, self.compiled, draft=self.draft)
+        except ValueError as error:
+            if self.draft is None:
+                raise
+            raise TransduceError(f"--draft: {error}") from None
         for i, h in zip(todo, hyps):
             results[i] = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]
         return results

@@ -158,3 +158,34 @@ def test_compiled_translation_equals_eager(trained):
             "translate", str(trained / "run"), "--beam", beam, "--compile", input=text
         ).stdout
         assert compiled == eager and eager.count("\n") == 4 and eager.strip()
+
+
+def test_a_draft_gives_greedy_search_s_translations_and_says_how_many_it_guessed(trained,
+                                                                                  tmp_path):
+    import shutil
+
+    text = "the cat sat\n\nred blue dog\nsees the mat on a big house\n"
+    run = str(trained / "run")
+    greedy = cli("translate", run, "--beam", "1", input=text).stdout
+    for draft in ("self:1", run):
+        out = cli("translate", run, "--draft", draft, "--draft-tokens", "3", input=text)
+        assert out.stdout == greedy, draft
+        assert "proposed tokens kept" in out.stderr
+    assert "100.0%" in out.stderr  # the model drafting for itself
+    scored = json.loads(cli("evaluate", run, "--src", str(trained / "raw" / "valid.en"), "--ref",
+                            str(trained / "raw" / "valid.de"), "--draft", "self:1",
+                            "--json").stdout)
+    plain = json.loads(cli("evaluate", run, "--src", str(trained / "raw" / "valid.en"), "--ref",
+                           str(trained / "raw" / "valid.de"), "--beam", "1", "--json").stdout)
+    assert scored["bleu"] == plain["bleu"]
+    # another tokenizer (its fingerprint), a beam, a layer the model lacks: messages, exit 2
+    other = tmp_path / "other"
+    shutil.copytree(trained / "run" / "best", other)
+    info = json.loads((other / "model.json").read_text())
+    info["tokenizer"]["fingerprint"] = "0" * 16
+    (other / "model.json").write_text(json.dumps(info))
+    for flags, words in ((["--draft", str(other)], "its tokenizer is not the model's"),
+                         (["--draft", "self:1", "--beam", "5"], "--draft searches greedily"),
+                         (["--draft", "self:9"], "takes 1 to 1 of its 2")):
+        failed = cli("translate", run, *flags, input=text, check=False)
+        assert failed.returncode == 2 and words in failed.stderr, (flags, failed.stderr)

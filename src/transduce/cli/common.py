@@ -158,6 +158,42 @@ def task_search(args, task):
         raise TransduceError(f"{flag}: {error}") from None
 
 
+def add_draft_options(p) -> None:
+    """``--draft`` and ``--draft-tokens``: speculative greedy search (``decoding.speculative``)."""
+    g = p.add_argument_group("speculative search")
+    g.add_argument("--draft", metavar="MODEL",
+                   help="search greedily (beam 1) with a draft's proposals, each checked by the "
+                        "model: the same translations as --beam 1, faster where the draft often "
+                        "guesses right. A run or checkpoint trained on the same prepared data, or "
+                        "self:N (the model's own first N decoder layers)")
+    g.add_argument("--draft-tokens", type=number(int, 1, 64), default=4, metavar="K",
+                   help="the most tokens the draft proposes at a time")
+
+
+def draft_search(args, decode):
+    """The search with ``--draft`` in force, checked before any model loads: greedy (a beam other
+    than the default's, ``--nbest`` or ``--sampling`` is an error)."""
+    if getattr(args, "draft", None) is None:
+        return decode
+    if decode.beam not in (1, 4) or decode.sampling or decode.nbest > 1:
+        raise TransduceError("--draft searches greedily: leave out --beam, --nbest and "
+                             "--sampling (a draft's proposals are checked against the model's "
+                             "greedy choice)")
+    from dataclasses import replace
+
+    return replace(decode, beam=1)
+
+
+def say_draft(translator) -> None:
+    """The draft's acceptance, on stderr, after a search that used one."""
+    import sys
+
+    draft = getattr(translator, "draft", None)
+    if draft is not None and draft.proposed:
+        print(f"draft: {draft.accepted:,} of {draft.proposed:,} proposed tokens kept "
+              f"({100 * draft.rate:.1f}%)", file=sys.stderr)
+
+
 def _without_paper(words: str) -> str:
     """A search option's help without its mention of the paper's translation setting."""
     import re

@@ -10,12 +10,15 @@ from ..evaluate import score
 from ..files import check_output_file, write_text
 from ..tasks import task_named
 from .common import (
+    add_draft_options,
     add_task_search_options,
     announce,
     describe,
     model_inputs,
     read_text_lines,
     set_threads,
+    draft_search,
+    say_draft,
     task_search,
     text_files,
     warn_if_silent,
@@ -54,6 +57,7 @@ def add_parser(sub) -> None:
                         "(default: the model's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_task_search_options(p)
+    add_draft_options(p)
     p.epilog = ("Search options left out take the model's task's defaults (`transduce translate "
                 "--help`, `parse --help`, `transcribe --help` show them).")
     p.set_defaults(run=run)
@@ -77,7 +81,7 @@ def run(args) -> int:
     if args.nbest not in (None, 1):
         raise TransduceError("--nbest: evaluate scores the best translation of each sentence; to "
                              "see n-best lists, use `transduce translate --nbest N`")
-    decode = task_search(args, task_named("translation"))
+    decode = draft_search(args, task_search(args, task_named("translation")))
     if args.paper_bleu == "auto" and args.hyp:
         raise TransduceError("--paper-bleu with --hyp: name the target language, e.g. "
                              "--paper-bleu de")
@@ -120,10 +124,13 @@ def run(args) -> int:
             args.model, device=args.device, precision=args.precision, compile=args.compile
         )
         announce(args.model)
+        if args.draft is not None:
+            translator.use_draft(args.draft, args.draft_tokens)
         model = describe(translator)
         evaluation = translator.evaluate(srcs, refs, decode, args.lowercase, args.tokenize,
                                          progress=True)
         hyps = evaluation.outputs
+        say_draft(translator)
         if args.save_hyp:
             write_text(
                 args.save_hyp,

@@ -18,9 +18,11 @@ from dataclasses import fields
 from ..config import DecodeConfig
 from ..errors import TransduceError
 from .common import (
+    add_draft_options,
     add_task_search_options,
     announce,
     config_number,
+    draft_search,
     number,
     set_threads,
     task_search,
@@ -98,13 +100,15 @@ def add_parser(sub) -> None:
                         "decoded (speech models)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
     add_task_search_options(p)
+    add_draft_options(p)
     p.set_defaults(run=run)
 
 
 def _settings(args, decode: DecodeConfig):
     from ..serving.app import ServeSettings
 
-    max_beam = args.max_beam if args.max_beam is not None else max(16, decode.beam)
+    default = 1 if getattr(args, "draft", None) else max(16, decode.beam)  # (a draft: greedy)
+    max_beam = args.max_beam if args.max_beam is not None else default
     if decode.beam > max_beam:
         raise TransduceError(f"--beam {decode.beam} is more than --max-beam {args.max_beam}: raise "
                              "--max-beam or lower --beam")
@@ -209,12 +213,19 @@ def run(args) -> int:
                              "translation, parsing, image classification and speech recognition "
                              f"models (run this one with transduce {task.verb})")
     decode = task_search(args, task)
+    if args.draft is not None:
+        if task.facade != "Translator":
+            raise TransduceError(f"--draft is for translation models; {args.model} holds "
+                                 f"{task.what}")
+        decode = draft_search(args, decode)
     settings = _settings(args, decode)
     sock = bind(args.host, args.port)
     try:
         threads = set_threads(args.threads)
         started = time.monotonic()
         facade = load_served(args, folder, task, decode)
+        if args.draft is not None:
+            facade.use_draft(args.draft, args.draft_tokens)
         runs = getattr(facade, "translator", facade)  # (a parser searches with its translator)
         compiled = bool(getattr(runs, "compiled", False))
         if compiled:
@@ -238,6 +249,8 @@ def run(args) -> int:
                  "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} "
                             "ms)", "off": "off"}
     searched = "" if task.verb == "classify" else f"; beam {decode.beam}, alpha {decode.alpha}"
+    if args.draft is not None:
+        searched += f", draft {args.draft} proposing up to {args.draft_tokens} tokens"
     print(f"device {runs.device}, precision {runs.precision}, {threads} "
           f"thread(s){', compiled' if compiled else ''}{searched}; batching {described[mode]}",
           file=sys.stderr)

@@ -12,12 +12,15 @@ from __future__ import annotations
 from ..errors import TransduceError
 from .common import (
     add_decode_options,
+    add_draft_options,
     announce,
     decode_config,
     model_inputs,
     number,
     set_threads,
+    say_draft,
     text_files,
+    draft_search,
 )
 from .lines import LineOutput, check_output, input_lines, windows
 
@@ -39,6 +42,7 @@ def add_parser(sub) -> None:
     p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
                    help="translate at most this many lines at a time (sorted by length within the "
                         "window)")
+    add_draft_options(p)
     add_decode_options(p, task="translation")
     p.set_defaults(run=run)
 
@@ -46,7 +50,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..translator import Translator
 
-    decode = decode_config(args)
+    decode = draft_search(args, decode_config(args))
     if args.window < 1:
         raise TransduceError(f"--window {args.window}: must be at least 1")
     if args.input is not None:
@@ -58,6 +62,8 @@ def run(args) -> int:
         args.model, device=args.device, precision=args.precision, compile=args.compile
     )
     announce(args.model)
+    if args.draft is not None:
+        translator.use_draft(args.draft, args.draft_tokens)
     if args.task_prefix is not None:
         translator.task_prefix = args.task_prefix
     lines, typed = input_lines(args.input)
@@ -74,4 +80,5 @@ def run(args) -> int:
             else:
                 out.write(translator.translate(window, decode, first_line=first,
                                                prefixes=prefixes))
+    say_draft(translator)
     return 0

@@ -13,6 +13,7 @@ from .greedy import greedy_search, sample
 from .running import RunningSearch
 from .sampling import filter_logits
 from .scoring import forced_attention, score_targets
+from .speculative import Draft, shallow_copy
 
 __all__ = [
     "Ensemble",
@@ -32,4 +33,6 @@ __all__ = [
     "filter_logits",
     "BracketRules",
     "BracketVocabulary",
+    "Draft",
+    "shallow_copy",
 ]

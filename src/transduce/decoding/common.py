@@ -40,6 +40,8 @@ class SearchOptions:
     modifiers: score modifiers of the caller's (``modifiers.ScoreModifier``) for the batch's
         sentences, in order, applied after the length rules and forced prefixes (a parser's
         ``brackets.BracketRules``: linearized trees over each sentence's words).
+    draft: a ``speculative.Draft``: greedy search checks its proposals (``speculative.py``)
+        instead of stepping token by token; the same output.
     """
 
     prefix: Optional[Sequence[Sequence[int]]] = None
@@ -49,6 +51,7 @@ class SearchOptions:
     compile: bool = False
     on_step: Optional[Callable[[Tensor], None]] = None
     modifiers: Sequence[Any] = ()  # (``modifiers.ScoreModifier``, which imports this module)
+    draft: Optional[Any] = None  # (``speculative.Draft``)
 
 
 def max_lengths(model, src: Tensor, decode: DecodeConfig) -> Tensor:

@@ -16,17 +16,35 @@ from .beam import beam_search
 from .common import Hypothesis, SearchOptions
 from .modifiers import ScoreModifier
 from .greedy import greedy_search, sample
+from .speculative import speculative_greedy
 
 
 def search(model, src, decode: DecodeConfig, options: Optional[SearchOptions] = None,
            generator: Optional[torch.Generator] = None) -> list[list[Hypothesis]]:
     """The search ``decode`` asks for over ``src (B, S)``: sampling, greedy (beam 1, one best) or
     beam; n-best lists per sentence, in order."""
+    if options is not None and options.draft is not None:
+        return [[h] for h in speculative(model, src, decode, options)]
     if decode.sampling:
         return [[h] for h in sample(model, src, decode, options, generator)]
     if decode.greedy:
         return [[h] for h in greedy_search(model, src, decode, options)]
     return beam_search(model, src, decode, options)
+
+
+def speculative(model, src, decode: DecodeConfig, options: SearchOptions) -> list[Hypothesis]:
+    """Greedy search with ``options.draft``'s proposals checked by the model; a ValueError for
+    what it does not serve."""
+    refused = [what for what, asked in (
+        ("sampling", decode.sampling), ("beam search", not decode.greedy),
+        ("forced prefixes", options.prefix is not None), ("constraints", bool(options.modifiers)),
+        ("the joint CTC search", bool(decode.ctc_weight)), ("int8 weights",
+                                                            options.precision == "int8"),
+        ("a captured step", options.compile)) if asked]
+    if refused:
+        raise ValueError(f"a draft serves greedy search alone (beam 1, the model's own decode): "
+                         f"not {refused[0]}")
+    return speculative_greedy(model, src, decode, options.draft)
 
 
 def search_precision(precision: str) -> tuple[str, str]:
@@ -40,7 +58,8 @@ def search_precision(precision: str) -> tuple[str, str]:
 def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
                   prefixes: Optional[Sequence[Sequence[int]]] = None, precision: str = "fp32",
                   progress: bool = False, compile: str | bool = False,
-                  modifiers: Sequence[ScoreModifier] = ()) -> list[list[Hypothesis]]:
+                  modifiers: Sequence[ScoreModifier] = (),
+                  draft=None) -> list[list[Hypothesis]]:
     """Search for every source (token ids without eos, or a speech model's recordings: frames
     ``(T, n_mels)``); results in input order, n-best lists.
 
@@ -49,6 +68,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
     (quantized decoder step, CPU); ``compile`` is True/False or "auto"/"on"/"off"
     (``runtime.compile_choice``). ``modifiers``: score modifiers made for every source, in order
     (a parser's ``brackets.BracketRules``), cut into each batch's (``ScoreModifier.subset``).
+    ``draft``: a ``speculative.Draft`` whose proposals greedy search checks.
     """
     from tqdm.auto import tqdm
 
@@ -83,6 +103,7 @@ def translate_ids(model, sources: Sequence[Sequence[int]], decode: DecodeConfig,
                 precision=engine,
                 compile=compiled,
                 modifiers=[modifier.subset(batch) for modifier in modifiers],
+                draft=draft,
             )
             with torch.inference_mode(), autocast(device, context):
                 out = search(model, src, decode, options, generator)

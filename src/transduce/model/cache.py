@@ -72,6 +72,14 @@ class LayerCache:
             buffer[:, :, : used - drop] = buffer[:, :, drop:used].clone()
         self.start = position
 
+    def truncate(self, length: int) -> None:
+        """Forget the positions from ``length`` on (a speculative search's rejected tokens); the
+        next append writes at ``length``."""
+        if self.window and length < self.length:
+            raise ValueError("a cache with an attention window drops old positions: it cannot "
+                             "be rolled back")
+        self.length = min(self.length, length)
+
     def reorder(self, indices: Tensor) -> None:
         """Hypothesis ``n`` continues hypothesis ``indices[n]`` (beam search bookkeeping)."""
         self.self_k = self.self_k.index_select(0, indices)
@@ -128,6 +136,11 @@ class DecoderCache:
         return sum(
             2 * layer.self_k[:, :, : layer.length - layer.start].nbytes for layer in self.layers
         )
+
+    def truncate(self, length: int) -> None:
+        """Forget the positions from ``length`` on, in every layer."""
+        for layer in self.layers:
+            layer.truncate(length)
 
     def reorder(self, indices: Tensor) -> None:
         for layer in self.layers:

@@ -27,9 +27,17 @@ class TranslationService(Service):
 
     def __init__(self, translator, settings: ServeSettings, compiled: bool = False) -> None:
         super().__init__(translator, settings, compiled)
+        # a draft's search is one sentence at a time: dynamic batching only
+        self.continuous = getattr(translator, "draft", None) is None
+        if self.draft_refused(translator, settings):
+            raise ValueError("--draft searches greedily: serve it with --beam 1 and --max-beam 1")
         if settings.decode.ctc_weight:
             raise ValueError("ctc_weight is for transcribing recordings (transduce transcribe); "
                              "the server translates text")
+
+    @staticmethod
+    def draft_refused(translator, settings: ServeSettings) -> bool:
+        return getattr(translator, "draft", None) is not None and settings.max_beam > 1
 
     def model(self) -> dict:
         translator, decode, config = self.facade, self.settings.decode, self.facade.model.config

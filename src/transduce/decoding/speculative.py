@@ -1,0 +1,169 @@
+"""Exact speculative greedy search (Leviathan et al. 2023, Chen et al. 2023): a cheap draft model
+proposes up to ``k`` tokens, the model checks them all in one decode call over ``k + 1``
+positions (one read of its weights for several tokens, where greedy search reads them once a
+token), keeps the longest run it agrees with plus its own next token, and both caches roll back
+to what was kept. Each kept token is the one the model's own greedy search chooses at that
+position (the same length rules applied), so the output is the model's greedy output, up to float
+rounding between one decode call of several positions and several of one; only the speed
+depends on the draft.
+
+A sentence is searched alone (batch 1, where a step is bound by reading the weights); a batch is
+its sentences one after another. The draft shares the model's vocabulary and special ids
+(``check_draft``): a smaller model trained on the same prepared data, or the model's own first
+decoder layers (``shallow_copy``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..config import DecodeConfig
+from .common import Hypothesis, max_lengths
+from .modifiers import LengthRules
+
+SPECIALS = ("pad_id", "bos_id", "eos_id", "start_id", "vocab_size", "target_vocab_size")
+
+
+@dataclass
+class Draft:
+    """A draft model and the most tokens it proposes at a time; ``proposed`` and ``accepted``
+    count its tokens over the searches it served (``rate``: the share the model kept)."""
+
+    model: nn.Module
+    tokens: int = 4
+    proposed: int = 0
+    accepted: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+
+def check_draft(model, draft) -> None:
+    """A ValueError naming what differs when ``draft`` cannot draft for ``model``."""
+    for config, whose in ((model.config, "the model"), (draft.config, "the draft")):
+        if not (config.has_encoder and config.has_decoder):
+            raise ValueError(f"{whose} is {config.architecture}: speculative search is for "
+                             "encoder-decoder models")
+    for name in SPECIALS:
+        mine, theirs = getattr(model.config, name), getattr(draft.config, name)
+        if mine != theirs:
+            raise ValueError(f"the draft's {name} is {theirs}, the model's {mine}: a draft must "
+                             "share the model's vocabulary and special ids (train it on the same "
+                             "prepared data)")
+    for config in (model.config, draft.config):
+        if config.attention_window:
+            raise ValueError("a model with an attention window cannot roll its cache back")
+
+
+def shallow_copy(model, layers: int):
+    """The model with only its first ``layers`` decoder layers (shared, not copied): a draft that
+    needs no second model."""
+    if not 1 <= layers < model.config.decoder_layers:
+        raise ValueError(f"a draft of the model's own first layers takes 1 to "
+                         f"{model.config.decoder_layers - 1} of its {model.config.decoder_layers}")
+    draft = copy.copy(model)
+    draft._modules = dict(model._modules)  # (its own table of submodules, the same modules)
+    draft.decoder = nn.ModuleList(list(model.decoder)[:layers])
+    draft.config = replace(model.config, decoder_layers=layers)
+    return draft
+
+
+def speculative_greedy(model, src: Tensor, decode: DecodeConfig, draft: Draft
+                       ) -> list[Hypothesis]:
+    """The greedy hypothesis of each sentence of ``src (B, S)`` (padded, eos included), in order,
+    each searched alone with ``draft``'s proposals."""
+    pad = model.config.pad_id
+    return [_search(model, row[row != pad][None], decode, draft) for row in src]
+
+
+def _rules(config, decode: DecodeConfig, max_len: int, device) -> callable:
+    """The length rules of greedy search for positions ``steps`` of one sentence at once."""
+    rules = LengthRules(config, decode.min_len, device)
+
+    def adjust(logprobs: Tensor, first: int) -> Tensor:
+        steps = torch.arange(first, first + logprobs.size(0), device=device)
+        step = SimpleNamespace(steps=steps, max_len=torch.full_like(steps, max_len), per_row=1,
+                               may_end=True)
+        return rules.adjust(logprobs, step)
+    return adjust
+
+
+class _Reader:
+    """A model, its cache for one sentence and the tokens the cache has read (start first)."""
+
+    def __init__(self, model, src: Tensor, capacity: int) -> None:
+        self.model = model
+        self.cache = model.start_decoding(src, model.encode(src), capacity=capacity)
+        self.read: list[int] = []
+
+    def logprobs(self, tokens: list[int]) -> Tensor:
+        """Read ``tokens`` after what was read; the next-token log-probabilities after each
+        ``(len(tokens), V)``."""
+        ids = torch.tensor([tokens], device=self.cache.layers[0].self_k.device)
+        logits = self.model.decode(ids, self.cache)[0]
+        self.read += tokens
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def keep(self, sequence: list[int]) -> list[int]:
+        """Roll back to the longest start of ``sequence`` read; return what is left to read."""
+        same = 0
+        for mine, theirs in zip(self.read, sequence):
+            if mine != theirs:
+                break
+            same += 1
+        self.cache.truncate(same)
+        self.read = self.read[:same]
+        return sequence[same:]
+
+
+@torch.no_grad()
+def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft) -> Hypothesis:
+    c = model.config
+    max_len = int(max_lengths(model, src, decode)[0])
+    adjust = _rules(c, decode, max_len, src.device)
+    target = _Reader(model, src, max_len + draft.tokens + 1)
+    drafter = _Reader(draft.model, src, max_len + draft.tokens + 1)
+    sequence, logprob = [c.start_id], 0.0  # start, then the output so far
+    while True:
+        t = len(sequence) - 1  # the next output position
+        proposals = _propose(drafter, sequence, min(draft.tokens, max_len - 1 - t), t, adjust,
+                             c.eos_id)
+        unread = target.keep(sequence)
+        logprobs = adjust(target.logprobs(unread + proposals)[len(unread) - 1:], t)
+        best_logprob, best = logprobs.max(-1)
+        best = best.tolist()
+        agreed = 0
+        while agreed < len(proposals) and best[agreed] == proposals[agreed] != c.eos_id:
+            agreed += 1
+        draft.proposed += len(proposals)
+        # (a proposed eos the model agrees with is kept too: it ends the sentence)
+        draft.accepted += agreed + int(agreed < len(proposals)
+                                       and best[agreed] == proposals[agreed])
+        for n, token in enumerate(best[:agreed + 1]):
+            logprob += float(best_logprob[n])
+            if token == c.eos_id:
+                return Hypothesis(sequence[1:], logprob, logprob)
+            sequence.append(token)
+
+
+def _propose(drafter: _Reader, sequence: list[int], count: int, t: int, adjust,
+             eos: int) -> list[int]:
+    """Up to ``count`` tokens the draft's greedy search writes after ``sequence`` (the length
+    rules applied from position ``t``; it stops at eos)."""
+    proposals: list[int] = []
+    if count <= 0:
+        return proposals
+    logprobs = drafter.logprobs(drafter.keep(sequence))[-1:]
+    while True:
+        token = int(adjust(logprobs, t + len(proposals)).argmax(-1))
+        proposals.append(token)
+        if token == eos or len(proposals) == count:
+            return proposals
+        logprobs = drafter.logprobs([token])
