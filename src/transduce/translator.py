@@ -16,6 +16,7 @@ from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Draft, Ensemble, forced_attention, shallow_copy, translate_ids
 from .decoding.speculative import check_draft
+from .inference import int8_copy
 from .errors import TransduceError, listed
 from .evaluate import Evaluation, score
 from .loading import load_checked
@@ -98,13 +99,19 @@ class Translator:
     def use_draft(self, draft: str | Path, tokens: int = 4) -> Draft:
         """Search greedily with a draft's proposals checked by the model (the same translations;
         ``decoding.speculative``): ``draft`` is a run or checkpoint trained on the same prepared
-        data (its tokenizer's fingerprint must be the model's), or ``"self:N"``, the model's own
-        first N decoder layers. ``tokens``: the most it proposes at a time."""
+        data (its tokenizer's fingerprint must be the model's), ``"self:N"``, the model's own
+        first N decoder layers, or ``"self-int8"``, the model with int8 weights (CPU).
+        ``tokens``: the most it proposes at a time."""
         from .checkpoint import checkpoint_fingerprint
 
         if not 1 <= tokens <= 64:
             raise TransduceError(f"--draft-tokens {tokens}: from 1 to 64")
-        if str(draft).startswith("self:"):
+        if str(draft) == "self-int8":
+            if self.device.type != "cpu":
+                raise TransduceError("--draft self-int8 runs on the CPU; on a GPU draft with a "
+                                     "smaller model or self:N")
+            model = int8_copy(self.model)
+        elif str(draft).startswith("self:"):
             layers = str(draft)[5:]
             try:
                 model = shallow_copy(self.model, int(layers))

@@ -10,6 +10,7 @@ from transduce import ModelConfig, Transformer
 from transduce.config import DecodeConfig
 from transduce.decoding import Draft, shallow_copy, translate_ids
 from transduce.decoding.speculative import check_draft
+from transduce.inference import int8_copy
 
 
 def model_of(seed: int, device, **overrides):
@@ -31,6 +32,8 @@ def test_every_draft_and_k_give_the_model_s_greedy_output(device, decode):
     drafts = {"itself": model, "its first layer": shallow_copy(model, 1),
               "another model": model_of(1, device, decoder_layers=1),
               "a model of another mind": model_of(7, device, d_model=32, d_ff=64)}
+    if torch.device(device).type == "cpu":  # (int8 weights are the CPU's)
+        drafts["its int8 copy"] = int8_copy(model)
     alone = translate_ids(model, sources(), decode)
     for name, draft_model in drafts.items():
         for k in (1, 2, 3, 5):
@@ -45,15 +48,17 @@ def test_every_draft_and_k_give_the_model_s_greedy_output(device, decode):
     assert Draft(model, 4).rate == 0.0
 
 
-def test_a_trained_model_s_translations_are_its_own_with_its_first_layer_drafting(reverser):
+def test_a_trained_model_s_translations_are_its_own_whatever_drafts(reverser):
     model, src = reverser
     ids = [row[(row != 0) & (row != model.config.eos_id)].tolist() for row in src[:12]]
     decode = DecodeConfig(beam=1)
-    draft = Draft(shallow_copy(model, 1), 3)
-    got = translate_ids(model, ids, decode, draft=draft)
-    assert [h[0].tokens for h in got] == [h[0].tokens for h in translate_ids(model, ids, decode)]
+    greedy = [h[0].tokens for h in translate_ids(model, ids, decode)]
+    shallow, int8 = Draft(shallow_copy(model, 1), 3), Draft(int8_copy(model), 3)
+    for draft in (shallow, int8):
+        assert [h[0].tokens for h in translate_ids(model, ids, decode, draft=draft)] == greedy
     # (measured 0.12: one layer was never trained to predict alone; it guesses, the model decides)
-    assert draft.rate > 0.05
+    assert shallow.rate > 0.05
+    assert int8.rate > 0.9  # int8 weights rarely change the model's choice
 
 
 def test_what_a_draft_cannot_serve_is_refused(device):

@@ -164,8 +164,9 @@ def add_draft_options(p) -> None:
     g.add_argument("--draft", metavar="MODEL",
                    help="search greedily (beam 1) with a draft's proposals, each checked by the "
                         "model: the same translations as --beam 1, faster where the draft often "
-                        "guesses right. A run or checkpoint trained on the same prepared data, or "
-                        "self:N (the model's own first N decoder layers)")
+                        "guesses right. A run or checkpoint trained on the same prepared data, "
+                        "self:N (the model's own first N decoder layers) or self-int8 (the model "
+                        "with int8 weights, CPU)")
     g.add_argument("--draft-tokens", type=number(int, 1, 64), default=4, metavar="K",
                    help="the most tokens the draft proposes at a time")
 

@@ -69,7 +69,21 @@ class Int8Linear(nn.Module):
 def quantize_encoder(model) -> None:
     """Replace every ``nn.Linear`` of the encoder by an ``Int8Linear``, in place (the decoder's int8
     weights live in its ``FastDecoder``)."""
-    for parent in list(model.encoder.modules()):
+    _quantize(model.encoder)
+
+
+def int8_copy(model):
+    """A copy of ``model`` whose every ``nn.Linear`` has int8 weights (the original unchanged): a
+    speculative search's draft that needs no second model."""
+    import copy
+
+    twin = copy.deepcopy(model)
+    _quantize(twin)
+    return twin
+
+
+def _quantize(root: nn.Module) -> None:
+    for parent in list(root.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(parent, name, Int8Linear(child.weight, child.bias))
