@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The Multi30k recipe, English-German (the default) or English-French, from raw files to BLEU on
 # test_2016_flickr.
-#   bash recipes/multi30k/run.sh [RAW_DIR] [MINUTES] [TGT]
+#   bash recipes/multi30k/run.sh [RAW_DIR] [MINUTES] [TGT] [PRESET]
 # RAW_DIR holds train/val/test_2016_flickr .en.gz/.TGT.gz (default: ../shared/data/multi30k, or
 # downloaded into data/multi30k-raw when that is missing); TGT is de (default) or fr. Interrupt it
 # at any time and run it again: training resumes from its last checkpoint and stops at MINUTES of
 # training in all. Everything is chosen on the validation set (which weights: the last checkpoint,
 # the average of the last 3 or the EMA; then the length penalty); the test set is scored once, with
-# the choice (skipped, with a message, when RAW_DIR has no test file for TGT).
+# the choice (skipped, with a message, when RAW_DIR has no test file for TGT). PRESET is small (the
+# default) or small-deep (6 encoder layers and 1 decoder layer, about small's parameters: faster
+# to decode at batch 1), with the same schedule; its run is runs/multi30k-small-deep.
 set -euo pipefail
 RAW=${1:-../shared/data/multi30k}
 MINUTES=${2:-60}
 TGT=${3:-de}
-RUN=runs/multi30k-small
+PRESET=${4:-small}
+RUN=runs/multi30k-$PRESET
 DATA=data/multi30k
 if [ "$TGT" != de ]; then RUN=$RUN-$TGT; DATA=$DATA-en$TGT; fi
 if [ ! -f "$RAW/train.en.gz" ] || [ ! -f "$RAW/train.$TGT.gz" ]; then
@@ -25,7 +28,8 @@ transduce prepare --train-prefix "$RAW/train" --valid-prefix "$RAW/val" $TEST \
   --src en --tgt "$TGT" --out "$DATA" --vocab-size 8000
 RESUME=""
 [ -f "$RUN/config.json" ] && RESUME="--resume"
-transduce train "$DATA" --out "$RUN" --config recipes/multi30k/small.toml --max-time "${MINUTES}m" $RESUME
+transduce train "$DATA" --out "$RUN" --config recipes/multi30k/small.toml \
+  --preset "$PRESET" --max-time "${MINUTES}m" $RESUME
 transduce plot "$RUN"
 valid_bleu() {  # candidate alpha -> validation BLEU (beam 4)
   transduce evaluate "$1" --src "$RAW/val.en.gz" --ref "$RAW/val.$TGT.gz" --alpha "$2" --json \

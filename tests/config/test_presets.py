@@ -40,3 +40,18 @@ def test_a_preset_refuses_an_unknown_field_before_building():
     with pytest.raises(ValueError, match="did you mean 'dropout'"):
         ModelConfig.preset("base", drop_out=0.1)
     assert ModelConfig.preset_names()[:4] == ["base", "big", "small", "tiny"]
+
+
+@pytest.mark.parametrize("deep, like", [("small-deep", "small"), ("base-deep", "base")])
+def test_a_deep_encoder_and_shallow_decoder_spend_about_their_namesake_s_parameters(deep, like):
+    import torch
+
+    from transduce import Transformer
+
+    config = ModelConfig.preset(deep, vocab_size=8000)
+    assert config.decoder_layers == 1 and config.encoder_layers >= 6
+    assert config.d_model == ModelConfig.preset(like).d_model
+    with torch.device("meta"):
+        sizes = [Transformer(ModelConfig.preset(name, vocab_size=8000)).num_parameters()["total"]
+                 for name in (deep, like)]
+    assert abs(sizes[0] / sizes[1] - 1) < 0.05, sizes

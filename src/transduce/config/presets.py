@@ -13,6 +13,16 @@ PRESETS: dict[str, dict[str, Any]] = {
              "max_positions": 256},
 }
 
+# A deep encoder and a shallow decoder (Kasai et al. 2021, "Deep Encoder, Shallow Decoder"): about
+# the parameters of the preset they are named after, spent where a step costs nothing, since at
+# batch 1 each decoding step reads every decoder layer's weights and the encoder runs once.
+PRESETS.update(
+    {
+        "small-deep": {**PRESETS["small"], "encoder_layers": 6, "decoder_layers": 1},
+        "base-deep": {"encoder_layers": 12, "decoder_layers": 1},
+    }
+)
+
 # The descendants: GPT keeps the decoder without cross-attention; GPT-2's choices are
 # pre-LN, learned positions, tanh-GELU, unscaled embeddings, the output tied to the embedding.
 _GPT = {
