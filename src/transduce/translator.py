@@ -106,6 +106,8 @@ class Translator:
 
         if not 1 <= tokens <= 64:
             raise TransduceError(f"--draft-tokens {tokens}: from 1 to 64")
+        if isinstance(self.model, Ensemble):
+            raise TransduceError("--draft checks proposals with one model, not an ensemble")
         if str(draft) == "self-int8":
             if self.device.type != "cpu":
                 raise TransduceError("--draft self-int8 runs on the CPU; on a GPU draft with a "
@@ -124,6 +126,10 @@ class Translator:
             if mine != theirs:
                 raise TransduceError(f"--draft {draft}: its tokenizer is not the model's (another "
                                      "fingerprint); train the draft on the model's prepared data")
+            pairs = [(info.get("src"), info.get("tgt")) for info in (self.info, other.info)]
+            if pairs[0] != pairs[1]:
+                raise TransduceError(f"--draft {draft}: it translates {pairs[1][0]} -> "
+                                     f"{pairs[1][1]}, the model {pairs[0][0]} -> {pairs[0][1]}")
             model = other.model
         try:
             check_draft(self.model, model)

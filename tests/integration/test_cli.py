@@ -184,7 +184,16 @@ def test_a_draft_gives_greedy_search_s_translations_and_says_how_many_it_guessed
     info = json.loads((other / "model.json").read_text())
     info["tokenizer"]["fingerprint"] = "0" * 16
     (other / "model.json").write_text(json.dumps(info))
+    turned = tmp_path / "turned"
+    shutil.copytree(trained / "run" / "best", turned)
+    info["tokenizer"]["fingerprint"] = json.loads((turned / "model.json").read_text())[
+        "tokenizer"]["fingerprint"]
+    info["src"], info["tgt"] = info["tgt"], info["src"]
+    (turned / "model.json").write_text(json.dumps(info))
+    failed = cli("translate", run, run, "--draft", "self:1", input=text, check=False)
+    assert failed.returncode == 2 and "not an ensemble" in failed.stderr
     for flags, words in ((["--draft", str(other)], "its tokenizer is not the model's"),
+                         (["--draft", str(turned)], "it translates de -> en, the model en -> de"),
                          (["--draft", "self:1", "--beam", "5"], "--draft searches greedily"),
                          (["--draft", "self:9"], "takes 1 to 1 of its 2")):
         failed = cli("translate", run, *flags, input=text, check=False)
