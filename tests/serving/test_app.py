@@ -445,3 +445,20 @@ def test_docs_page_works_offline(translator):
         and "<script" not in page.text
         and "cdn" not in page.text.lower()
     )
+
+
+def test_a_drafted_translator_is_served_greedily_with_the_same_translations(served_run):
+    from transduce.serving.app import batching_mode
+
+    drafted, plain = load(served_run), load(served_run)
+    drafted.use_draft("self:1", 3)
+    greedy = ServeSettings(decode=DecodeConfig(beam=1), max_beam=1)
+    with pytest.raises(ValueError, match="serve it with --beam 1 and --max-beam 1"):
+        create_app(drafted, ServeSettings(decode=DecodeConfig(beam=1)))
+    app = create_app(drafted, greedy)
+    assert batching_mode(greedy, False, "cuda", app.state.service.continuous)[0] == "dynamic"
+    with TestClient(app, base_url=LOCAL) as client, client_for(plain, **vars(greedy)) as other:
+        answer = client.post("/v1/translate", json={"text": SENTENCES}).json()["translations"]
+        assert answer == other.post("/v1/translate", json={"text": SENTENCES}).json()[
+            "translations"]
+    assert drafted.draft.proposed > 0
