@@ -25,6 +25,7 @@ from common import machine, save  # noqa: E402
 
 from transduce import load  # noqa: E402
 from transduce.config import DecodeConfig  # noqa: E402
+from transduce.data.corpus import read_lines  # noqa: E402
 from transduce.decoding import Draft, SearchOptions, search  # noqa: E402
 from transduce.data.dataset import pad_sequences  # noqa: E402
 
@@ -42,8 +43,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     translator = load(args.run, device="cpu", compile="off")
     model, config = translator.model, translator.model.config
-    lines = [line for line in Path(args.src).read_text(encoding="utf-8").splitlines()
-             if line.strip()][: args.sentences]
+    lines = [line for line in read_lines(args.src) if line.strip()][: args.sentences]
     sources = [pad_sequences([ids], config.pad_id, suffix=config.eos_id)
                for ids in translator.encode(lines)]
     decode = DecodeConfig(beam=1)

@@ -60,12 +60,15 @@ def load(path, device: str = "auto", precision: str = "fp32", compile="auto", dr
     folder, task = checkpoint_task(path)
     facade = __getattr__(task.facade)
     if draft is not None and task.facade != "Translator":
-        raise TransduceError(f"draft: {path} holds {task.what}; a draft is for translation models")
+        raise TransduceError(f"--draft is for translation models; {path} holds {task.what}")
     if task.facade in ("Translator", "Parser"):
         loaded = facade.load(folder, device=device, precision=precision, compile=compile)
         if draft is not None:
             loaded.use_draft(draft, draft_tokens)
         return loaded
+    if compile in ("on", True):
+        raise TransduceError(f"--compile on captures a search step; {path} holds {task.what}, "
+                             "which runs eagerly")
     return facade.load(folder, device=device, precision=precision)
 
 

@@ -83,7 +83,7 @@ class Parser:
     def _trees(self, lines: Sequence[str], decode: Optional[DecodeConfig], constrained: bool,
                progress: bool, first_line: int, **options) -> list[tuple[Optional[Tree], float]]:
         """Each line's tree (None for an empty line) and its score."""
-        decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
+        decode = parsing_search(decode, options)
         lines = listed(lines, "lines (one sentence each)", "Parser.parse")
         todo = [i for i, line in enumerate(lines) if line.strip()]
         sources, words = self.sentences([lines[i] for i in todo], decode,
@@ -149,7 +149,7 @@ class Parser:
     def attention(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None, **options):
         """Every layer's and head's attention (as ``Translator.attention``) while the model writes
         each line's tree, the constrained search's own (search options as ``parse``'s)."""
-        decode = search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)
+        decode = parsing_search(decode, options)
         lines = listed(lines, "lines (one sentence each)", "Parser.attention")
         sources, words = self.sentences(lines, decode, list(range(1, len(lines) + 1)))
         found = self.search(sources, words, decode)
@@ -190,3 +190,8 @@ class Parser:
                                      "allowed (--max-len-a x source length + --max-len-b, capped "
                                      f"by the model's max_positions {positions}); split the "
                                      "sentence or raise --max-len-b")
+
+
+def parsing_search(decode: Optional[DecodeConfig], options: dict) -> DecodeConfig:
+    """A call's search: ``decode`` or the options by name, else the paper's for parsing."""
+    return search_settings(decode, options) if decode or options else DecodeConfig(**PARSING)

@@ -105,11 +105,6 @@ def auto_precision(device: torch.device, inference: bool = False) -> tuple[str, 
     return "fp32", f"bf16 autocast is not measured on {device.type}"
 
 
-def default_precision(device: torch.device, inference: bool = False) -> str:
-    """``auto_precision``'s choice alone."""
-    return auto_precision(device, inference)[0]
-
-
 def resolve_precision(precision: str, device: torch.device, inference: bool = False) -> str:
     """``auto`` -> what measured faster on the device (``auto_precision``); fp16 only on CUDA (it
     needs a gradient scaler there); int8 (quantized weights) only for inference, on the CPU."""
@@ -122,10 +117,18 @@ def resolve_precision(precision: str, device: torch.device, inference: bool = Fa
                                  "bf16, fp16 or fp32")
         return precision
     if precision == "auto":
-        return default_precision(device, inference)
+        return auto_precision(device, inference)[0]
     if precision == "fp16" and device.type != "cuda":
         raise TransduceError("--precision fp16 runs on CUDA only; on this device use bf16 or fp32")
     return precision
+
+
+def decide_precision(precision: str, device: torch.device, inference: bool = False) -> str:
+    """``resolve_precision``, saying on stderr, as a command starts, what ``auto`` chose and why."""
+    if precision == "auto":
+        precision, why = auto_precision(device, inference)
+        print(f"precision {precision} (--precision auto: {why})", file=sys.stderr)
+    return resolve_precision(precision, device, inference=inference)
 
 
 def autocast(device: torch.device, precision: str):
@@ -236,10 +239,7 @@ def engine(device: str = "auto", precision: str = "fp32", compile: str | bool = 
     """The one place the flags ``--device``, ``--precision`` and ``--compile`` become an
     ``Engine``, checked together before any weight is read."""
     dev = pick_device(device)
-    if precision == "auto":  # the choice and its reason, as the command starts
-        chosen, why = auto_precision(dev, inference)
-        print(f"precision {chosen} (--precision auto: {why})", file=sys.stderr)
-    precision = resolve_precision(precision, dev, inference=inference)
+    precision = decide_precision(precision, dev, inference)
     return Engine(dev, precision, compile_choice(compile, dev, precision))
 
 

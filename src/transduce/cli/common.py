@@ -148,14 +148,7 @@ def task_search(args, task):
         flag = "--" + foreign[0].replace("_", "-")
         raise TransduceError(f"{flag} does not apply to {task.what}: `transduce {task.verb} "
                              "--help` lists the search options it takes")
-    values = {**task.search, **given}
-    if values.get("sampling"):
-        values["beam"] = 1
-    try:
-        return DecodeConfig(**values)
-    except ValueError as error:
-        flag = "--" + str(error).split(" ")[0].split("=")[0].replace("_", "-")
-        raise TransduceError(f"{flag}: {error}") from None
+    return _decode_of({**task.search, **given})
 
 
 def add_draft_options(p) -> None:
@@ -174,9 +167,11 @@ def add_draft_options(p) -> None:
 def draft_search(args, decode):
     """The search with ``--draft`` in force, checked before any model loads: greedy (a beam other
     than the default's, ``--nbest`` or ``--sampling`` is an error)."""
+    from ..config import DecodeConfig
+
     if getattr(args, "draft", None) is None:
         return decode
-    if decode.beam not in (1, 4) or decode.sampling or decode.nbest > 1:
+    if decode.beam not in (1, DecodeConfig().beam) or decode.sampling or decode.nbest > 1:
         raise TransduceError("--draft searches greedily: leave out --beam, --nbest and "
                              "--sampling (a draft's proposals are checked against the model's "
                              "greedy choice)")
@@ -189,7 +184,7 @@ def say_draft(translator) -> None:
     """The draft's acceptance, on stderr, after a search that used one."""
     import sys
 
-    draft = getattr(translator, "draft", None)
+    draft = translator.draft
     if draft is not None and draft.proposed:
         print(f"draft: {draft.accepted:,} of {draft.proposed:,} proposed tokens kept "
               f"({100 * draft.rate:.1f}%)", file=sys.stderr)
@@ -218,9 +213,16 @@ def decode_config(args, **fixed):
     from ..config import DecodeConfig
 
     values = {f.name: getattr(args, f.name) for f in fields(DecodeConfig) if hasattr(args, f.name)}
+    return _decode_of({**values, **fixed})
+
+
+def _decode_of(values: dict):
+    """``DecodeConfig(**values)`` (sampling searches one row), or a message naming the flag of
+    the refused value."""
+    from ..config import DecodeConfig
+
     if values.get("sampling"):
-        values["beam"] = 1
-    values.update(fixed)
+        values = {**values, "beam": 1}
     try:
         return DecodeConfig(**values)
     except ValueError as error:

@@ -144,21 +144,6 @@ def flagged(error: ValueError) -> TransduceError:
     return TransduceError(text)
 
 
-def load_served(args, folder, task, decode: DecodeConfig):
-    """The facade of the run's task, loaded as its command loads it."""
-    import transduce
-
-    facade = getattr(transduce, task.facade)
-    if task.facade in ("Translator", "Parser"):
-        return facade.load(folder, device=args.device, precision=args.precision,
-                           compile=args.compile)
-    if args.compile == "on":
-        raise TransduceError(f"--compile captures a search step; {task.what} is run eagerly")
-    if task.facade == "Transcriber":
-        return facade.load(folder, device=args.device, precision=args.precision, decode=decode)
-    return facade.load(folder, device=args.device, precision=args.precision)
-
-
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket, or a message saying why there is none."""
     if not 0 <= port <= 65535:
@@ -201,8 +186,10 @@ def run(args) -> int:
         raise TransduceError("transduce serve needs FastAPI and uvicorn: pip install "
                              "'transduce[serve]' (from a clone: pip install -e "
                              "'.[serve]')") from None
+    import transduce
+
     from ..loading import checkpoint_task
-    from ..serving.app import batching_mode, create_app
+    from ..serving.app import create_app
     from ..serving.server import GracefulServer, head_deadline
     from ..serving.services import SERVED
 
@@ -212,43 +199,31 @@ def run(args) -> int:
         raise TransduceError(f"{args.model} holds {task.what}; transduce serve serves "
                              "translation, parsing, image classification and speech recognition "
                              f"models (run this one with transduce {task.verb})")
-    decode = task_search(args, task)
-    if args.draft is not None:
-        if task.facade != "Translator":
-            raise TransduceError(f"--draft is for translation models; {args.model} holds "
-                                 f"{task.what}")
-        decode = draft_search(args, decode)
+    decode = draft_search(args, task_search(args, task))
     settings = _settings(args, decode)
     sock = bind(args.host, args.port)
     try:
         threads = set_threads(args.threads)
         started = time.monotonic()
-        facade = load_served(args, folder, task, decode)
-        if args.draft is not None:
-            facade.use_draft(args.draft, args.draft_tokens)
-        runs = getattr(facade, "translator", facade)  # (a parser searches with its translator)
-        compiled = bool(getattr(runs, "compiled", False))
-        if compiled:
-            runs.prepare_compile(compiled)
+        facade = transduce.load(folder, args.device, args.precision, args.compile,
+                                draft=args.draft, draft_tokens=args.draft_tokens)
         try:
-            app = create_app(facade, settings, compiled=compiled)
+            app = create_app(facade, settings)
         except ValueError as error:
             raise flagged(error) from None
     except BaseException:
         sock.close()
         raise
-    info = runs.info
-    url = url_of(sock, args.host)
     service = app.state.service
-    languages = f", {info.get('src')} -> {info.get('tgt')}" if task.verb == "translate" else ""
-    print(f"serving {runs.folder} ({task.what}{languages}: POST {service.route}), loaded in "
-          f"{time.monotonic() - started:.1f} s", file=sys.stderr)
-    mode, why = batching_mode(settings, compiled, runs.device, service.continuous)
+    runs, compiled, (mode, why) = service.runs, service.compiled, app.state.batching
+    url = url_of(sock, args.host)
+    print(f"serving {runs.folder} ({task.what}{service.described()}: POST {service.route}), "
+          f"loaded in {time.monotonic() - started:.1f} s", file=sys.stderr)
     budget = f"up to {decode.max_tokens} tokens / {decode.max_sentences} {service.noun}"
     described = {"continuous": f"continuous ({budget} in flight)",
                  "dynamic": f"dynamic ({budget} a batch, waiting at most {settings.max_wait_ms:g} "
                             "ms)", "off": "off"}
-    searched = "" if task.verb == "classify" else f"; beam {decode.beam}, alpha {decode.alpha}"
+    searched = service.searched()
     if args.draft is not None:
         searched += f", draft {args.draft} proposing up to {args.draft_tokens} tokens"
     print(f"device {runs.device}, precision {runs.precision}, {threads} "

@@ -310,7 +310,7 @@ class StartingPoint:
 
 
 def run(args) -> int:
-    from ..runtime import auto_precision, bound_kernel_cache, pick_device, resolve_precision
+    from ..runtime import bound_kernel_cache, decide_precision, pick_device
     from ..training import RunSettings, Trainer
 
     # before the first kernel: the varying batch shapes would fill the default ones
@@ -318,10 +318,7 @@ def run(args) -> int:
 
     threads = set_threads(args.threads)
     device = pick_device(args.device)
-    precision = resolve_precision(args.precision, device)
-    if args.precision == "auto":
-        print(f"precision {precision} (--precision auto: {auto_precision(device)[1]})",
-              file=sys.stderr)
+    precision = decide_precision(args.precision, device)
     more_time = parse_duration(args.more_time, "--more-time")
     if more_time is not None and not args.resume:
         raise TransduceError("--more-time continues a run: use it with --resume (a new run takes "

@@ -57,7 +57,7 @@ def decode_audio(source, sample_rate: int = SAMPLE_RATE, most: Optional[float] =
     held more (whatever its header claimed)."""
     import soundfile
 
-    path = source
+    path = source  # (a name, or a file object whose str is one: the messages' subject)
     try:
         with soundfile.SoundFile(source) as handle:
             rate = handle.samplerate

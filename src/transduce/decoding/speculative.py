@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..config import DecodeConfig
-from .common import Hypothesis, max_lengths
-from .modifiers import LengthRules
+from .common import Hypothesis, banned_tokens, constrain, max_lengths
 
 SPECIALS = ("pad_id", "bos_id", "eos_id", "start_id", "vocab_size", "target_vocab_size")
 
@@ -84,14 +81,14 @@ def speculative_greedy(model, src: Tensor, decode: DecodeConfig, draft: Draft
 
 
 def _rules(config, decode: DecodeConfig, max_len: int, device) -> callable:
-    """The length rules of greedy search for positions ``steps`` of one sentence at once."""
-    rules = LengthRules(config, decode.min_len, device)
+    """Greedy search's length rules (``common.constrain``) for consecutive positions of one
+    sentence at once: ``adjust(logprobs (n, V), first)``, positions ``first .. first + n - 1``."""
+    banned = banned_tokens(config, device)
 
     def adjust(logprobs: Tensor, first: int) -> Tensor:
         steps = torch.arange(first, first + logprobs.size(0), device=device)
-        step = SimpleNamespace(steps=steps, max_len=torch.full_like(steps, max_len), per_row=1,
-                               may_end=True)
-        return rules.adjust(logprobs, step)
+        return constrain(logprobs, steps, config, torch.full_like(steps, max_len), decode.min_len,
+                         None, banned=banned)
     return adjust
 
 
@@ -99,14 +96,14 @@ class _Reader:
     """A model, its cache for one sentence and the tokens the cache has read (start first)."""
 
     def __init__(self, model, src: Tensor, capacity: int) -> None:
-        self.model = model
+        self.model, self.device = model, src.device
         self.cache = model.start_decoding(src, model.encode(src), capacity=capacity)
         self.read: list[int] = []
 
     def logprobs(self, tokens: list[int]) -> Tensor:
         """Read ``tokens`` after what was read; the next-token log-probabilities after each
         ``(len(tokens), V)``."""
-        ids = torch.tensor([tokens], device=self.cache.layers[0].self_k.device)
+        ids = torch.tensor([tokens], device=self.device)
         logits = self.model.decode(ids, self.cache)[0]
         self.read += tokens
         return torch.log_softmax(logits.float(), dim=-1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import html
 from importlib import resources
+from typing import Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import HTTPException
@@ -21,7 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
 from .batcher import Batcher
 from .continuous import ContinuousBatcher
-from .gate import API_PATHS, LOOPBACK_HOSTS, Gate, Gatekeeper
+from .gate import API_PATHS, LOOPBACK_HOSTS, TASK_ROUTES, Gate, Gatekeeper
 from .metrics import Metrics
 from .schemas import ApiError, ServeSettings
 from .services import service_for
@@ -71,9 +72,12 @@ def model_name(runs) -> str:
     )
 
 
-def create_app(facade, settings: ServeSettings = ServeSettings(), compiled: bool = False):
-    """The app; its lifespan starts and stops the batcher's worker. A setting the task does not
-    take is a ValueError (``--ctc-weight`` for translation, continuous batching for images)."""
+def create_app(facade, settings: ServeSettings = ServeSettings(),
+               compiled: Optional[bool] = None):
+    """The app; its lifespan starts and stops the batcher's worker. ``compiled``: whether the
+    decode step is captured (None: as the facade was loaded). A setting the task does not take is
+    a ValueError (``--ctc-weight`` for translation, continuous batching for images).
+    ``app.state`` holds the service, the batching ``(mode, why)`` and the rest the app runs on."""
     from contextlib import asynccontextmanager
 
     import torch
@@ -82,10 +86,10 @@ def create_app(facade, settings: ServeSettings = ServeSettings(), compiled: bool
     from ..version import __version__
 
     service = service_for(facade, settings, compiled)
-    runs = service.runs
+    runs, compiled = service.runs, service.compiled
     gate = Gate()
     metrics = Metrics()
-    mode, _ = batching_mode(settings, compiled, runs.device, service.continuous)
+    mode, why = batching_mode(settings, compiled, runs.device, service.continuous)
     common = dict(max_wait=settings.max_wait_ms / 1000, queue_limit=settings.queue_limit,
                   compiled=compiled,
                   on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds, r.done))
@@ -146,7 +150,7 @@ def create_app(facade, settings: ServeSettings = ServeSettings(), compiled: bool
         metrics,
         settings,
     )
-    app.state.service = service
+    app.state.service, app.state.batching = service, (mode, why)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError):
@@ -223,9 +227,6 @@ def create_app(facade, settings: ServeSettings = ServeSettings(), compiled: bool
             app.add_api_route(route, elsewhere(route, service), methods=["POST"],
                               include_in_schema=False)
     return app
-
-
-TASK_ROUTES = ("/v1/translate", "/v1/parse", "/v1/classify", "/v1/transcribe")
 
 
 def elsewhere(route: str, service):

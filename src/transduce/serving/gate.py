@@ -11,8 +11,9 @@ from typing import Optional
 
 from .metrics import Metrics
 
-API_PATHS = ("/", "/health", "/metrics", "/v1/model", "/v1/translate", "/v1/parse", "/v1/classify",
-             "/v1/transcribe", "/docs", "/openapi.json")
+# every task's route (a server has its own model's; a service in ``services`` names each)
+TASK_ROUTES = ("/v1/translate", "/v1/parse", "/v1/classify", "/v1/transcribe")
+API_PATHS = ("/", "/health", "/metrics", "/v1/model", *TASK_ROUTES, "/docs", "/openapi.json")
 
 
 class Gate:

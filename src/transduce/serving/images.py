@@ -8,6 +8,8 @@ An image is refused by its header, before a pixel is decoded, when it is wider t
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from ..data.images import open_image, read_image
@@ -26,7 +28,8 @@ class ImageService(Service):
     page = "classify.html"
     uploads = ("image/",)
 
-    def __init__(self, classifier, settings: ServeSettings, compiled: bool = False) -> None:
+    def __init__(self, classifier, settings: ServeSettings, compiled: Optional[bool] = None
+                 ) -> None:
         super().__init__(classifier, settings, compiled)
         if settings.decode != type(settings.decode)():
             raise ValueError("search options do not apply to image classification")
@@ -55,6 +58,9 @@ class ImageService(Service):
             raise ApiError(422, "rollout follows the [CLS] position; this model pools the mean")
         pixels = torch.from_numpy(pixels.copy())
         return Ask([(pixels, asked["rollout"])], self.settings.decode, asked)
+
+    def searched(self) -> str:
+        return ""  # (a forward pass, no search)
 
     def cost(self, item) -> int:
         c = self.facade.config

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Optional
 
 from ..errors import TransduceError
 from .schemas import DIGITS, ApiError, ParseRequest, ServeSettings, parse_request
@@ -19,9 +20,10 @@ class ParsingService(Service):
     noun = "sentences"
     page = "parse.html"
 
-    def __init__(self, parser, settings: ServeSettings, compiled: bool = False) -> None:
+    def __init__(self, parser, settings: ServeSettings, compiled: Optional[bool] = None) -> None:
         super().__init__(parser, settings, compiled)
         self.runs = parser.translator
+        self.compiled = parser.translator.compiled  # (the parser's search reads it there)
         decode = settings.decode
         if decode.ctc_weight or decode.nbest > 1 or decode.min_len:
             raise ValueError("parsing searches for the best tree: --ctc-weight, --nbest and "

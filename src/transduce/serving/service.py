@@ -10,7 +10,7 @@ import asyncio
 import io
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from fastapi import Request
 
@@ -50,11 +50,20 @@ class Service(Searches):
     noun = "items"  # what its items are called in messages
     continuous = False  # whether continuous batching can serve it (translation's running search)
 
-    def __init__(self, facade, settings: ServeSettings, compiled: bool = False) -> None:
-        super().__init__(facade, compiled)
+    def __init__(self, facade, settings: ServeSettings, compiled: Optional[bool] = None) -> None:
+        super().__init__(facade, bool(compiled))
         self.facade, self.settings = facade, settings
         # what holds the model, its info, folder, device and precision (a parser's translator)
         self.runs = facade
+
+    def described(self) -> str:
+        """What the start-up line says of the model beside its task (a translation's languages)."""
+        return ""
+
+    def searched(self) -> str:
+        """What the start-up line says of the search."""
+        decode = self.settings.decode
+        return f"; beam {decode.beam}, alpha {decode.alpha}"
 
     def read(self, body: bytes, query: Mapping[str, str]) -> Ask:
         """The request (its body and query), checked: a 4xx ``ApiError`` naming what is wrong."""

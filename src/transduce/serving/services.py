@@ -4,6 +4,7 @@ the facade's class (the facades are above serving's reach: it knows them by name
 from __future__ import annotations
 
 from importlib import import_module
+from typing import Optional
 
 from .schemas import ServeSettings
 from .service import Service
@@ -16,9 +17,9 @@ SERVED = {
 }
 
 
-def service_for(facade, settings: ServeSettings, compiled: bool = False) -> Service:
-    """The service of ``facade``'s task; a ValueError for a facade no service serves, or a
-    setting its task does not take."""
+def service_for(facade, settings: ServeSettings, compiled: Optional[bool] = None) -> Service:
+    """The service of ``facade``'s task (``compiled`` None: the facade's own choice); a ValueError
+    for a facade no service serves, or a setting its task does not take."""
     for kind in type(facade).__mro__:
         if kind.__name__ in SERVED:
             module, name = SERVED[kind.__name__]

@@ -8,6 +8,8 @@ bounded by ``--max-body-bytes`` at the gate."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..data.audio import SAMPLE_RATE, TooLong, decode_audio
 from ..errors import DataError
 from .schemas import ApiError, ServeSettings
@@ -24,7 +26,8 @@ class SpeechService(Service):
     page = "transcribe.html"
     uploads = ("audio/",)
 
-    def __init__(self, transcriber, settings: ServeSettings, compiled: bool = False) -> None:
+    def __init__(self, transcriber, settings: ServeSettings, compiled: Optional[bool] = None
+                 ) -> None:
         super().__init__(transcriber, settings, compiled)
         decode = settings.decode
         if decode.ctc_weight and transcriber.model.ctc is None:

@@ -25,10 +25,15 @@ class TranslationService(Service):
     noun = "sentences"
     continuous = True
 
-    def __init__(self, translator, settings: ServeSettings, compiled: bool = False) -> None:
+    def __init__(self, translator, settings: ServeSettings,
+                 compiled: Optional[bool] = None) -> None:
         super().__init__(translator, settings, compiled)
+        # None: the translator's own choice, made when it was loaded
+        self.compiled = translator.compiled if compiled is None else compiled
+        if self.compiled:
+            translator.prepare_compile(self.compiled)
         # a draft's search is one sentence at a time: dynamic batching only
-        self.continuous = getattr(translator, "draft", None) is None
+        self.continuous = translator.draft is None
         if self.draft_refused(translator, settings):
             raise ValueError("--draft searches greedily: serve it with --beam 1 and --max-beam 1")
         if settings.decode.ctc_weight:
@@ -37,7 +42,11 @@ class TranslationService(Service):
 
     @staticmethod
     def draft_refused(translator, settings: ServeSettings) -> bool:
-        return getattr(translator, "draft", None) is not None and settings.max_beam > 1
+        return translator.draft is not None and settings.max_beam > 1
+
+    def described(self) -> str:
+        info = self.facade.info
+        return f", {info.get('src')} -> {info.get('tgt')}"
 
     def model(self) -> dict:
         translator, decode, config = self.facade, self.settings.decode, self.facade.model.config

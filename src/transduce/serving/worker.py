@@ -50,7 +50,7 @@ class Searches:
         """Each item's output, in order (here: its hypotheses, best first)."""
         translator = self.translator
         return translate_ids(translator.model, items, decode, precision=translator.precision,
-                             compile=self.compiled, draft=getattr(translator, "draft", None))
+                             compile=self.compiled, draft=translator.draft)
 
     def cost(self, item) -> int:
         """The item's length in a batch's budget (``decode.max_tokens``)."""
