@@ -168,6 +168,8 @@ def test_images_and_text_do_not_mix(bars, trained, tmp_path, reverse_run):
          "is an image classifier, which does not generate"),
         (["serve", str(trained), "--beam", "5"], "--beam does not apply to an image classifier: "
                                                   "`transduce classify --help` lists"),
+        (["serve", str(trained), "--compile", "on", "--port", "0"],
+         "--compile on captures a search step;"),
         (["attention", str(trained), "--image", str(bars / "test"), "--src", "a b",
           "--out", str(tmp_path / "x.png")], "--src and --tgt are for translation models"),
         (["evaluate", str(trained), "--images", str(bars / "test"), "--ref", "x"],
