@@ -16,7 +16,7 @@ from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Draft, Ensemble, forced_attention, shallow_copy, translate_ids
 from .decoding.speculative import check_draft
-from .inference import int8_copy
+from .inference import unsupported
 from .errors import TransduceError, listed
 from .evaluate import Evaluation, score
 from .loading import load_checked
@@ -108,11 +108,21 @@ class Translator:
             raise TransduceError(f"--draft-tokens {tokens}: from 1 to 64")
         if isinstance(self.model, Ensemble):
             raise TransduceError("--draft checks proposals with one model, not an ensemble")
+        if self.precision == "int8" or self.precision == "bf16" and self.device.type == "cpu":
+            raise TransduceError(f"--draft with --precision {self.precision}: the model checks "
+                                 "proposals in fp32 on the CPU (several tokens at once must choose "
+                                 "as one token at a time does); for int8's speed, --draft self-int8")
+        precision = "fp32"  # the draft's fast step's
         if str(draft) == "self-int8":
             if self.device.type != "cpu":
                 raise TransduceError("--draft self-int8 runs on the CPU; on a GPU draft with a "
                                      "smaller model or self:N")
-            model = int8_copy(self.model)
+            reason = unsupported(self.model.config)
+            if reason is not None:  # (the fast step holds the int8 weights)
+                raise TransduceError(f"--draft self-int8 drafts with the fast decode step, which "
+                                     f"does not serve this model ({reason}); draft with self:N "
+                                     "or a smaller model")
+            model, precision = self.model, "int8"
         elif str(draft).startswith("self:"):
             layers = str(draft)[5:]
             try:
@@ -135,7 +145,7 @@ class Translator:
             check_draft(self.model, model)
         except ValueError as error:
             raise TransduceError(f"--draft {draft}: {error}") from None
-        self.draft = Draft(model, tokens)
+        self.draft = Draft(model, tokens, precision)
         return self.draft
 
     @classmethod

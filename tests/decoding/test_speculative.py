@@ -10,7 +10,6 @@ from transduce import ModelConfig, Transformer
 from transduce.config import DecodeConfig
 from transduce.decoding import Draft, shallow_copy, translate_ids
 from transduce.decoding.speculative import check_draft
-from transduce.inference import int8_copy
 
 
 def model_of(seed: int, device, **overrides):
@@ -32,17 +31,17 @@ def test_every_draft_and_k_give_the_model_s_greedy_output(device, decode):
               "another model": model_of(1, device, decoder_layers=1),
               "a model of another mind": model_of(7, device, d_model=32, d_ff=64)}
     if torch.device(device).type == "cpu":  # (int8 weights are the CPU's)
-        drafts["its int8 copy"] = int8_copy(model)
+        drafts["its int8 weights"] = model
     alone = translate_ids(model, sources(), decode)
     for name, draft_model in drafts.items():
         for k in (1, 3, 5) if name == "its first layer" else (2,):
-            draft = Draft(draft_model, k)
+            draft = Draft(draft_model, k, "int8" if name == "its int8 weights" else "fp32")
             got = translate_ids(model, sources(), decode, draft=draft)
             assert [h[0].tokens for h in got] == [h[0].tokens for h in alone], (name, k)
             assert [h[0].logprob for h in got] == pytest.approx([h[0].logprob for h in alone],
                                                                 abs=1e-4)
             assert draft.proposed > 0 and 0 <= draft.accepted <= draft.proposed
-            if draft_model is model:  # the model drafting for itself: every proposal kept
+            if name == "itself":  # the model drafting for itself: every proposal kept
                 assert draft.accepted == draft.proposed, k
     assert Draft(model, 4).rate == 0.0
 
@@ -52,7 +51,7 @@ def test_a_trained_model_s_translations_are_its_own_whatever_drafts(reverser):
     ids = [row[(row != 0) & (row != model.config.eos_id)].tolist() for row in src[:12]]
     decode = DecodeConfig(beam=1)
     greedy = [h[0].tokens for h in translate_ids(model, ids, decode)]
-    shallow, int8 = Draft(shallow_copy(model, 1), 3), Draft(int8_copy(model), 3)
+    shallow, int8 = Draft(shallow_copy(model, 1), 3), Draft(model, 3, "int8")
     for draft in (shallow, int8):
         assert [h[0].tokens for h in translate_ids(model, ids, decode, draft=draft)] == greedy
     # (measured 0.12: one layer was never trained to predict alone; it guesses, the model decides)
@@ -67,6 +66,11 @@ def test_what_a_draft_cannot_serve_is_refused(device):
                           (DecodeConfig(beam=1, sampling=True), "not sampling")):
         with pytest.raises(ValueError, match=words):
             translate_ids(model, sources(), decode, draft=draft)
+    if torch.device(device).type == "cpu":
+        for precision in ("int8", "bf16"):
+            with pytest.raises(ValueError, match=f"not {precision} weights"):
+                translate_ids(model, sources(), DecodeConfig(beam=1), precision=precision,
+                              draft=draft)
     with pytest.raises(ValueError, match="not forced prefixes"):
         translate_ids(model, sources()[:1], DecodeConfig(beam=1), prefixes=[[5]], draft=draft)
     with pytest.raises(ValueError, match="the draft's vocab_size is 60, the model's 50"):

@@ -195,6 +195,8 @@ def test_a_draft_gives_greedy_search_s_translations_and_says_how_many_it_guessed
     for flags, words in ((["--draft", str(other)], "its tokenizer is not the model's"),
                          (["--draft", str(turned)], "it translates de -> en, the model en -> de"),
                          (["--draft", "self:1", "--beam", "5"], "--draft searches greedily"),
-                         (["--draft", "self:9"], "takes 1 to 1 of its 2")):
+                         (["--draft", "self:9"], "takes 1 to 1 of its 2"),
+                         (["--draft", "self-int8", "--precision", "int8"],
+                          "--draft with --precision int8")):
         failed = cli("translate", run, *flags, input=text, check=False)
         assert failed.returncode == 2 and words in failed.stderr, (flags, failed.stderr)

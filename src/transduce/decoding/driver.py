@@ -38,13 +38,17 @@ def speculative(model, src, decode: DecodeConfig, options: SearchOptions) -> lis
     refused = [what for what, asked in (
         ("sampling", decode.sampling), ("beam search", not decode.greedy),
         ("forced prefixes", options.prefix is not None), ("constraints", bool(options.modifiers)),
-        ("the joint CTC search", bool(decode.ctc_weight)), ("int8 weights",
-                                                            options.precision == "int8"),
+        ("the joint CTC search", bool(decode.ctc_weight)),
+        # (an int8 check of k tokens quantizes their activations together, and the CPU's bf16
+        # products are chosen by the number of rows, so the check's choices could differ from
+        # greedy search's one token at a time; a draft's precision only changes the speed)
+        (f"{options.precision} weights (draft with self-int8 instead)",
+         options.precision == "int8" or options.precision == "bf16" and src.device.type == "cpu"),
         ("a captured step", options.compile)) if asked]
     if refused:
-        raise ValueError(f"a draft serves greedy search alone (beam 1, the model's own decode): "
+        raise ValueError(f"a draft serves greedy search alone (beam 1, fp32 weights): "
                          f"not {refused[0]}")
-    return speculative_greedy(model, src, decode, options.draft)
+    return speculative_greedy(model, src, decode, options.draft, options.precision)
 
 
 def search_precision(precision: str) -> tuple[str, str]:

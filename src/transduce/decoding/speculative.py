@@ -22,6 +22,8 @@ import torch
 from torch import Tensor, nn
 
 from ..config import DecodeConfig
+from ..inference import encode, fast_decoder, unsupported
+from ..inference.positions import read_positions, roll_back
 from .common import Hypothesis, banned_tokens, constrain, max_lengths
 
 SPECIALS = ("pad_id", "bos_id", "eos_id", "start_id", "vocab_size", "target_vocab_size")
@@ -30,10 +32,15 @@ SPECIALS = ("pad_id", "bos_id", "eos_id", "start_id", "vocab_size", "target_voca
 @dataclass
 class Draft:
     """A draft model and the most tokens it proposes at a time; ``proposed`` and ``accepted``
-    count its tokens over the searches it served (``rate``: the share the model kept)."""
+    count its tokens over the searches it served (``rate``: the share the model kept).
+    ``precision``: the draft's fast step's (fp32, or int8: the model's own weights as int8 make a
+    draft that needs no second model). ``adaptive``: propose one more token after a round the
+    model kept whole, one fewer after one it cut (1 to ``tokens``)."""
 
     model: nn.Module
     tokens: int = 4
+    precision: str = "fp32"
+    adaptive: bool = False
     proposed: int = 0
     accepted: int = 0
 
@@ -72,12 +79,12 @@ def shallow_copy(model, layers: int):
     return draft
 
 
-def speculative_greedy(model, src: Tensor, decode: DecodeConfig, draft: Draft
-                       ) -> list[Hypothesis]:
+def speculative_greedy(model, src: Tensor, decode: DecodeConfig, draft: Draft,
+                       precision: str = "fp32") -> list[Hypothesis]:
     """The greedy hypothesis of each sentence of ``src (B, S)`` (padded, eos included), in order,
-    each searched alone with ``draft``'s proposals."""
+    each searched alone with ``draft``'s proposals; ``precision``: the model's fast step's."""
     pad = model.config.pad_id
-    return [_search(model, row[row != pad][None], decode, draft) for row in src]
+    return [_search(model, row[row != pad][None], decode, draft, precision) for row in src]
 
 
 def _rules(config, decode: DecodeConfig, max_len: int, device) -> callable:
@@ -93,18 +100,27 @@ def _rules(config, decode: DecodeConfig, max_len: int, device) -> callable:
 
 
 class _Reader:
-    """A model, its cache for one sentence and the tokens the cache has read (start first)."""
+    """A model, its cache for one sentence and the tokens the cache has read (start first). It
+    reads through the fast step at ``precision`` where the model has one (several positions in one
+    pass, ``inference.positions``), else through the model's own ``decode``."""
 
-    def __init__(self, model, src: Tensor, capacity: int) -> None:
-        self.model, self.device = model, src.device
-        self.cache = model.start_decoding(src, model.encode(src), capacity=capacity)
+    def __init__(self, model, src: Tensor, capacity: int, precision: str = "fp32") -> None:
+        self.device = src.device
+        if unsupported(model.config) is None:
+            fast = fast_decoder(model, precision)
+            cache = fast.start(src, encode(model, src, precision), 1, capacity)
+            self._logits = lambda ids: read_positions(fast, ids, cache)
+            self._truncate = lambda length: roll_back(cache, length)
+        else:
+            cache = model.start_decoding(src, model.encode(src), capacity=capacity)
+            self._logits = lambda ids: model.decode(ids[None], cache)[0]
+            self._truncate = cache.truncate
         self.read: list[int] = []
 
     def logprobs(self, tokens: list[int]) -> Tensor:
         """Read ``tokens`` after what was read; the next-token log-probabilities after each
         ``(len(tokens), V)``."""
-        ids = torch.tensor([tokens], device=self.device)
-        logits = self.model.decode(ids, self.cache)[0]
+        logits = self._logits(torch.tensor(tokens, device=self.device))
         self.read += tokens
         return torch.log_softmax(logits.float(), dim=-1)
 
@@ -115,23 +131,24 @@ class _Reader:
             if mine != theirs:
                 break
             same += 1
-        self.cache.truncate(same)
+        self._truncate(same)
         self.read = self.read[:same]
         return sequence[same:]
 
 
 @torch.no_grad()
-def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft) -> Hypothesis:
+def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft, precision: str
+            ) -> Hypothesis:
     c = model.config
     max_len = int(max_lengths(model, src, decode)[0])
     adjust = _rules(c, decode, max_len, src.device)
-    target = _Reader(model, src, max_len + draft.tokens + 1)
-    drafter = _Reader(draft.model, src, max_len + draft.tokens + 1)
+    target = _Reader(model, src, max_len + draft.tokens + 1, precision)
+    drafter = _Reader(draft.model, src, max_len + draft.tokens + 1, draft.precision)
     sequence, logprob = [c.start_id], 0.0  # start, then the output so far
+    k = draft.tokens
     while True:
         t = len(sequence) - 1  # the next output position
-        proposals = _propose(drafter, sequence, min(draft.tokens, max_len - 1 - t), t, adjust,
-                             c.eos_id)
+        proposals = _propose(drafter, sequence, min(k, max_len - 1 - t), t, adjust, c.eos_id)
         unread = target.keep(sequence)
         logprobs = adjust(target.logprobs(unread + proposals)[len(unread) - 1:], t)
         best_logprob, best = logprobs.max(-1)
@@ -143,6 +160,8 @@ def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft) -> Hypothesi
         # (a proposed eos the model agrees with is kept too: it ends the sentence)
         draft.accepted += agreed + int(agreed < len(proposals)
                                        and best[agreed] == proposals[agreed])
+        if draft.adaptive:
+            k = min(draft.tokens, k + 1) if agreed == len(proposals) else max(1, k - 1)
         for n, token in enumerate(best[:agreed + 1]):
             logprob += float(best_logprob[n])
             if token == c.eos_id:

@@ -8,7 +8,7 @@ which configurations they serve, ``quantize_encoder`` gives the encoder int8 wei
 from .captured import fast_decoder
 from .decoder import FastDecoder
 from .encoder import FastEncoder, encode
-from .int8 import Int8Linear, int8_copy, quantize_encoder
+from .int8 import Int8Linear, quantize_encoder
 from .snapshots import forget
 from .support import unsupported
 

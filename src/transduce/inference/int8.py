@@ -72,16 +72,6 @@ def quantize_encoder(model) -> None:
     _quantize(model.encoder)
 
 
-def int8_copy(model):
-    """A copy of ``model`` whose every ``nn.Linear`` has int8 weights (the original unchanged): a
-    speculative search's draft that needs no second model."""
-    import copy
-
-    twin = copy.deepcopy(model)
-    _quantize(twin)
-    return twin
-
-
 def _quantize(root: nn.Module) -> None:
     for parent in list(root.modules()):
         for name, child in list(parent.named_children()):
