@@ -3,15 +3,18 @@ torch.nn.Transformer
 (training) and CTranslate2 (inference), each system in a process of its own, one after another.
 
     python benchmarks/peers.py train     [--quick] [--shapes small base]
-    python benchmarks/peers.py inference [--quick] [--shapes small base]
+    python benchmarks/peers.py inference [--quick] [--shapes small base] [--systems ...]
+                                         [--settings greedy:1 greedy:8 beam4:32 ...]
     python benchmarks/peers.py scaling   [--quick]
     python benchmarks/peers.py real --run RUN (a trained Multi30k run: beam 4 on test_2016_flickr)
 
 The weights are a random-init MarianMTModel (vocabulary 8,000) saved once, imported into transduce
 (``import-hf``) and exported to CTranslate2 from there. Batches are Multi30k's (``../shared/data``),
 cut at the same token budget for every system. transduce runs as ``transduce`` (fp32, the eager fast
-step), ``transduce_compiled`` (the captured step), ``transduce_int8`` and, where the CPU multiplies
-bf16 natively, ``transduce_bf16``; CTranslate2 as float32 and int8. Every figure is the median of at
+step), ``transduce_compiled`` (the captured step), ``transduce_int8``, ``transduce_draft_int8``
+(fp32 greedy search checking 4 tokens at a time proposed by the model's own int8 weights: the same
+output as ``transduce``; greedy settings only) and, where the CPU multiplies bf16 natively,
+``transduce_bf16``; CTranslate2 as float32 and int8. Every figure is the median of at
 least 3 trials (min-max beside it). CTranslate2 runs at 1 and 2 threads and the better is reported;
 the PyTorch systems run at 2 threads, their best here (``--all-threads`` tries 1 as well). Prints
 markdown tables with the ratios and writes ``benchmarks/results/peers_<what>.json``. Needs the dev
@@ -37,6 +40,7 @@ SHAPES = {
     "base": dict(d_model=512, layers=6, heads=8, ffn=2048),
 }
 VOCAB = 8000
+SPECULATIVE = ("transduce_draft_int8",)  # systems searching with a draft: greedy only
 
 
 # --- shared setup ---------------------------------------------------------------------------
@@ -244,7 +248,8 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
         model, precision, compiled, context = _transduce_system(system, model_dir)
         # `length` decoder steps: length - 1 tokens with eos forbidden, then the forced eos
         decode = DecodeConfig(beam=beam, max_len_a=0, max_len_b=length, min_len=length - 1)
-        options = SearchOptions(precision=precision, compile=compiled)
+        draft = _draft(system, model)
+        options = SearchOptions(precision=precision, compile=compiled, draft=draft)
 
         def run_all():
             outputs.clear()
@@ -302,7 +307,17 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
             return len(src_ids)
     result = measure(run_all, trials=trials, warmup=1)
     result["lengths"] = sorted(set(outputs))
+    if system.startswith("transduce") and draft is not None:
+        result["kept"] = draft.rate
     return result
+
+
+def _draft(system: str, model):
+    """The draft of a speculative system (``transduce_draft_int8``: the model's own int8 weights,
+    4 tokens at a time), or None."""
+    from transduce.decoding import Draft
+
+    return Draft(model, 4, "int8") if system == "transduce_draft_int8" else None
 
 
 def _transduce_system(system: str, model_dir: str):
@@ -462,7 +477,8 @@ def inference_systems(only: list[str] | None) -> list[str]:
     modes."""
     from transduce.runtime import cpu_bf16
 
-    systems = ["hf", "transduce", "transduce_compiled", "transduce_int8", "ct2", "ct2_int8"]
+    systems = ["hf", "transduce", "transduce_compiled", "transduce_int8", "transduce_draft_int8",
+               "ct2", "ct2_int8"]
     # bf16 without native instructions is emulated: slower than fp32, not worth a row
     if cpu_bf16() is not None:
         systems.insert(4, "transduce_bf16")
@@ -549,6 +565,9 @@ def main() -> None:
                                                                     "translate")
     options.add_argument("--systems", nargs="+", default=None, help="only these systems (default: "
                                                                     "all)")
+    options.add_argument("--settings", nargs="+", default=["greedy:1", "greedy:32", "beam4:1",
+                                                           "beam4:32"],
+                         help="inference: SEARCH:BATCH settings (greedy or beam4)")
     options.add_argument("--run", help="real: the trained Multi30k run (or checkpoint) to "
                                        "translate with")
     opts = options.parse_args(args.rest)
@@ -598,9 +617,12 @@ def main() -> None:
                 "first nll",
             ]
         elif args.what == "inference":
-            settings = [("greedy", 1), ("greedy", 32), ("beam4", 1), ("beam4", 32)]
+            settings = [(mode, int(batch)) for mode, batch in
+                        (setting.split(":") for setting in opts.settings)]
             for mode, batch in settings:
                 for system in inference_systems(opts.systems):
+                    if system in SPECULATIVE and mode != "greedy":
+                        continue  # (a draft serves greedy search alone)
                     threads = (1, 2) if system.startswith("ct2") or opts.all_threads else (2,)
                     path = models["transduce" if system.startswith("transduce") else system]
                     r = best_of_threads(
@@ -623,7 +645,8 @@ def main() -> None:
                                  "sentences/s": f"{r['rate_median']:.1f} "
                                                 f"({r['rate_min']:.1f}-{r['rate_max']:.1f})",
                                  "threads": r["threads"],
-                                 "output lengths": r["lengths"]})
+                                 "output lengths": r["lengths"],
+                                 "kept": f"{100 * r['kept']:.1f}%" if "kept" in r else ""})
             fill_ratios(
                 rows, raw, lambda row, s: f"{row['shape']}/{row['search']}/{row['batch']}/{s}"
             )
@@ -638,6 +661,7 @@ def main() -> None:
                 "vs CT2 int8",
                 "threads",
                 "output lengths",
+                "kept",
             ]
         else:
             for system in inference_systems(opts.systems):

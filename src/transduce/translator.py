@@ -110,8 +110,9 @@ class Translator:
             raise TransduceError("--draft checks proposals with one model, not an ensemble")
         if self.precision == "int8" or self.precision == "bf16" and self.device.type == "cpu":
             raise TransduceError(f"--draft with --precision {self.precision}: the model checks "
-                                 "proposals in fp32 on the CPU (several tokens at once must choose "
-                                 "as one token at a time does); for int8's speed, --draft self-int8")
+                                 "proposals in fp32 on the CPU (several tokens at once must "
+                                 "choose as one at a time does); for int8's speed: --draft "
+                                 "self-int8")
         precision = "fp32"  # the draft's fast step's
         if str(draft) == "self-int8":
             if self.device.type != "cpu":
@@ -351,7 +352,15 @@ class Translator:
         as ``translate``'s."""
         decode = search_settings(decode, options)
         lines = listed(lines, "lines", "Translator.translate_nbest")
-        results: list[list[tuple[str, float]]] = [[] for _ in lines]
+        return [[(self.tokenizer.decode_tgt(x.tokens), x.score) for x in hyps] for _, hyps in
+                self.search_lines(lines, decode, progress, prefixes, first_line)]
+
+    def search_lines(self, lines: Sequence[str], decode: DecodeConfig, progress: bool = False,
+                     prefixes: Optional[Sequence[str]] = None, first_line: int = 1
+                     ) -> list[tuple[list[int], list]]:
+        """Per line, its source ids and the search's n-best ``Hypothesis`` list (``[]`` and ``[]``
+        for an empty line); arguments as ``translate_nbest``'s."""
+        results: list[tuple[list[int], list]] = [([], []) for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]  # empty lines stay empty
         numbers = [first_line + i for i in todo]
         sources = self.encode([lines[i] for i in todo], strict=decode.strict, numbers=numbers)
@@ -365,8 +374,8 @@ class Translator:
             if self.draft is None:
                 raise
             raise TransduceError(f"--draft: {error}") from None
-        for i, h in zip(todo, hyps):
-            results[i] = [(self.tokenizer.decode_tgt(x.tokens), x.score) for x in h]
+        for i, ids, h in zip(todo, sources, hyps):
+            results[i] = (ids, h)
         return results
 
 

@@ -42,6 +42,16 @@ def add_parser(sub) -> None:
     p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
                    help="translate at most this many lines at a time (sorted by length within the "
                         "window)")
+    g = p.add_argument_group("word alignments")
+    g.add_argument("--alignments", action="store_true",
+                   help="after each translation, a tab and its word alignment in Pharaoh's format "
+                        "(source-target word indices from 0: 0-0 1-2 ...), read from the "
+                        "cross-attention (docs/inference.md)")
+    g.add_argument("--alignment-layer", type=number(int, 0, 10**4), metavar="N",
+                   help="the decoder layer whose cross-attention aligns, from 0 (default: the "
+                        "last)")
+    g.add_argument("--alignment-head", type=number(int, 0, 10**4), metavar="H",
+                   help="one head of that layer (default: the mean of its heads)")
     add_draft_options(p)
     add_decode_options(p, task="translation")
     p.set_defaults(run=run)
@@ -53,6 +63,7 @@ def run(args) -> int:
     decode = draft_search(args, decode_config(args))
     if args.window < 1:
         raise TransduceError(f"--window {args.window}: must be at least 1")
+    _check_alignments(args, decode)
     if args.input is not None:
         # (input.gz when only that exists)
         args.input = str(text_files({"--input": args.input})["--input"])
@@ -66,12 +77,25 @@ def run(args) -> int:
         translator.use_draft(args.draft, args.draft_tokens)
     if args.task_prefix is not None:
         translator.task_prefix = args.task_prefix
+    if args.alignments:
+        from ..decoding.alignment import check_rule
+
+        try:
+            check_rule(translator.model.config, args.alignment_layer, args.alignment_head)
+        except ValueError as error:
+            raise TransduceError(f"--alignments: {error}") from None
     lines, typed = input_lines(args.input)
     with LineOutput(args.output, [args.input, translator.folder], "translations") as out:
         for window in windows(lines, 1 if typed else args.window):
             prefixes = [args.prefix] * len(window) if args.prefix else None
             first = out.count + 1
-            if decode.nbest > 1:
+            if args.alignments:
+                from ..decoding.alignment import align_lines
+
+                out.write((f"{text}\t{pairs}" for text, pairs in align_lines(
+                    translator, window, decode, args.alignment_layer, args.alignment_head,
+                    prefixes, first)), inputs=len(window))
+            elif decode.nbest > 1:
                 results = translator.translate_nbest(
                     window, decode, first_line=first, prefixes=prefixes
                 )
@@ -82,3 +106,17 @@ def run(args) -> int:
                                                prefixes=prefixes))
     say_draft(translator)
     return 0
+
+
+def _check_alignments(args, decode) -> None:
+    """What ``--alignments`` cannot serve, refused before any model loads."""
+    if not args.alignments:
+        for flag in ("alignment_layer", "alignment_head"):
+            if getattr(args, flag) is not None:
+                raise TransduceError(f"--{flag.replace('_', '-')} chooses what --alignments reads: "
+                                     "add --alignments")
+        return
+    if decode.nbest > 1:
+        raise TransduceError("--alignments aligns the best translation: leave out --nbest")
+    if len(args.model) > 1:
+        raise TransduceError("--alignments reads one model's attention, not an ensemble's")

@@ -109,7 +109,8 @@ class _Reader:
         if unsupported(model.config) is None:
             fast = fast_decoder(model, precision)
             cache = fast.start(src, encode(model, src, precision), 1, capacity)
-            self._logits = lambda ids: read_positions(fast, ids, cache)
+            self._logits = lambda ids: (fast.step(ids, cache) if ids.numel() == 1
+                                        else read_positions(fast, ids, cache))
             self._truncate = lambda length: roll_back(cache, length)
         else:
             cache = model.start_decoding(src, model.encode(src), capacity=capacity)
@@ -117,12 +118,12 @@ class _Reader:
             self._truncate = cache.truncate
         self.read: list[int] = []
 
-    def logprobs(self, tokens: list[int]) -> Tensor:
-        """Read ``tokens`` after what was read; the next-token log-probabilities after each
+    def logits(self, tokens: list[int]) -> Tensor:
+        """Read ``tokens`` after what was read; the next-token logits after each
         ``(len(tokens), V)``."""
         logits = self._logits(torch.tensor(tokens, device=self.device))
         self.read += tokens
-        return torch.log_softmax(logits.float(), dim=-1)
+        return logits
 
     def keep(self, sequence: list[int]) -> list[int]:
         """Roll back to the longest start of ``sequence`` read; return what is left to read."""
@@ -148,9 +149,10 @@ def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft, precision: s
     k = draft.tokens
     while True:
         t = len(sequence) - 1  # the next output position
-        proposals = _propose(drafter, sequence, min(k, max_len - 1 - t), t, adjust, c.eos_id)
+        proposals = _propose(drafter, sequence, min(k, max_len - 1 - t), c.eos_id)
         unread = target.keep(sequence)
-        logprobs = adjust(target.logprobs(unread + proposals)[len(unread) - 1:], t)
+        logits = target.logits(unread + proposals)[len(unread) - 1:]
+        logprobs = adjust(torch.log_softmax(logits.float(), dim=-1), t)
         best_logprob, best = logprobs.max(-1)
         best = best.tolist()
         agreed = 0
@@ -169,17 +171,17 @@ def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft, precision: s
             sequence.append(token)
 
 
-def _propose(drafter: _Reader, sequence: list[int], count: int, t: int, adjust,
-             eos: int) -> list[int]:
-    """Up to ``count`` tokens the draft's greedy search writes after ``sequence`` (the length
-    rules applied from position ``t``; it stops at eos)."""
+def _propose(drafter: _Reader, sequence: list[int], count: int, eos: int) -> list[int]:
+    """Up to ``count`` tokens the draft's greedy search writes after ``sequence`` (it stops at eos).
+    The search's rules are the check's alone: a proposal they forbid is one the model does not
+    keep, which costs speed, never the output."""
     proposals: list[int] = []
     if count <= 0:
         return proposals
-    logprobs = drafter.logprobs(drafter.keep(sequence))[-1:]
+    logits = drafter.logits(drafter.keep(sequence))[-1]
     while True:
-        token = int(adjust(logprobs, t + len(proposals)).argmax(-1))
+        token = int(logits.argmax())
         proposals.append(token)
         if token == eos or len(proposals) == count:
             return proposals
-        logprobs = drafter.logprobs([token])
+        logits = drafter.logits([token])[-1]

@@ -7,13 +7,16 @@ import json
 import time
 from typing import AsyncIterator, Optional
 
+from ..decoding.alignment import default_layer, pharaoh, sentence_links
 from .worker import Job, Result
 from .schemas import DIGITS, TranslateRequest
 
 
-def sentence(ask: TranslateRequest, k: int, result: Result, job: Job, tokenizer) -> dict:
+def sentence(ask: TranslateRequest, k: int, result: Result, job: Job, tokenizer,
+             skip: int = 0) -> dict:
     """The answer for one translated sentence (``k``: its place among the request's non-empty ones):
-    ``translation``, and ``hypotheses`` and ``attention`` when asked for."""
+    ``translation``, and ``hypotheses``, ``attention`` and ``alignments`` when asked for (``skip``:
+    the task prefix's pieces before every source, not the user's words)."""
     texts = [(tokenizer.decode_tgt(h.tokens), h.score) for h in result.hypotheses]
     out: dict = {"translation": texts[0][0]}
     if ask.nbest > 1:
@@ -26,6 +29,11 @@ def sentence(ask: TranslateRequest, k: int, result: Result, job: Job, tokenizer)
         if ask.attention_layers:
             item["layers"] = result.attention.astype(float).round(DIGITS).tolist()
         out["attention"] = item
+    if ask.alignments and result.attention is not None:
+        best = result.hypotheses[0].tokens
+        layer = default_layer(result.attention.shape[0])
+        out["alignments"] = pharaoh(sentence_links(result.attention[layer], tokenizer,
+                                                   job.sources[k], best, skip))
     return out
 
 
@@ -40,14 +48,17 @@ def timing(job: Job, arrived: float) -> dict:
 
 
 def respond(
-    ask: TranslateRequest, todo: list[int], job: Job, tokenizer, name: str, arrived: float
+    ask: TranslateRequest, todo: list[int], job: Job, tokenizer, name: str, arrived: float,
+    skip: int = 0
 ) -> dict:
     """The response body: translations in request order (and hypotheses, attention on request)."""
     translations = [""] * len(ask.text)
     hypotheses: list[list[dict]] = [[] for _ in ask.text]
     attention: list[Optional[dict]] = [None] * len(ask.text)
+    alignments = [""] * len(ask.text)
     for k, (i, result) in enumerate(zip(todo, job.results)):
-        answer = sentence(ask, k, result, job, tokenizer)
+        answer = sentence(ask, k, result, job, tokenizer, skip)
+        alignments[i] = answer.get("alignments", "")
         translations[i] = answer["translation"]
         hypotheses[i] = answer.get("hypotheses", [])
         attention[i] = answer.get("attention")
@@ -56,6 +67,8 @@ def respond(
         body["hypotheses"] = hypotheses
     if ask.attention:
         body["attention"] = attention
+    if ask.alignments:
+        body["alignments"] = alignments
     body["model"] = name
     body["timing_ms"] = timing(job, arrived)
     return body
@@ -69,6 +82,7 @@ async def stream(
     tokenizer,
     name: str,
     arrived: float,
+    skip: int = 0,
 ) -> AsyncIterator[bytes]:
     """Newline-delimited JSON: each sentence as it is done (empty ones first), ``{"index": i,
     ...}``;
@@ -82,9 +96,9 @@ async def stream(
         translated = set(todo)
         for i in range(len(ask.text)):
             if i not in translated:
-                yield line(
-                    {"index": i, "translation": "", **({"hypotheses": []} if ask.nbest > 1 else {})}
-                )
+                yield line({"index": i, "translation": "",
+                            **({"hypotheses": []} if ask.nbest > 1 else {}),
+                            **({"alignments": ""} if ask.alignments else {})})
         waiter = asyncio.ensure_future(asyncio.wrap_future(job.future)) if todo else None
         for _ in todo:
             getter = asyncio.ensure_future(answers.get())
@@ -93,7 +107,7 @@ async def stream(
                 getter.cancel()
                 break
             k, result = getter.result()
-            yield line({"index": todo[k], **sentence(ask, k, result, job, tokenizer)})
+            yield line({"index": todo[k], **sentence(ask, k, result, job, tokenizer, skip)})
         if waiter is not None:
             try:
                 await waiter

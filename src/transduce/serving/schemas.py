@@ -99,6 +99,10 @@ class TranslateRequest(BaseModel):
                                                 "mean of the heads) as `attention`.")
     attention_layers: bool = Field(False, description="With `attention`: every layer's "
                                                       "cross-attention too.")
+    alignments: bool = Field(False, description="Add each translation's word alignment as "
+                                                "`alignments`: Pharaoh's source-target word "
+                                                "indices from 0 (\"0-0 1-2\"), read from the "
+                                                "cross-attention.")
     stream: bool = Field(False, description="Answer each sentence as soon as it is translated: "
                                             "newline-delimited JSON (application/x-ndjson), one "
                                             "object per sentence in the order they finish, each "
@@ -141,6 +145,9 @@ class TranslateResponse(BaseModel):
                                                                                  "per sentence "
                                                                                  "(null for an "
                                                                                  "empty one).")
+    alignments: Optional[list[str]] = Field(None, description="With alignments: per sentence, "
+                                                              "its word alignment (\"\" for an "
+                                                              "empty one).")
     model: str
     timing_ms: dict[str, float | list[int]] = Field(description="total, queue (waiting for a "
                                                                 "batch), search (the batches' "

@@ -13,6 +13,7 @@ from typing import Optional
 from fastapi import Request
 
 from ..config import DecodeConfig
+from ..decoding.alignment import prefix_pieces
 from .answers import respond, stream
 from .schemas import ApiError, ServeSettings, TranslateRequest, TranslateResponse, parse_request
 from .service import Service, submit
@@ -75,6 +76,7 @@ class TranslationService(Service):
 
         translator, settings, decode = self.facade, self.settings, self.settings.decode
         tokenizer = translator.tokenizer
+        skip = prefix_pieces(translator)  # (the task prefix's pieces: not the user's words)
 
         @app.post("/v1/translate", response_model=TranslateResponse, summary=self.summary,
                   openapi_extra={"requestBody": {"required": True, "content": {
@@ -100,17 +102,17 @@ class TranslationService(Service):
             # streaming: each sentence as it is done, from the worker thread to this request's loop
             on_result = (functools.partial(deliver, asyncio.get_running_loop(), answers)
                          if ask.stream else None)
-            job = submit(batcher, sources, search, self.noun, attention=ask.attention,
-                         on_result=on_result)
+            job = submit(batcher, sources, search, self.noun,
+                         attention=ask.attention or ask.alignments, on_result=on_result)
             if answers is not None:
-                return StreamingResponse(stream(ask, todo, job, answers, tokenizer, name, arrived),
-                                         media_type="application/x-ndjson")
+                return StreamingResponse(stream(ask, todo, job, answers, tokenizer, name, arrived,
+                                                skip), media_type="application/x-ndjson")
             try:
                 await asyncio.wrap_future(job.future)
             except asyncio.CancelledError:
                 job.future.cancel()  # the client went away: its waiting sentences are dropped
                 raise
-            return JSONResponse(respond(ask, todo, job, tokenizer, name, arrived))
+            return JSONResponse(respond(ask, todo, job, tokenizer, name, arrived, skip))
 
 
 def check_texts(texts: list[str], settings: ServeSettings) -> None:
