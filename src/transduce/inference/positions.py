@@ -5,8 +5,8 @@ where ``k`` steps read it ``k`` times).
 ``read_positions(fast, tokens, cache)`` is ``FastDecoder.step`` called on each of ``tokens`` in
 turn, up to float rounding: the same weights and layouts (``TunedLinear`` for ``k`` rows), the keys
 and values written at slots ``t .. t + k - 1`` of the same cache, each query attending over the
-slots up to its own. Rolling the cache back is setting ``cache.length``: a step reads slots below its
-position only, so what lies past the length is never seen.
+slots up to its own. Rolling the cache back is setting ``cache.length``: a step reads slots below
+its position only, so what lies past the length is never seen.
 """
 
 from __future__ import annotations
