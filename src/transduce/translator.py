@@ -16,6 +16,7 @@ from .config import DecodeConfig
 from .data.tokenizer import Tokenizer, named_languages, tokenizer_from_info
 from .decoding import Draft, Ensemble, forced_attention, shallow_copy, translate_ids
 from .decoding.speculative import check_draft
+from .decoding.terminology import terminology
 from .inference import unsupported
 from .errors import TransduceError, listed
 from .evaluate import Evaluation, score
@@ -293,20 +294,15 @@ class Translator:
                                      f"max_positions {self.model.config.max_positions}); lower "
                                      "--min-len")
 
-    def translate(
-        self,
-        lines: Sequence[str],
-        decode: Optional[DecodeConfig] = None,
-        progress: bool = False,
-        prefixes: Optional[Sequence[str]] = None,
-        first_line: int = 1,
-        **options,
-    ) -> list[str]:
+    def translate(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None,
+                  progress: bool = False, prefixes: Optional[Sequence[str]] = None,
+                  first_line: int = 1, constraints=None, **options) -> list[str]:
         """The best translation of each line, in order (an empty line gives an empty string).
 
         Search options come either whole, as ``decode=DecodeConfig(...)``, or as its fields by name
         (``beam=5``, ``alpha=1.0``, ``max_len_b=50``, ...; the others keep their defaults), not
-        both. ``prefixes``: per line, text every translation must start with. ``first_line``: the
+        both. ``prefixes``: per line, text every translation must start with; ``constraints``: per line,
+        a list of phrases every translation must hold (``decoding.terminology``). ``first_line``: the
         number of ``lines[0]`` in the user's input, for messages. For several hypotheses per line
         with their scores, ``translate_nbest``.
         """
@@ -318,7 +314,8 @@ class Translator:
                                  "scores")
         return [
             hyps[0][0] if hyps else ""
-            for hyps in self.translate_nbest(lines, decode, progress, prefixes, first_line)
+            for hyps in self.translate_nbest(lines, decode, progress, prefixes, first_line,
+                                             constraints)
         ]
 
     def evaluate(self, sources: Sequence[str], references: Sequence[str],
@@ -337,15 +334,10 @@ class Translator:
         scores = score(hyps, references, lowercase=lowercase, tokenize=tokenize)
         return Evaluation("bleu", scores["bleu"], len(hyps), scores, hyps)
 
-    def translate_nbest(
-        self,
-        lines: Sequence[str],
-        decode: Optional[DecodeConfig] = None,
-        progress: bool = False,
-        prefixes: Optional[Sequence[str]] = None,
-        first_line: int = 1,
-        **options,
-    ) -> list[list[tuple[str, float]]]:
+    def translate_nbest(self, lines: Sequence[str], decode: Optional[DecodeConfig] = None,
+                        progress: bool = False, prefixes: Optional[Sequence[str]] = None,
+                        first_line: int = 1, constraints=None, **options
+                        ) -> list[list[tuple[str, float]]]:
         """Per line, its ``nbest`` best translations as ``(text, score)``, best first (an empty line
         gives an empty list). The score is what search ranked by: the length-normalized
         log-probability for beam search, the log-probability for greedy search and sampling. Options
@@ -353,10 +345,11 @@ class Translator:
         decode = search_settings(decode, options)
         lines = listed(lines, "lines", "Translator.translate_nbest")
         return [[(self.tokenizer.decode_tgt(x.tokens), x.score) for x in hyps] for _, hyps in
-                self.search_lines(lines, decode, progress, prefixes, first_line)]
+                self.search_lines(lines, decode, progress, prefixes, first_line, constraints)]
 
     def search_lines(self, lines: Sequence[str], decode: DecodeConfig, progress: bool = False,
-                     prefixes: Optional[Sequence[str]] = None, first_line: int = 1
+                     prefixes: Optional[Sequence[str]] = None, first_line: int = 1,
+                     constraints: Optional[Sequence[Sequence[str]]] = None
                      ) -> list[tuple[list[int], list]]:
         """Per line, its source ids and the search's n-best ``Hypothesis`` list (``[]`` and ``[]``
         for an empty line); arguments as ``translate_nbest``'s."""
@@ -366,10 +359,12 @@ class Translator:
         sources = self.encode([lines[i] for i in todo], strict=decode.strict, numbers=numbers)
         self._check_lengths(sources, decode, numbers)
         prefix_ids = self.tokenizer.encode_tgt([prefixes[i] for i in todo]) if prefixes else None
+        modifiers = () if constraints is None else [terminology(
+            self, [constraints[i] for i in todo], sources, decode, numbers)]
         self.prepare_compile(self.compiled)
         try:
             hyps = translate_ids(self.model, sources, decode, prefix_ids, self.precision,
-                                 progress, self.compiled, draft=self.draft)
+                                 progress, self.compiled, modifiers, self.draft)
         except ValueError as error:
             if self.draft is None:
                 raise

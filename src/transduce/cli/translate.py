@@ -39,6 +39,9 @@ def add_parser(sub) -> None:
     p.add_argument("--task-prefix", metavar="TEXT",
                    help="put TEXT before every source sentence (default: the task prefix the "
                         "model was trained with, if any; \"\" for none)")
+    p.add_argument("--constraints", metavar="FILE",
+                   help="terminology: per line of --input, the target phrases its translation must "
+                        "hold, separated by tabs (an empty line: none); docs/inference.md")
     p.add_argument("--window", type=number(int, 1, 10**7), default=1000,
                    help="translate at most this many lines at a time (sorted by length within the "
                         "window)")
@@ -64,6 +67,7 @@ def run(args) -> int:
     if args.window < 1:
         raise TransduceError(f"--window {args.window}: must be at least 1")
     _check_alignments(args, decode)
+    constraints = _read_constraints(args)
     if args.input is not None:
         # (input.gz when only that exists)
         args.input = str(text_files({"--input": args.input})["--input"])
@@ -77,6 +81,11 @@ def run(args) -> int:
         translator.use_draft(args.draft, args.draft_tokens)
     if args.task_prefix is not None:
         translator.task_prefix = args.task_prefix
+    if constraints is not None:  # every line's phrases checked against its room, before any work
+        from ..data.corpus import read_lines
+        from ..decoding.terminology import check_constraints
+
+        check_constraints(translator, list(read_lines(args.input)), constraints, decode)
     if args.alignments:
         from ..decoding.alignment import check_rule
 
@@ -89,21 +98,22 @@ def run(args) -> int:
         for window in windows(lines, 1 if typed else args.window):
             prefixes = [args.prefix] * len(window) if args.prefix else None
             first = out.count + 1
+            terms = None if constraints is None else constraints[first - 1:first - 1 + len(window)]
             if args.alignments:
                 from ..decoding.alignment import align_lines
 
                 out.write((f"{text}\t{pairs}" for text, pairs in align_lines(
                     translator, window, decode, args.alignment_layer, args.alignment_head,
-                    prefixes, first)), inputs=len(window))
+                    prefixes, first, terms)), inputs=len(window))
             elif decode.nbest > 1:
                 results = translator.translate_nbest(
-                    window, decode, first_line=first, prefixes=prefixes
+                    window, decode, first_line=first, prefixes=prefixes, constraints=terms
                 )
                 out.write((f"{first - 1 + i}\t{score:.4f}\t{hyp}" for i, hyps in enumerate(results)
                            for hyp, score in hyps), inputs=len(window))
             else:
                 out.write(translator.translate(window, decode, first_line=first,
-                                               prefixes=prefixes))
+                                               prefixes=prefixes, constraints=terms))
     say_draft(translator)
     return 0
 
@@ -120,3 +130,26 @@ def _check_alignments(args, decode) -> None:
         raise TransduceError("--alignments aligns the best translation: leave out --nbest")
     if len(args.model) > 1:
         raise TransduceError("--alignments reads one model's attention, not an ensemble's")
+
+
+def _read_constraints(args) -> list[list[str]] | None:
+    """``--constraints``: each line's phrases, as many lines as ``--input`` has (checked before
+    any model loads)."""
+    if args.constraints is None:
+        return None
+    from ..data.corpus import read_lines
+
+    if args.input is None:
+        raise TransduceError("--constraints pairs its lines with --input's: give the sentences "
+                             "as --input FILE (not stdin)")
+    if args.draft is not None:
+        raise TransduceError("--constraints needs beam search's choices; --draft searches "
+                             "greedily with the model's own choice: leave out one of them")
+    path = str(text_files({"--constraints": args.constraints})["--constraints"])
+    constraints = [line.split("\t") if line.strip() else [] for line in read_lines(path)]
+    inputs = sum(1 for _ in read_lines(args.input))
+    if len(constraints) != inputs:
+        raise TransduceError(f"--constraints {args.constraints} has {len(constraints)} line(s), "
+                             f"--input {args.input} {inputs}: one line of phrases per sentence "
+                             "(an empty line for none)")
+    return constraints

@@ -109,11 +109,12 @@ def prefix_pieces(translator) -> int:
 
 
 def align_lines(translator, lines: Sequence[str], decode, layer: Optional[int] = None,
-                head: Optional[int] = None, prefixes=None, first_line: int = 1
-                ) -> list[tuple[str, str]]:
+                head: Optional[int] = None, prefixes=None, first_line: int = 1,
+                constraints=None) -> list[tuple[str, str]]:
     """Each line's best translation and its word alignment in Pharaoh's format (``""`` for an
     empty line), through ``translator``'s search (a ``Translator``)."""
-    found = translator.search_lines(lines, decode, prefixes=prefixes, first_line=first_line)
+    found = translator.search_lines(lines, decode, prefixes=prefixes, first_line=first_line,
+                                    constraints=constraints)
     targets = [hyps[0].tokens if hyps else [] for _, hyps in found]
     links = align_ids(translator.model, translator.tokenizer, [ids for ids, _ in found], targets,
                       layer, head, translator.precision, prefix_pieces(translator))
