@@ -301,8 +301,8 @@ class Translator:
 
         Search options come either whole, as ``decode=DecodeConfig(...)``, or as its fields by name
         (``beam=5``, ``alpha=1.0``, ``max_len_b=50``, ...; the others keep their defaults), not
-        both. ``prefixes``: per line, text every translation must start with; ``constraints``: per line,
-        a list of phrases every translation must hold (``decoding.terminology``). ``first_line``: the
+        both. ``prefixes``: per line, text every translation must start with; ``constraints``: per
+        line, phrases every translation must hold (``decoding.terminology``). ``first_line``: the
         number of ``lines[0]`` in the user's input, for messages. For several hypotheses per line
         with their scores, ``translate_nbest``.
         """

@@ -86,8 +86,8 @@ def test_a_completed_phrase_is_whole_words(device):
     glued = torch.zeros(40, dtype=torch.bool)
     glued[4:] = True  # every piece but the specials continues a word
     decode = DecodeConfig(beam=1, max_len_a=0, max_len_b=10)
-    out = translate_ids(model, [[5, 6, 7]], decode,
-                        modifiers=[Terminology([[[20, 21]]], model.config.eos_id, glued)])[0][0].tokens
+    terms = Terminology([[[20, 21]]], model.config.eos_id, glued)
+    out = translate_ids(model, [[5, 6, 7]], decode, modifiers=[terms])[0][0].tokens
     at = next(i for i in range(len(out) - 1) if out[i:i + 2] == [20, 21])
     assert at + 2 == len(out) or not glued[out[at + 2]], out
 
