@@ -4,7 +4,7 @@ and of speculative search for each draft and number of proposed tokens, with the
 proposals kept; every output checked equal to greedy search's.
 
     python benchmarks/speculative.py --run RUN --src FILE [--draft self:1 RUN ...]
-        [--tokens 2 4 6] [--sentences 100] [--rounds 3] [--threads 2]
+        [--tokens 2 4 6] [--adaptive] [--sentences 100] [--rounds 3] [--threads 2]
 
 Prints a markdown table and writes benchmarks/results/speculative.json. The systems alternate in
 each round, in this one process.
@@ -39,6 +39,8 @@ def main(argv=None) -> int:
     p.add_argument("--sentences", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--adaptive", action="store_true",
+                   help="also each draft with K adapting to what the model keeps (up to K)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     translator = load(args.run, device="cpu", compile="off")
@@ -51,6 +53,10 @@ def main(argv=None) -> int:
     for name in args.draft:
         for k in args.tokens:
             drafts[f"draft {name}, {k} tokens"] = translator.use_draft(name, k)
+            if args.adaptive:
+                adaptive = translator.use_draft(name, k)
+                adaptive.adaptive = True
+                drafts[f"draft {name}, up to {k} tokens, adaptive"] = adaptive
     translator.draft = None
     systems = {"greedy (fast step)": SearchOptions(),
                "greedy (the model's decode)": SearchOptions(fast=False)}

@@ -129,4 +129,6 @@ def test_a_row_that_would_end_begins_a_missing_phrase_instead():
     step = type("Step", (), {"room": torch.tensor([20, 20])})()
     out = terms.adjust(logprobs.clone(), step)
     assert torch.isfinite(out[0]).nonzero().view(-1).tolist() == [7, 9]  # it would have ended
+    # (at eos's score: the row stays as likely as the end it stands in for)
+    assert out[0, 7] == out[0, 9] == logprobs[0, 2]
     assert not torch.isfinite(out[1, 2]) and torch.isfinite(out[1]).sum() == 10  # eos only barred

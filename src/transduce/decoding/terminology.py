@@ -114,6 +114,9 @@ class Terminology:
             starts = sorted({phrases[i][0] for i in missing})
             # the row would end, or has no room left to wait: a missing phrase begins now
             ending = bool(logprobs[r].argmax() == self.eos_id)
+            if ending:  # the phrase stands in for the end the model chose: at eos's score, so
+                # that the row competes with rows that ramble on instead
+                logprobs[r, starts] = torch.maximum(logprobs[r, starts], logprobs[r, self.eos_id])
             if ending or self._needed(n, row, missing) + 1 >= room[r]:
                 _only(logprobs, r, starts)
             else:

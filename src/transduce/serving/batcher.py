@@ -110,7 +110,12 @@ class Batcher(Worker):
         try:
             start = self.clock()
             decode = batch[0][0].decode
-            hyps = self.searches.search([job.sources[i] for job, i in batch], decode)
+            items = [job.sources[i] for job, i in batch]
+            if any(job.phrases for job in jobs):  # (terminology: translation's searches only)
+                hyps = self.searches.search(items, decode, [
+                    job.phrases[i] if job.phrases else [] for job, i in batch])
+            else:
+                hyps = self.searches.search(items, decode)
             now = self.clock()
             for job in jobs:
                 job.started = job.started if job.started is not None else start

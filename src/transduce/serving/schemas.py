@@ -99,6 +99,9 @@ class TranslateRequest(BaseModel):
                                                 "mean of the heads) as `attention`.")
     attention_layers: bool = Field(False, description="With `attention`: every layer's "
                                                       "cross-attention too.")
+    constraints: Optional[list[list[str]]] = Field(None, description="Terminology: per sentence, "
+                                                     "the target phrases its translation must "
+                                                     "hold ([] for none).")
     alignments: bool = Field(False, description="Add each translation's word alignment as "
                                                 "`alignments`: Pharaoh's source-target word "
                                                 "indices from 0 (\"0-0 1-2\"), read from the "

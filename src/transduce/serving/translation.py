@@ -98,12 +98,14 @@ class TranslationService(Service):
                     raise ApiError(413, f"text[{i}] is {len(ids)} tokens long, more than the "
                                         f"model's {translator.max_source_tokens}; split the "
                                         "sentence")
+            phrases = check_constraints(ask, translator, todo, sources, search, batcher)
             answers: Optional[asyncio.Queue] = asyncio.Queue() if ask.stream else None
             # streaming: each sentence as it is done, from the worker thread to this request's loop
             on_result = (functools.partial(deliver, asyncio.get_running_loop(), answers)
                          if ask.stream else None)
             job = submit(batcher, sources, search, self.noun,
-                         attention=ask.attention or ask.alignments, on_result=on_result)
+                         attention=ask.attention or ask.alignments, on_result=on_result,
+                         **({"phrases": phrases} if phrases is not None else {}))
             if answers is not None:
                 return StreamingResponse(stream(ask, todo, job, answers, tokenizer, name, arrived,
                                                 skip), media_type="application/x-ndjson")
@@ -157,6 +159,32 @@ def check_request(
         )
     except ValueError as error:
         raise ApiError(422, str(error)) from None
+
+
+def check_constraints(ask: TranslateRequest, translator, todo: list[int], sources: list,
+                      decode: DecodeConfig, batcher) -> Optional[list]:
+    """A request's ``constraints``: per sentence translated, its phrases as target ids (None when
+    it has none); a 422 naming what cannot be served."""
+    from ..decoding.terminology import check_room
+    from .continuous import ContinuousBatcher
+
+    if ask.constraints is None:
+        return None
+    if len(ask.constraints) != len(ask.text):
+        raise ApiError(422, f"constraints has {len(ask.constraints)} lists for {len(ask.text)} "
+                            "sentences: one list of phrases per sentence ([] for none)")
+    if isinstance(batcher, ContinuousBatcher) or translator.draft is not None:
+        raise ApiError(422, "constraints are served by a server with --batching dynamic and no "
+                            "--draft")
+    phrases = []
+    for i, ids in zip(todo, sources):
+        texts = [text for text in ask.constraints[i] if text.strip()]
+        mine = translator.tokenizer.encode_tgt(texts) if texts else []
+        why = check_room(mine, translator.output_room(ids, decode))
+        if why is not None:
+            raise ApiError(422, f"constraints[{i}]: {why}")
+        phrases.append(mine)
+    return phrases
 
 
 def deliver(loop: asyncio.AbstractEventLoop, answers: asyncio.Queue, index: int, result) -> None:

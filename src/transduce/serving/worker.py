@@ -46,11 +46,18 @@ class Searches:
     def __init__(self, translator: Translator, compiled: bool = False) -> None:
         self.translator, self.compiled = translator, compiled
 
-    def search(self, items: list, decode: DecodeConfig) -> list:
-        """Each item's output, in order (here: its hypotheses, best first)."""
+    def search(self, items: list, decode: DecodeConfig, phrases: Optional[list] = None) -> list:
+        """Each item's output, in order (here: its hypotheses, best first); ``phrases``: per item,
+        the target phrases it must hold (``decoding.terminology``), if any."""
         translator = self.translator
+        modifiers = []
+        if phrases is not None:
+            from ..decoding.terminology import Terminology, glued_pieces
+
+            modifiers = [Terminology(phrases, translator.model.config.eos_id,
+                                     glued_pieces(translator))]
         return translate_ids(translator.model, items, decode, precision=translator.precision,
-                             compile=self.compiled, draft=translator.draft)
+                             compile=self.compiled, modifiers=modifiers, draft=translator.draft)
 
     def cost(self, item) -> int:
         """The item's length in a batch's budget (``decode.max_tokens``)."""
@@ -89,6 +96,7 @@ class Job:
     on_result: Optional[Callable[[int, "Result"], None]] = (
         None  # each sentence's result as it is done (worker thread)
     )
+    phrases: Optional[list] = None  # per sentence, the target phrases (ids) it must hold
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.sources)
@@ -153,11 +161,13 @@ class Worker:
         decode: DecodeConfig,
         attention: bool = False,
         on_result: Optional[Callable[[int, Result], None]] = None,
+        phrases: Optional[list] = None,
     ) -> Job:
         """Queue one request's sentences; ``job.future`` resolves to the job when all are done, and
-        ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done."""
+        ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done.
+        ``phrases``: per sentence, the terminology its output must hold (dynamic batching)."""
         job = Job(list(sources), decode, attention, on_result=on_result,
-                  arrived=self.clock())
+                  arrived=self.clock(), phrases=phrases)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed")
