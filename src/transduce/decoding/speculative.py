@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -104,16 +105,19 @@ class _Reader:
     reads through the fast step at ``precision`` where the model has one (several positions in one
     pass, ``inference.positions``), else through the model's own ``decode``."""
 
-    def __init__(self, model, src: Tensor, capacity: int, precision: str = "fp32") -> None:
+    def __init__(self, model, src: Tensor, capacity: int, precision: str = "fp32",
+                 memory: Optional[Tensor] = None) -> None:
         self.device = src.device
         if unsupported(model.config) is None:
             fast = fast_decoder(model, precision)
-            cache = fast.start(src, encode(model, src, precision), 1, capacity)
+            self.memory = encode(model, src, precision) if memory is None else memory
+            cache = fast.start(src, self.memory, 1, capacity)
             self._logits = lambda ids: (fast.step(ids, cache) if ids.numel() == 1
                                         else read_positions(fast, ids, cache))
             self._truncate = lambda length: roll_back(cache, length)
         else:
-            cache = model.start_decoding(src, model.encode(src), capacity=capacity)
+            self.memory = model.encode(src) if memory is None else memory
+            cache = model.start_decoding(src, self.memory, capacity=capacity)
             self._logits = lambda ids: model.decode(ids[None], cache)[0]
             self._truncate = cache.truncate
         self.read: list[int] = []
@@ -143,13 +147,16 @@ def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft, precision: s
     c = model.config
     max_len = int(max_lengths(model, src, decode)[0])
     adjust = _rules(c, decode, max_len, src.device)
+    rules = (banned_tokens(c, src.device), c.eos_id, decode.min_len, max_len)
     target = _Reader(model, src, max_len + draft.tokens + 1, precision)
-    drafter = _Reader(draft.model, src, max_len + draft.tokens + 1, draft.precision)
+    # a draft of the model's own encoder (self:N, self-int8) reads the model's encoder output
+    shared = target.memory if draft.model.encoder is model.encoder else None
+    drafter = _Reader(draft.model, src, max_len + draft.tokens + 1, draft.precision, shared)
     sequence, logprob = [c.start_id], 0.0  # start, then the output so far
     k = draft.tokens
     while True:
         t = len(sequence) - 1  # the next output position
-        proposals = _propose(drafter, sequence, min(k, max_len - 1 - t), c.eos_id)
+        proposals = _propose(drafter, sequence, min(k, max_len - 1 - t), t, rules)
         unread = target.keep(sequence)
         logits = target.logits(unread + proposals)[len(unread) - 1:]
         logprobs = adjust(torch.log_softmax(logits.float(), dim=-1), t)
@@ -171,16 +178,25 @@ def _search(model, src: Tensor, decode: DecodeConfig, draft: Draft, precision: s
             sequence.append(token)
 
 
-def _propose(drafter: _Reader, sequence: list[int], count: int, eos: int) -> list[int]:
-    """Up to ``count`` tokens the draft's greedy search writes after ``sequence`` (it stops at eos).
-    The search's rules are the check's alone: a proposal they forbid is one the model does not
-    keep, which costs speed, never the output."""
+def _propose(drafter: _Reader, sequence: list[int], count: int, t: int, rules: tuple
+             ) -> list[int]:
+    """Up to ``count`` tokens the draft's greedy search writes after ``sequence`` (from output
+    position ``t``; it stops at eos), under the length rules (``rules``: banned ids, eos, min_len,
+    max_len) applied cheaply to its logits: a proposal they forbid would only be rejected."""
+    banned, eos, min_len, max_len = rules
     proposals: list[int] = []
     if count <= 0:
         return proposals
     logits = drafter.logits(drafter.keep(sequence))[-1]
     while True:
-        token = int(logits.argmax())
+        position = t + len(proposals)
+        if position >= max_len - 1:
+            token = eos
+        else:
+            logits = logits.index_fill(0, banned, float("-inf"))
+            if position < min_len:
+                logits[eos] = float("-inf")
+            token = int(logits.argmax())
         proposals.append(token)
         if token == eos or len(proposals) == count:
             return proposals
