@@ -314,10 +314,10 @@ def inference_worker(system: str, model_dir: str, mode: str, batch: int, threads
 
 def _draft(system: str, model):
     """The draft of a speculative system (``transduce_draft_int8``: the model's own int8 weights,
-    4 tokens at a time), or None."""
+    up to 4 tokens at a time, as ``--draft self-int8``), or None."""
     from transduce.decoding import Draft
 
-    return Draft(model, 4, "int8") if system == "transduce_draft_int8" else None
+    return Draft(model, 4, "int8", adaptive=True) if system == "transduce_draft_int8" else None
 
 
 def _transduce_system(system: str, model_dir: str):

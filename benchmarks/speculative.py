@@ -4,7 +4,8 @@ and of speculative search for each draft and number of proposed tokens, with the
 proposals kept; every output checked equal to greedy search's.
 
     python benchmarks/speculative.py --run RUN --src FILE [--draft self:1 RUN ...]
-        [--tokens 2 4 6] [--adaptive] [--sentences 100] [--rounds 3] [--threads 2]
+        [--tokens 2 4 6] [--adaptive] [--also RUN ...] [--sentences 100] [--rounds 3]
+        [--threads 2]
 
 Prints a markdown table and writes benchmarks/results/speculative.json. The systems alternate in
 each round, in this one process.
@@ -39,6 +40,9 @@ def main(argv=None) -> int:
     p.add_argument("--sentences", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--also", nargs="*", default=[], metavar="RUN",
+                   help="greedy search of other runs on the same sentences, for their speed (a "
+                        "deep-encoder shallow-decoder model beside the recipe's)")
     p.add_argument("--adaptive", action="store_true",
                    help="also each draft with K adapting to what the model keeps (up to K)")
     args = p.parse_args(argv)
@@ -52,21 +56,25 @@ def main(argv=None) -> int:
     drafts = {}
     for name in args.draft:
         for k in args.tokens:
-            drafts[f"draft {name}, {k} tokens"] = translator.use_draft(name, k)
-            if args.adaptive:
-                adaptive = translator.use_draft(name, k)
-                adaptive.adaptive = True
-                drafts[f"draft {name}, up to {k} tokens, adaptive"] = adaptive
+            fixed = translator.use_draft(name, k)
+            fixed.adaptive = False
+            drafts[f"draft {name}, {k} tokens"] = fixed
+            if args.adaptive:  # (as translate --draft: K adapts)
+                drafts[f"draft {name}, up to {k} tokens, adaptive"] = translator.use_draft(name, k)
     translator.draft = None
     systems = {"greedy (fast step)": SearchOptions(),
                "greedy (the model's decode)": SearchOptions(fast=False)}
     systems.update({name: SearchOptions(draft=draft) for name, draft in drafts.items()})
+    others = {f"greedy, {run} (fast step)": load(run, device="cpu", compile="off").model
+              for run in args.also}
+    systems.update({name: SearchOptions() for name in others})
     outputs, rates = {}, {name: [] for name in systems}
     for _ in range(args.rounds):
         for name, options in systems.items():
+            searched = others.get(name, model)
             start = time.perf_counter()
             with torch.inference_mode():
-                out = [search(model, src, decode, options)[0][0].tokens for src in sources]
+                out = [search(searched, src, decode, options)[0][0].tokens for src in sources]
             rates[name].append(len(sources) / (time.perf_counter() - start))
             outputs.setdefault(name, out)
     reference = outputs["greedy (fast step)"]
@@ -81,8 +89,9 @@ def main(argv=None) -> int:
         draft = drafts.get(name)
         kept = f"{100 * draft.rate:.1f}%" if draft is not None else ""
         same = sum(a == b for a, b in zip(outputs[name], reference))
+        same = f"{same}/{len(reference)}" if name not in others else "(another model)"
         print(f"| {name} | {rate:.1f} ({min(rates[name]):.1f}-{max(rates[name]):.1f}) | "
-              f"{rate / base:.2f}x | {kept} | {same}/{len(reference)} |")
+              f"{rate / base:.2f}x | {kept} | {same} |")
         rows.append({"search": name, "rates": rates[name], "kept": draft.rate if draft else None,
                      "same": same})
     save("speculative", {"machine": machine(), "run": args.run, "rows": rows})

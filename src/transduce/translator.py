@@ -102,7 +102,7 @@ class Translator:
         ``decoding.speculative``): ``draft`` is a run or checkpoint trained on the same prepared
         data (its tokenizer's fingerprint must be the model's), ``"self:N"``, the model's own
         first N decoder layers, or ``"self-int8"``, the model with int8 weights (CPU).
-        ``tokens``: the most it proposes at a time."""
+        ``tokens``: the most it proposes at a time (fewer after a cut proposal)."""
         from .checkpoint import checkpoint_fingerprint
 
         if not 1 <= tokens <= 64:
@@ -147,7 +147,7 @@ class Translator:
             check_draft(self.model, model)
         except ValueError as error:
             raise TransduceError(f"--draft {draft}: {error}") from None
-        self.draft = Draft(model, tokens, precision)
+        self.draft = Draft(model, tokens, precision, adaptive=True)
         return self.draft
 
     @classmethod

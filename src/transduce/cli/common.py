@@ -161,7 +161,8 @@ def add_draft_options(p) -> None:
                         "self:N (the model's own first N decoder layers) or self-int8 (the model "
                         "with int8 weights, CPU)")
     g.add_argument("--draft-tokens", type=number(int, 1, 64), default=4, metavar="K",
-                   help="the most tokens the draft proposes at a time")
+                   help="the most tokens the draft proposes at a time (one fewer after a proposal "
+                        "the model cut, one more after one it kept whole)")
 
 
 def draft_search(args, decode):
