@@ -29,7 +29,9 @@ def test_the_top_level_help_names_every_task_with_its_data_and_commands():
     ("parse", ["--ctc-weight", "--sampling", "--nbest", "--min-len", "--strict", "paper: 4"],
      ["--beam BEAM           beam size (1 = greedy) (default: 21)", "(default: 0.3)"]),
     ("translate", ["--ctc-weight"], ["--sampling", "paper: 4", "--nbest"]),
-    ("serve", ["(default: 4)"], ["--beam", "--ctc-weight", "take the served task's defaults"]),
+    ("serve", ["greedy) (default: 4)", "greedy; paper: 4"],
+     ["--beam BEAM           beam size (1 = greedy)\n", "--ctc-weight",
+      "take the served task's defaults"]),
     ("transcribe", ["--sampling", "--nbest", "paper: 4"], ["--ctc-weight", "--device"]),
     ("generate", ["--ctc-weight", "--nbest", "paper: 0.6"], ["--sampling", "--top-p"]),
 ])
