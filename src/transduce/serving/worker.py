@@ -45,6 +45,7 @@ class Searches:
 
     def __init__(self, translator: Translator, compiled: bool = False) -> None:
         self.translator, self.compiled = translator, compiled
+        self._glued = None
 
     def search(self, items: list, decode: DecodeConfig, phrases: Optional[list] = None) -> list:
         """Each item's output, in order (here: its hypotheses, best first); ``phrases``: per item,
@@ -54,8 +55,9 @@ class Searches:
         if phrases is not None:
             from ..decoding.terminology import Terminology, glued_pieces
 
-            modifiers = [Terminology(phrases, translator.model.config.eos_id,
-                                     glued_pieces(translator))]
+            if self._glued is None:  # (the vocabulary's pieces read once)
+                self._glued = glued_pieces(translator)
+            modifiers = [Terminology(phrases, translator.model.config.eos_id, self._glued)]
         return translate_ids(translator.model, items, decode, precision=translator.precision,
                              compile=self.compiled, modifiers=modifiers, draft=translator.draft)
 
