@@ -9,6 +9,7 @@ import torch
 
 from transduce import load
 from transduce.config import DecodeConfig
+from transduce.data.corpus import read_lines
 from transduce.decoding.alignment import align_lines, check_rule, pharaoh, word_links, words_of
 
 from ..helpers import cli
@@ -44,7 +45,7 @@ def test_the_rule_takes_the_model_s_layers_and_heads_only():
 
 def test_a_reversal_model_s_alignment_is_the_reversal(reverse_run):
     translator = load(reverse_run / "run")
-    lines = (reverse_run / "raw" / "valid.en").read_text().splitlines()
+    lines = list(read_lines(reverse_run / "raw" / "valid.en"))
     aligned = align_lines(translator, lines + [""], DecodeConfig(beam=1))
     assert aligned[-1] == ("", "")
     mirrored = total = reversed_outputs = 0
@@ -85,7 +86,7 @@ def test_translate_writes_each_translation_with_its_alignment(reverse_run):
 def test_a_task_prefix_s_words_are_not_the_user_s(reverse_run):
     translator = load(reverse_run / "run")
     translator.task_prefix = "red red "
-    lines = (reverse_run / "raw" / "valid.en").read_text().splitlines()[:10]
+    lines = list(read_lines(reverse_run / "raw" / "valid.en"))[:10]
     for line, (text, pairs) in zip(lines, align_lines(translator, lines, DecodeConfig(beam=1))):
         sources = [int(pair.split("-")[0]) for pair in pairs.split()]
         assert max(sources) < len(line.split()), (line, text, pairs)
