@@ -72,14 +72,16 @@ def save(name: str, payload: dict) -> Path:
     return path
 
 
-def joined_at_random(model, sources: list, decode, seed: int = 0) -> list:
+def joined_at_random(model, sources: list, decode, precision: str = "fp32", seed: int = 0
+                     ) -> list:
     """Each source's n-best list from one running search that the sources join a few at a time
     (1-8) at random steps, in input order: the server's continuous batching."""
     import random
 
-    from transduce.decoding import RunningSearch
+    from transduce.decoding import RunningSearch, SearchOptions
 
-    running, found, draw, next_ = RunningSearch(model, decode), {}, random.Random(seed), 0
+    running = RunningSearch(model, decode, SearchOptions(precision=precision))
+    found, draw, next_ = {}, random.Random(seed), 0
     with torch.inference_mode():
         while next_ < len(sources) or len(running):
             if next_ < len(sources) and draw.random() < 0.3:

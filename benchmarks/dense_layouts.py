@@ -1,10 +1,12 @@
 """The decode step's products on this machine: microseconds per call of each float layout a
 ``TunedLinear`` chooses between (``rows``, ``columns``, ``blocks``), of ``F.linear`` on the model's
 own layout (``linear``: what ``TunedLinear.plain`` gives a GPU; on the CPU the captured step uses
-``rows``), of its bf16 copy, and of the int8 kernels an ``Int8Linear`` chooses between (fbgemm,
-oneDNN), for the decoder shapes of the small and base presets at 1, 4, 16 and 32 rows. This is what
-``TunedLinear`` and ``Int8Linear`` measure for themselves the first time they see a row count
-(``inference/tuned_linear.py``), and what ``BF16_MIN_MACS`` was set from.
+``rows``), of a bf16 copy, of an ``Int8Linear`` (``int8``: each row quantized over its own range)
+and of fbgemm's kernel alone on the same int8 weights (``fbgemm``: all rows over one range, what
+the per-row mapping costs on top), for the decoder shapes of the small and base presets at 1, 4, 16
+and 32 rows. The float layouts are what ``TunedLinear`` measures for itself the first time it sees
+a row count (``inference/tuned_linear.py``); the bf16 column is what ``BF16_MIN_MACS`` was set
+from.
 
     python benchmarks/dense_layouts.py [--threads 2] [--calls 200]
 
@@ -52,21 +54,22 @@ def main() -> None:
         weight, bias = torch.randn(out, inp), torch.randn(out)
         dense = TunedLinear(weight, bias, bf16=True)
         int8 = Int8Linear(weight, bias)
+        low, low_bias = weight.to(torch.bfloat16), bias.to(torch.bfloat16)
         for rows in args.rows:
             x = torch.randn(rows, inp)
             cells = {}
-            for layout in ("rows", "columns", "blocks", "linear", "bf16", *int8.packs):
+            for layout in ("rows", "columns", "blocks", "linear", "bf16", "int8", "fbgemm"):
                 if layout == "blocks" and rows > 16:
                     continue  # not a candidate beyond 16 rows
 
                 def call(layout=layout):
                     for _ in range(args.calls):
                         if layout == "bf16":
-                            torch.nn.functional.linear(
-                                x.to(torch.bfloat16), dense.low, dense.low_bias
-                            ).float()
-                        elif layout in int8.packs:
-                            torch.ops.quantized.linear_dynamic(x, int8.packs[layout], True)
+                            torch.nn.functional.linear(x.to(torch.bfloat16), low, low_bias).float()
+                        elif layout == "int8":
+                            int8(x)
+                        elif layout == "fbgemm":
+                            torch.ops.quantized.linear_dynamic(x, int8.packed, True)
                         else:
                             dense._multiply(x, layout)
 
@@ -88,8 +91,8 @@ def main() -> None:
                 "blocks us",
                 "linear us",
                 "bf16 us",
+                "int8 us",
                 "fbgemm us",
-                "onednn us",
                 "fastest fp32",
                 "multiply-adds",
             ],

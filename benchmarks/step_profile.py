@@ -4,7 +4,7 @@ step spent in the weight products (``addmm``/``mm``/``bmm`` of the layouts, the 
 
     python benchmarks/step_profile.py [--shape small|base] [--precision fp32|int8|bf16] [--threads
 2]
-                                      [--int8-float-max-mb MB] [--rows N] [--compile] [--split]
+                                      [--rows N] [--compile] [--split]
 
 ``--compile`` profiles the captured step (``CapturedDecoder``; fp32) and also times the eager
 step in the same process, in interleaved rounds, to print their ratio. ``--rows`` decodes N
@@ -53,17 +53,12 @@ def main() -> None:
     parser.add_argument("--split", action="store_true",
                         help="the step against the step without its products, and the products "
                              "timed alone")
-    parser.add_argument("--int8-float-max-mb", type=float, default=None,
-                        help="override INT8_FLOAT_MAX_BYTES (int8: up to which decoder size fp32 "
-                             "products compete)")
     args = parser.parse_args()
     if args.compile and args.precision != "fp32":
         parser.error("--compile captures the fp32 step only (int8 and the CPU's bf16 step are "
                      "eager)")
     if args.split and (args.compile or args.precision == "bf16"):
         parser.error("--split times the eager fp32 or int8 step")
-    if args.int8_float_max_mb is not None:
-        fast.INT8_FLOAT_MAX_BYTES = int(args.int8_float_max_mb * 2**20)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config = ModelConfig.preset("base", vocab_size=8000, dropout=0.0, **SHAPES[args.shape])

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from transduce import Transformer
-from transduce.checkpoint import (CheckpointError, average_checkpoints, load_model_from, read_info,
-                                  tokenizer_paths, verify, write_checkpoint)
+from transduce.averaging import average_checkpoints
+from transduce.checkpoint import (CheckpointError, load_model_from, read_info, tokenizer_paths,
+                                  verify, write_checkpoint)
 from transduce.errors import TransduceError
 
 from .conftest import tiny_config

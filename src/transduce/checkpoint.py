@@ -29,6 +29,7 @@ from .version import __version__
 from .config import ModelConfig
 from .errors import TransduceError
 from .files import member, output_dir, recover, recover_all
+from .lora import PREFIX, adapter_of, adapter_state, attach, merge
 from .reading import load_torch, read_json
 from .runtime import check_fits
 
@@ -60,8 +61,15 @@ def write_checkpoint(
     averages). ``run``: the training run writing into its own ``checkpoints/`` (no other writer
     may).
     """
+    adapter = adapter_of(model)
+    if adapter is not None:  # the adapters alone: model.json names the base they adapt
+        info = {**info, "adapter": adapter}
     with output_dir(folder, "checkpoint", inputs, what="checkpoint", run=run) as tmp:
-        save_model(model, str(tmp / "model.safetensors"))
+        if adapter is not None:
+            save_file({k: v.detach().cpu().contiguous() for k, v in adapter_state(model).items()},
+                      str(tmp / "model.safetensors"))
+        else:
+            save_model(model, str(tmp / "model.safetensors"))
         names = []
         for path in tokenizer_files:
             if path.name not in names:
@@ -157,6 +165,46 @@ def tokenizer_fingerprint(paths: dict[str, Path]) -> str:
         data = Path(roles[role]).read_bytes() if roles.get(role) is not None else b""
         digest.update(f"{role}:{len(data)}:".encode() + data)
     return digest.hexdigest()[:16]
+
+
+def weights_fingerprint(folder: str | Path) -> str:
+    """A SHA-256 over the bytes of a checkpoint's ``model.safetensors``: which weights adapters
+    were trained on (the same model trained further, or averaged, differs)."""
+    digest = hashlib.sha256()
+    with open(checkpoint_file(folder, "model.safetensors"), "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def load_adapted(model: torch.nn.Module, folder: str | Path, info: dict,
+                 device: str | torch.device = "cpu") -> None:
+    """Into ``model`` (built from ``info``'s config, with or without adapters yet): the weights of
+    the base an adapter checkpoint names, checked against the fingerprint it was trained on, then
+    the adapters from ``folder``."""
+    settings = info["adapter"]
+    base = Path(settings["base"])
+    if not is_checkpoint(base):
+        raise CheckpointError(f"{folder} holds LoRA adapters of {base}, which is no longer a "
+                              "checkpoint (moved or deleted?); put the base back there")
+    if weights_fingerprint(base) != settings["base_fingerprint"]:
+        raise CheckpointError(f"{folder} holds LoRA adapters trained on other weights than {base} "
+                              "holds now (trained further, averaged or replaced since): adapters "
+                              "fit only the weights they were trained on")
+    missing, unexpected = load_weights(model, checkpoint_file(base, "model.safetensors"), device)
+    if unexpected or [k for k in missing if not k.rsplit(".", 1)[-1].startswith(PREFIX)]:
+        raise CheckpointError(f"{base}/model.safetensors does not fit {folder}/model.json")
+    if adapter_of(model) is None:
+        attach(model, settings)
+    path = checkpoint_file(folder, "model.safetensors")
+    try:
+        state = load_file(str(path), device=str(device))
+    except Exception as error:  # safetensors raises its own types for a damaged file
+        raise CheckpointError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
+    check_weights(state, model, path)
+    if set(state) != set(adapter_state(model)):
+        raise CheckpointError(f"{path} holds other adapters than {folder}/model.json describes")
+    model.load_state_dict(state, strict=False)
 
 
 def checkpoint_fingerprint(folder: str | Path, info: dict) -> tuple[Optional[str], bool]:
@@ -314,7 +362,12 @@ def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
         config = ModelConfig.from_dict(info["model"])
         check_fits(config, "cpu", source=f"{folder}/model.json")  # (built on the CPU, then moved)
         model = Transformer(config)
-        missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"))
+        if "adapter" in info:  # base + adapters, folded into one plain model
+            load_adapted(model, folder, info)
+            missing, unexpected = [], []
+            merge(model)
+        else:
+            missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"))
         if missing or unexpected:
             raise CheckpointError(f"{folder}/model.safetensors does not fit its model.json: "
                                   f"missing {missing[:5]}, unexpected {unexpected[:5]}")
@@ -324,42 +377,3 @@ def load_model_from(folder: str | Path, device: str | torch.device = "cpu"):
         hint = f"; usable checkpoints: {', '.join(usable)}" if usable else ""
         raise CheckpointError(f"{error}{hint}") from None
     return model.to(device).eval(), info
-
-
-def average_checkpoints(folders: list[Path], out: str | Path) -> Path:
-    """Write the elementwise mean of the weights of ``folders`` (same shape) as a new checkpoint."""
-    if not folders:
-        raise TransduceError("no checkpoints to average")
-    infos = [read_info(f) for f in folders]
-    # (as configs, not dicts: one written before a field existed holds its default)
-    configs = [ModelConfig.from_dict(i["model"]) for i in infos]
-    if any(c != configs[0] for c in configs):
-        raise TransduceError("the checkpoints have different model configurations; they cannot be "
-                             "averaged")
-    model, _ = load_model_from(folders[-1])  # the shapes every checkpoint's weights must have
-    total: dict[str, torch.Tensor] = {}
-    for folder in folders:
-        path = checkpoint_file(folder, "model.safetensors")
-        try:
-            weights = upgrade_names(load_file(str(path)))
-        except Exception as error:
-            raise CheckpointError(f"{path} is damaged ({error}); leave it out") from None
-        check_weights(weights, model, path)
-        for name, tensor in weights.items():
-            total[name] = total[name] + tensor.double() if name in total else tensor.double()
-    state = {name: (t / len(folders)).to(torch.float32) for name, t in total.items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    current = model.state_dict()
-    stored = {current[k].data_ptr() for k in state if k in current}
-    # tied weights are stored once
-    missing = [k for k in missing if current[k].data_ptr() not in stored]
-    if missing or unexpected:
-        raise CheckpointError("the checkpoints' weights do not fit their model: missing "
-                              f"{missing[:5]}, unexpected {unexpected[:5]}")
-    info = dict(infos[-1])
-    info["averaged_from"] = [f.name for f in folders]
-    # (an imported language model or an image classifier has no tokenizer)
-    paths = tokenizer_paths(folders[-1], info) if info["tokenizer"].get("src") else {}
-    if info.get("pieces"):  # a speech model's SentencePiece targets
-        paths["pieces"] = member(folders[-1], info["pieces"], "the target pieces' model")
-    return write_checkpoint(out, model, info, list(dict.fromkeys(paths.values())), inputs=folders)

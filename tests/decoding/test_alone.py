@@ -72,3 +72,19 @@ def test_a_joint_ctc_search_is_each_recordings_own(beam):
     batched = translate_ids(model, recordings, decode)
     alone = [translate_ids(model, [r], decode)[0] for r in recordings]
     assert_alone(batched, alone)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_an_int8_search_is_each_sentences_own(beam):
+    """int8 quantizes each activation row over its own range and attends in float64, so a
+    sentence's numbers, and so its output and scores, are bit for bit its own: batched (with
+    padding, other lengths, other beams) as searched alone."""
+    torch.manual_seed(5)
+    model = Transformer(tiny_config(d_model=64, d_ff=128)).eval()
+    g = torch.Generator().manual_seed(6)
+    sources = [torch.randint(4, 40, (n,), generator=g).tolist() for n in (3, 14, 7, 1, 9, 5, 30)]
+    decode = DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=6)
+    batched = translate_ids(model, sources, decode, precision="int8")
+    alone = [translate_ids(model, [s], decode, precision="int8")[0] for s in sources]
+    for number, (b, a) in enumerate(zip(batched, alone)):
+        assert [(h.tokens, h.score) for h in b] == [(h.tokens, h.score) for h in a], number

@@ -31,16 +31,3 @@ ARCHITECTURES = [
 
 def _ids(options: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in options.items()) or "paper"
-
-
-def _int8_everywhere(monkeypatch, kernel: str | None = None) -> None:
-    """Every product int8 (the tiny models' products are small enough that fp32 would win them
-    all when measured), with one of Int8Linear's kernels if given."""
-    from transduce.inference.int8 import Int8Linear
-    from transduce.inference.tuned_linear import TunedLinear as Dense
-
-    monkeypatch.setattr(
-        Dense, "candidates", lambda self, rows: ["int8"] if self.int8 is not None else ["rows"]
-    )
-    if kernel is not None:
-        monkeypatch.setattr(Int8Linear, "_faster", lambda self, x: kernel)

@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..checkpoint import average_checkpoints, list_checkpoints
+    from ..averaging import average_checkpoints
+    from ..checkpoint import list_checkpoints
 
     if args.last < 1:
         raise TransduceError(f"--last {args.last}: average at least 1 checkpoint")

@@ -110,9 +110,10 @@ def add_decode_options(
     g = p.add_argument_group("where it runs")
     g.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:1, ...")
     g.add_argument("--precision", choices=["fp32", "bf16", "fp16", "int8", "auto"], default="fp32",
-                   help="fp32 (exact), bf16 autocast, fp16 autocast (CUDA only), int8 weights "
-                        "(CPU; faster, BLEU within a few tenths), or auto (fp32 or bf16, whichever "
-                        "measured faster on this kind of device, said at the start)")
+                   help="fp32 (exact), bf16 autocast (on the CPU a batch may, rarely, translate "
+                        "a sentence otherwise than alone), fp16 autocast (CUDA only), int8 "
+                        "weights (CPU; faster, BLEU within a few tenths), or auto (fp32 or bf16, "
+                        "whichever measured faster on this kind of device, said at the start)")
     g.add_argument("--threads", type=THREADS, default=0,
                    help="CPU threads (0: the cores other programs leave idle, measured at the "
                         "start)")

@@ -18,16 +18,27 @@ def add_parser(sub) -> None:
         choices=["int8", "int8_float32", "int16", "float16", "bfloat16"],
         help="CTranslate2 weight quantization",
     )
+    p.add_argument("--merge", action="store_true",
+                   help="a checkpoint of LoRA adapters: fold them into their base's weights and "
+                        "export the result as one full model")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    from ..checkpoint import read_info
     from ..choice import resolve
+    from ..errors import TransduceError
     from ..files import check_output_dir
     from .common import announce
 
     announce(args.model)
     folder = resolve(args.model)
+    adapter = read_info(folder).get("adapter")
+    if adapter is not None and not args.merge:
+        raise TransduceError(f"{folder} holds LoRA adapters of {adapter['base']}, not a model: "
+                             "add --merge to fold them into the base's weights and export that")
+    if adapter is None and args.merge:
+        print(f"note: {folder} holds no adapters; --merge changes nothing")
     check_output_dir(args.out, f"{args.to} export", [folder], what="the export folder")
     if args.to == "hf":
         from ..interop.huggingface import export_hf

@@ -130,6 +130,10 @@ def describe_run(path: Path) -> int:
             else ""
         )
     )
+    adapter = info.get("adapter")
+    if adapter:
+        print(f"  adapters   LoRA rank {adapter['rank']}, alpha {adapter['alpha']:g}, on "
+              f"{' and '.join(adapter['targets'])}, of {adapter['base']} (folded in at load)")
     if run:
         print(
             f"  data       {settings.get('data_dir', '?')}"

@@ -99,6 +99,9 @@ def add_parser(sub) -> None:
                    help="the longest uploaded recording, read from its header before it is "
                         "decoded (speech models)")
     g.add_argument("--no-access-log", action="store_true", help="do not log each request")
+    p.add_argument("--adapter", action="append", default=[], metavar="NAME=PATH",
+                   help="LoRA adapters trained on this model (train --lora) served beside it: a "
+                        "request's \"adapter\": \"NAME\" translates with them (repeat for more)")
     add_task_search_options(p)
     add_draft_options(p)
     p.set_defaults(run=run)
@@ -131,6 +134,34 @@ def _settings(args, decode: DecodeConfig):
         )
     except ValueError as error:
         raise flagged(error) from None
+
+
+def adapter_folders(given: list[str], folder) -> dict:
+    """``--adapter NAME=PATH`` flags as name -> checkpoint folder, each checked to hold adapters
+    trained on the weights of ``folder`` (the served checkpoint), before any weight is read."""
+    import re
+
+    from ..checkpoint import read_info, weights_fingerprint
+    from ..choice import resolve
+
+    adapters: dict = {}
+    base = weights_fingerprint(folder) if given else None
+    for flag in given:
+        name, equals, path = flag.partition("=")
+        if not equals or not path or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise TransduceError(f"--adapter {flag}: expected NAME=PATH, the name of letters, "
+                                 "digits, '_', '-' or '.'")
+        if name in adapters:
+            raise TransduceError(f"--adapter {flag}: the name {name} is given twice")
+        adapters[name] = resolve(path)
+        info = read_info(adapters[name]).get("adapter")
+        if info is None:
+            raise TransduceError(f"--adapter {flag}: {adapters[name]} holds a full model, not LoRA "
+                                 "adapters (train them with transduce train --lora)")
+        if info["base_fingerprint"] != base:
+            raise TransduceError(f"--adapter {flag}: its adapters were trained on other weights "
+                                 f"({info['base']}) than {folder} holds")
+    return adapters
 
 
 def flagged(error: ValueError) -> TransduceError:
@@ -201,6 +232,7 @@ def run(args) -> int:
                              f"models (run this one with transduce {task.verb})")
     decode = draft_search(args, task_search(args, task))
     settings = _settings(args, decode)
+    adapters = adapter_folders(args.adapter, folder)
     sock = bind(args.host, args.port)
     try:
         threads = set_threads(args.threads)
@@ -208,7 +240,7 @@ def run(args) -> int:
         facade = transduce.load(folder, args.device, args.precision, args.compile,
                                 draft=args.draft, draft_tokens=args.draft_tokens)
         try:
-            app = create_app(facade, settings)
+            app = create_app(facade, settings, adapters=adapters)
         except ValueError as error:
             raise flagged(error) from None
     except BaseException:

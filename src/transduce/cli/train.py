@@ -11,7 +11,7 @@ from ..errors import TransduceError
 from ..reading import read_json
 from ..tasks import data_layout, data_tasks, task_of
 from ..training.recipe import RECIPES, apply_recipe, describe_schedule
-from .common import THREADS, config_number, parse_sets, set_threads
+from .common import THREADS, config_number, number, parse_sets, set_threads
 
 
 def add_parser(sub) -> None:
@@ -71,6 +71,15 @@ def add_parser(sub) -> None:
     p.add_argument("--ema", type=config_number(TrainConfig, "ema"), metavar="DECAY",
                    help="keep an exponential moving average of the weights (e.g. 0.999), written "
                         "as RUN/ema/")
+    p.add_argument("--lora", type=number(int, 1, 65536), metavar="RANK",
+                   help="train low-rank adapters (LoRA) of this rank on the frozen --init-from "
+                        "model: checkpoints of a few MB that name their base")
+    p.add_argument("--lora-alpha", type=config_number(TrainConfig, "lora_alpha"), metavar="ALPHA",
+                   help="scale the adapters by ALPHA / RANK (default: the rank, a scale of 1)")
+    p.add_argument("--lora-dropout", type=config_number(TrainConfig, "lora_dropout"), metavar="P",
+                   help="dropout on the adapters' input (default: 0)")
+    p.add_argument("--lora-targets", nargs="+", choices=("attention", "ffn"),
+                   help="which layers get adapters (default: attention ffn)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, "
                                                     "cuda:N, mps")
     p.add_argument("--precision", choices=list(PRECISIONS), default="auto",
@@ -230,6 +239,10 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
         "max_time": parse_duration(args.max_time),
         "seed": args.seed,
         "ema": args.ema,
+        "lora": args.lora,
+        "lora_alpha": args.lora_alpha,
+        "lora_dropout": args.lora_dropout,
+        "lora_targets": ",".join(args.lora_targets) if args.lora_targets else None,
     }
     train = train.with_overrides(
         {**train_sets, **{k: v for k, v in flags.items() if v is not None}}
@@ -241,6 +254,8 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
     )
     new_run = not (args.resume and saved_path.is_file())
     train, from_recipe = apply_recipe(train, model, args.data_dir, args.recipe, given, new_run)
+    if train.lora and start is None and new_run:
+        raise TransduceError("--lora trains adapters on a trained model: give --init-from MODEL")
     if start is not None:
         print(start.describe(model, train, args.recipe), file=sys.stderr)
     return model, train, preset, from_recipe
@@ -330,11 +345,12 @@ def run(args) -> int:
 
     meta = load_meta(args.data_dir)
     model_config, train_config, preset, from_recipe = resolve_configs(args, meta)
-    valid_extra = args.valid_extra
-    if valid_extra is None and args.resume and (Path(args.out) / "config.json").is_file():
+    valid_extra, init_from = args.valid_extra, args.init_from
+    if args.resume and (Path(args.out) / "config.json").is_file():
         saved = read_json(Path(args.out) / "config.json", "--resume: the run's configuration")
-        # the run keeps its second validation set
-        valid_extra = saved.get("settings", {}).get("valid_extra")
+        # the run keeps its second validation set, and the base its adapters train on
+        valid_extra = valid_extra or saved.get("settings", {}).get("valid_extra")
+        init_from = init_from or saved.get("settings", {}).get("init_from")
     settings = RunSettings(
         data_dir=str(args.data_dir),
         run_dir=str(args.out),
@@ -342,7 +358,7 @@ def run(args) -> int:
         precision=precision,
         compile=args.compile,
         quiet=args.quiet,
-        init_from=args.init_from,
+        init_from=init_from,
         more_time=more_time,
         valid_extra=valid_extra,
         extra={"preset": preset},

@@ -55,6 +55,10 @@ class TrainConfig(ConfigMixin):
             (0: never stop early). max_bad_steps: non-finite losses in a row before giving up.
         ema: decay of an exponential moving average of the weights, written as ``RUN/ema/`` at
             each checkpoint (0: off; e.g. 0.999; see ``training.ema``).
+        lora: train low-rank adapters of this rank on a frozen ``--init-from`` model instead of
+            its weights (0: off; ``transduce.lora``); lora_alpha scales them by alpha / rank (0: the
+            rank, a scale of 1); lora_dropout on their input; lora_targets: which layers
+            ("attention", "ffn" or both, comma-separated).
         block_size: models on monolingual text (GPT, BERT, T5's pretraining) train on contiguous
             blocks of this many tokens of the text stream; a batch holds max_tokens // block_size
             blocks.
@@ -106,6 +110,10 @@ class TrainConfig(ConfigMixin):
     patience: int = 0
     max_bad_steps: int = 5
     ema: float = option(0.0, low=0, high=0.999999)
+    lora: int = option(0, low=0, high=65536)
+    lora_alpha: float = option(0.0, low=0, high=1e6)
+    lora_dropout: float = option(0.0, low=0, high=0.99)
+    lora_targets: str = "attention,ffn"
     block_size: int = 128
     mask_prob: float = 0.15
     noise_density: float = 0.15

@@ -7,8 +7,9 @@ builds, once per set of weights, a ``FastDecoder`` that:
 - multiplies each weight in the operand layout measured fastest on this machine for the number
   of rows (``TunedLinear``), with 1/sqrt(d_k) folded into the query weights;
 - or, with ``precision="int8"``, holds the weights as int8 with one scale per output row and
-  multiplies with PyTorch's dynamic quantization kernels (fbgemm: activations quantized on the
-  fly, int32 accumulation); ``quantize_encoder`` gives the encoder the same ``Int8Linear``;
+  multiplies with PyTorch's dynamic quantization kernel (fbgemm: each activation row quantized
+  on the fly over its own range, int32 accumulation); ``quantize_encoder`` gives the encoder the
+  same ``Int8Linear``;
 - or, with ``precision="bf16"`` on the CPU, keeps a bf16 copy of each weight, made once, and uses
   it for products large enough to pay for bf16's fixed cost per call (``BF16_MIN_MACS``), fp32
   below; autocast would instead convert every weight again at every step (bf16 pays where the
@@ -40,14 +41,9 @@ from torch import Tensor
 from .cache import StepCache
 from .norm import norm_function
 from .support import require_supported
+from .int8 import wide_attention
 from .tuned_linear import TunedLinear
 
-# int8 decoding measures fp32 against int8 per product only while the decoder's fp32 weights are
-# at most this size: a product's timing reads its weight from cache, which holds for a small
-# decoder through a whole step but not for a large one, whose weights stream from memory, where
-# int8's are 4x smaller (``python benchmarks/step_profile.py --precision int8 --shape small|base
-# --int8-float-max-mb 0|1000`` compares the two rules)
-INT8_FLOAT_MAX_BYTES = 32 * 2**20
 
 
 class _Layer:
@@ -124,6 +120,7 @@ class FastDecoder:
         self.config, self.real = c, model.src_embed.real  # (which encoder positions hold input)
         self.precision = precision
         int8 = precision == "int8"
+        self.wide = int8  # attention in float64 (``wide_attention``)
         device = model.output.weight.device
         # bf16 on the CPU: the step holds bf16 weights and runs outside autocast (``TunedLinear``)
         self.bf16 = precision == "bf16" and device.type == "cpu"
@@ -138,14 +135,6 @@ class FastDecoder:
             )
             bias = model.output_bias.detach() if model.output_bias is not None else None
             self.output = TunedLinear(model.output.weight, bias, int8, bf16=self.bf16)
-            if int8:  # fp32 products compete with int8 only while the decoder stays in cache
-                denses = self.denses()
-                small = (
-                    sum(d.weight.numel() * d.weight.element_size() for d in denses)
-                    <= INT8_FLOAT_MAX_BYTES
-                )
-                for d in denses:
-                    d.float_candidates = small
             self.distance_bias = None if source is None else source.by_distance(
                 torch.arange(c.max_positions, device=device))
         embed = model.tgt_embed
@@ -155,14 +144,14 @@ class FastDecoder:
                           embed.learned.weight.detach() if embed.kind == "learned" else None)
         self.rotary = model.rotary
         self.output_scale = c.d_model**-0.5 if c.scale_output else None
-        # every layer's encoder-decoder keys and values in one product, once per sentence (fp32 at
-        # every precision, as the model's own projections)
+        # every layer's encoder-decoder keys and values in one product, once per sentence (int8 as
+        # every product at int8: an fp32 product's last digits depend on how many rows it takes)
         projections = [layer.cross_attn.kv for layer in model.decoder]
         with torch.no_grad():
             weight = torch.cat([m.weight.detach() for m in projections])  # (layers * 2 * H * Dh, D)
             bias = None if projections[0].bias is None else torch.cat(
                 [m.bias.detach() for m in projections])
-        self.cross_kv = TunedLinear(weight, bias)
+        self.cross_kv = TunedLinear(weight, bias, int8)
 
     def denses(self) -> list[TunedLinear]:
         """Every product of a step, in the order the step calls them."""
@@ -173,7 +162,8 @@ class FastDecoder:
         ``memory``."""
         cross_k, cross_v, bias = self._cross(src, memory, beam)
         B, H = src.size(0), self.heads
-        kv = memory.new_empty((len(self.layers), 2, B * beam, H, capacity, self.head_dim))
+        kv = memory.new_empty((len(self.layers), 2, B * beam, H, capacity, self.head_dim),
+                              dtype=torch.float64 if self.wide else memory.dtype)
         return StepCache(kv, cross_k, cross_v, bias.reshape(B * H, beam, -1), H, beam)
 
     def _cross(self, src: Tensor, memory: Tensor, beam: int
@@ -192,6 +182,8 @@ class FastDecoder:
             cross_v = list(
                 kv.select(3, 1).permute(2, 0, 3, 1, 4).reshape(L, B * H, S, Dh).unbind(0)
             )
+            if self.wide:  # (attended in float64: held so, converted once)
+                cross_k, cross_v = [k.double() for k in cross_k], [v.double() for v in cross_v]
         bias = torch.zeros(B, H, beam, S, dtype=memory.dtype, device=memory.device)
         bias.masked_fill_(~self.real(src)[:, None, None, :], float("-inf"))
         return cross_k, cross_v, bias
@@ -317,10 +309,14 @@ class FastDecoder:
             # (2, N, H, Dh): its key and value
             _write(slot, t, qkv.narrow(2, 1, 2).permute(2, 0, 1, 3))
         keys, values = read()
-        scores = torch.bmm(q, keys)  # (N*H, 1, keys)
-        if key_bias is not None:
-            scores = scores + key_bias
-        return self._dense(layer.self_out, torch.bmm(scores.softmax(-1), values).view(N, H * Dh))
+        if self.wide:
+            a = wide_attention(key_bias, q, keys, values)
+        else:
+            scores = torch.bmm(q, keys)  # (N*H, 1, keys)
+            if key_bias is not None:
+                scores = scores + key_bias
+            a = torch.bmm(scores.softmax(-1), values)
+        return self._dense(layer.self_out, a.view(N, H * Dh))
 
     def _cross_attention(self, layer: _Layer, h: Tensor, cross_k: Tensor, cross_v: Tensor,
                          cross_bias: Tensor) -> Tensor:
@@ -330,8 +326,11 @@ class FastDecoder:
         q = self._dense(layer.cross_q, h)
         q = q.view(N * H, 1, Dh) if K == 1 else \
             q.view(B, K, H, Dh).transpose(1, 2).reshape(B * H, K, Dh)
-        scores = torch.baddbmm(cross_bias, q, cross_k)  # (B*H, K, S)
-        a = torch.bmm(scores.softmax(-1), cross_v)  # (B*H, K, Dh)
+        if self.wide:
+            a = wide_attention(cross_bias, q, cross_k, cross_v)
+        else:
+            scores = torch.baddbmm(cross_bias, q, cross_k)  # (B*H, K, S)
+            a = torch.bmm(scores.softmax(-1), cross_v)  # (B*H, K, Dh)
         a = a.view(N, H * Dh) if K == 1 else a.view(B, H, K, Dh).transpose(1, 2).reshape(N, H * Dh)
         return self._dense(layer.cross_out, a)
 
@@ -381,6 +380,7 @@ def _write(buffer: Tensor, t, value: Tensor) -> None:
     # (the leading dimensions flattened: inductor fails on index_copy_ over 5)
     if isinstance(t, Tensor):
         C, Dh = buffer.shape[-2:]
-        buffer.view(-1, C, Dh).index_copy_(1, t.view(1), value.reshape(-1, 1, Dh))
+        buffer.view(-1, C, Dh).index_copy_(1, t.view(1),
+                                           value.reshape(-1, 1, Dh).to(buffer.dtype))
     else:
         buffer.select(buffer.dim() - 2, t).copy_(value)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .int8 import Int8Linear
+from .int8 import Int8Linear, wide_attention
 from .norm import norm_function
 from .snapshots import snapshot
 from .support import require_supported, unsupported
@@ -63,6 +63,7 @@ class FastEncoder:
         self.heads, self.head_dim = c.n_heads, c.d_k
         self.factor = c.d_k**-0.5 if c.attention_scale == "sqrt_dk" else 1.0
         self.pre = c.norm_position == "pre"
+        self.wide = precision == "int8"  # attention in float64 (``int8.wide_attention``)
         self.embed, self.rotary = model.src_embed, model.rotary
         self.position_bias = model.position_bias  # ALiBi's or the relative buckets', or None
         with torch.no_grad():
@@ -91,8 +92,11 @@ class FastEncoder:
             if self.rotary is not None:
                 q, k = self.rotary(q), self.rotary(k)
             q, k, v = q.reshape(B * H, S, Dh), k.reshape(B * H, S, Dh), v.reshape(B * H, S, Dh)
-            scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=self.factor)  # (B*H, S, S)
-            a = torch.bmm(scores.softmax(-1), v)  # (B*H, S, Dh)
+            if self.wide:
+                a = wide_attention(bias, q, k.transpose(1, 2), v, self.factor)
+            else:
+                scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=self.factor)  # (B*H, S, S)
+                a = torch.bmm(scores.softmax(-1), v)  # (B*H, S, Dh)
             out = layer.out(a.view(B, H, S, Dh).transpose(1, 2).reshape(B * S, H * Dh))
             x = x + out if self.pre else layer.norms[0](x + out)
             h = layer.norms[1](x) if self.pre else x

@@ -1,5 +1,5 @@
-"""int8 weights for decoding on the CPU: one scale per output row, PyTorch's dynamic quantization
-kernels."""
+"""int8 weights for decoding on the CPU: one scale per output row for the weights, one range per
+input row for the activations, PyTorch's dynamic quantization kernel (fbgemm)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .timing import fastest_call, row_class
-
 
 class Int8Linear(nn.Module):
-    """A linear layer with symmetric per-output-row int8 weights, multiplied by PyTorch's dynamic
-    quantization kernels (activations quantized per call, int32 accumulation); inference on the CPU.
-    Takes ``(..., in)`` like ``nn.Linear``.
+    """A linear layer with symmetric per-output-row int8 weights, multiplied by fbgemm's dynamic
+    quantization kernel (int32 accumulation); inference on the CPU. Takes ``(..., in)`` like
+    ``nn.Linear``.
 
-    The weights are packed for fbgemm and, where this build has it, for oneDNN: the same quantized
-    weights and the same arithmetic, different kernels. Which is faster depends on the rows and the
-    CPU (``benchmarks/dense_layouts.py`` times both), so each layer times both the first
-    time it sees a class of row counts (1, 2-16, more) and keeps the faster.
+    Each input row is quantized over its own range: fbgemm's kernel would quantize all the rows of
+    a call over one range, so a sentence's numbers would depend on its batch-mates (and on padding)
+    and a batched search could choose otherwise than the sentence searched alone. So every row is
+    first mapped onto ``[0, 1]`` by its own range ``[lo, hi]``, which makes ``[0, 1]`` the range of
+    every call, and the product is mapped back: ``x W^T = r (x' W^T) + lo W 1`` with
+    ``x' = (x - lo) / r``, ``r = hi - lo``. Each row's integers, and so its output, are then the
+    same whatever the other rows: 128 levels over the row's own range (fbgemm's 7-bit activations,
+    safe from overflow on every CPU), what one row quantized alone gets.
     """
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor]) -> None:
@@ -33,37 +35,29 @@ class Int8Linear(nn.Module):
             raise ValueError("int8 needs PyTorch's fbgemm quantized engine, which this build lacks "
                              f"(engines: {', '.join(engines)}); use --precision fp32")
         weight = weight.detach().float()
-        bias = None if bias is None else bias.detach().float()
+        self.bias = None if bias is None else bias.detach().float()
         scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
-        self.packs = {}  # kernel -> packed weights
         # quantized tensors are deprecated in favour of torchao, not a dependency
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             qweight = torch.quantize_per_channel(
                 weight, scales, torch.zeros_like(scales, dtype=torch.long), 0, torch.qint8
             )
-            for engine in ("fbgemm", "onednn"):
-                if engine in engines:  # a packed weight keeps its kernel, whatever the engine later
-                    torch.backends.quantized.engine = engine
-                    self.packs[engine] = torch.ops.quantized.linear_prepack(qweight, bias)
-            torch.backends.quantized.engine = "fbgemm"
-        self.kernels: dict[int, str] = {}  # row-count class -> the kernel measured faster
+            previous = torch.backends.quantized.engine
+            torch.backends.quantized.engine = "fbgemm"  # a packed weight keeps its kernel
+            self.packed = torch.ops.quantized.linear_prepack(qweight, None)
+            torch.backends.quantized.engine = previous
+        # W 1 of the weights as quantized: what a row's offset ``lo`` adds to each output
+        self.sums = (qweight.int_repr().float() * scales.float()[:, None]).sum(dim=1)  # (out,)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.float().contiguous()
-        rows = x.numel() // x.size(-1)
-        bucket = row_class(rows)
-        if bucket not in self.kernels:
-            self.kernels[bucket] = self._faster(x)
-        return torch.ops.quantized.linear_dynamic(x, self.packs[self.kernels[bucket]], True)
-
-    def _faster(self, x: Tensor) -> str:
-        return fastest_call(
-            {
-                kernel: (lambda packed=packed: torch.ops.quantized.linear_dynamic(x, packed, True))
-                for kernel, packed in self.packs.items()
-            }
-        )
+        shape = x.shape
+        x = x.float().reshape(-1, shape[-1])
+        lo = x.amin(dim=1, keepdim=True)  # (two reductions: faster here than one aminmax)
+        span = (x.amax(dim=1, keepdim=True) - lo).clamp_(min=1e-30)  # (a constant row: all in lo)
+        y = torch.ops.quantized.linear_dynamic((x - lo) / span, self.packed, True)
+        offset = lo * self.sums if self.bias is None else torch.addcmul(self.bias, lo, self.sums)
+        return torch.addcmul(offset, y, span).reshape(*shape[:-1], -1)
 
 
 def quantize_encoder(model) -> None:
@@ -77,3 +71,21 @@ def _quantize(root: nn.Module) -> None:
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(parent, name, Int8Linear(child.weight, child.bias))
+
+
+def wide_attention(bias: Optional[Tensor], q: Tensor, keys: Tensor, values: Tensor,
+                   alpha: float = 1.0) -> Tensor:
+    """``softmax(bias + alpha q keys) values`` for ``q (M, n, Dh)``, ``keys (M, Dh, S)``, ``values
+    (M, S, Dh)``, computed in float64 and rounded back to float32.
+
+    int8's passes attend so: in float32 the sums over the keys are grouped by the kernels according
+    to how many keys (padding included) and rows share the call, which moves a row's last digits,
+    and quantizing the next product's input turns such a digit now and then into another integer,
+    so a sentence's output would again depend on its batch-mates. In float64 those differences lie
+    far below float32's last digit and vanish in the rounding."""
+    q, keys, values = q.double(), keys.double(), values.double()  # (no copy where they are)
+    scores = (
+        torch.bmm(q, keys) * alpha if bias is None
+        else torch.baddbmm(bias.double(), q, keys, alpha=alpha)
+    )
+    return torch.bmm(scores.softmax(-1), values).float()

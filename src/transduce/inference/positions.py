@@ -16,6 +16,7 @@ from torch import Tensor
 
 from .cache import StepCache
 from .decoder import FastDecoder
+from .int8 import wide_attention
 
 
 def read_positions(fast: FastDecoder, tokens: Tensor, cache: StepCache) -> Tensor:
@@ -74,8 +75,7 @@ def _self_attention(fast: FastDecoder, layer, h: Tensor, positions: Tensor, slot
         key = fast._rotate(key.reshape(k * H, 1, Dh), positions).view(k, H, Dh)
     first = int(positions[0])
     slot.narrow(3, first, k).copy_(torch.stack([key, value]).permute(0, 2, 1, 3)[:, None])
-    scores = torch.bmm(q.transpose(0, 1), keys) + mask  # (H, k, t + k)
-    attended = torch.bmm(scores.softmax(-1), values)  # (H, k, Dh)
+    attended = _attend(fast, mask, q.transpose(0, 1), keys, values)  # (H, k, Dh)
     return fast._dense(layer.self_out, attended.transpose(0, 1).reshape(k, H * Dh))
 
 
@@ -85,9 +85,15 @@ def _cross_attention(fast: FastDecoder, layer, h: Tensor, cross_k: Tensor, cross
     the source's padding mask ``(H, 1, S)``."""
     k, H, Dh = h.size(0), fast.heads, fast.head_dim
     q = fast._dense(layer.cross_q, h).view(k, H, Dh).transpose(0, 1)  # (H, k, Dh)
-    scores = torch.baddbmm(cross_bias, q, cross_k)  # (H, k, S)
-    attended = torch.bmm(scores.softmax(-1), cross_v)  # (H, k, Dh)
+    attended = _attend(fast, cross_bias, q, cross_k, cross_v)  # (H, k, Dh)
     return fast._dense(layer.cross_out, attended.transpose(0, 1).reshape(k, H * Dh))
+
+
+def _attend(fast: FastDecoder, bias: Tensor, q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+    """As the step attends: in float64 where its precision does (int8)."""
+    if fast.wide:
+        return wide_attention(bias, q, keys, values)
+    return torch.bmm(torch.baddbmm(bias, q, keys).softmax(-1), values)
 
 
 def roll_back(cache: StepCache, length: int) -> None:

@@ -3,7 +3,8 @@
 ``TunedLinear`` holds an ``nn.Linear``'s weights (shared, not copied) and computes the same
 product; what differs is how: BLAS's speed at one to a few rows depends on the operands' layout and
 on the CPU, so the layer times its candidate layouts once per class of row counts and keeps the
-fastest. int8 and bf16 copies of the weights are candidates too where asked for.
+fastest. Where asked for, an int8 copy of the weights serves every product, a bf16 copy the large
+ones.
 """
 
 from __future__ import annotations
@@ -37,10 +38,8 @@ class TunedLinear:
     stream its share of the weights where BLAS would run a small product on one core). Every
     layout gives the same product up to float rounding. Layouts are made on first use; the
     model's own weight is shared, not copied. On a GPU: ``F.linear``.
-    int8: an ``Int8Linear`` too, one more candidate: int8's fixed cost per call (fbgemm quantizes
-    the activations at every call) loses to fp32 on small products at one to a few rows, so those
-    stay fp32 and the large ones (the output projection) go int8 (``benchmarks/dense_layouts.py``);
-    the outputs can only move closer to fp32's.
+    int8: every product through an ``Int8Linear`` (weights and activations int8), whatever its
+    rows: a row's integers then never depend on its batch-mates.
     bf16: a bf16 copy of the weights too, used (output cast back to fp32)
     where ``rows * out * in >= BF16_MIN_MACS``. ``scale`` (a number, or one per output row)
     multiplies the layer: it folds 1/sqrt(d_k) into the queries.
@@ -66,22 +65,24 @@ class TunedLinear:
         self.low_bias = None if self.low is None or bias is None else bias.to(torch.bfloat16)
         # the fewest rows worth the bf16 product
         self.low_rows = -(-BF16_MIN_MACS // weight.numel())
-        # int8: whether fp32 layouts compete too (see INT8_FLOAT_MAX_BYTES)
-        self.float_candidates = True
 
     def uses_bf16(self, rows: int) -> bool:
         return self.low is not None and rows >= self.low_rows
 
     def layout(self, x: Tensor) -> str:
         """The layout for ``x``'s row count: measured the first time (see the class docstring)."""
+        if self.int8 is not None:
+            return "int8"
         if not self.on_cpu:
-            return "int8" if self.int8 is not None else "linear"
+            return "linear"
         bucket = row_class(x.size(0))
         if bucket not in self.layouts:
             self.layouts[bucket] = self._fastest(x)
         return self.layouts[bucket]
 
     def __call__(self, x: Tensor) -> Tensor:
+        if self.int8 is not None:
+            return self.int8.forward(x)  # (not the module call: it has no hooks to run)
         rows = x.size(0)
         if self.low is None:
             layout = self.layouts.get(row_class(rows))
@@ -105,8 +106,6 @@ class TunedLinear:
                 if bias is None
                 else (lambda x: torch.addmm(bias, x, weight_t))
             )
-        if layout == "int8":
-            return self.int8.forward  # (not the module call: it has no hooks to run)
         return lambda x: self._multiply(x, layout)
 
     def plain(self, x: Tensor) -> Tensor:
@@ -161,11 +160,8 @@ class TunedLinear:
         return self.blocks
 
     def candidates(self, rows: int) -> list[str]:
-        """The layouts that can serve ``rows`` rows here."""
-        floats = ["rows", "columns", "blocks"] if rows <= 16 else ["rows", "columns"]
-        if self.int8 is None:
-            return floats
-        return ["int8", *floats] if self.float_candidates else ["int8"]
+        """The float layouts that can serve ``rows`` rows here."""
+        return ["rows", "columns", "blocks"] if rows <= 16 else ["rows", "columns"]
 
     def _fastest(self, x: Tensor) -> str:
         """Time each candidate layout on ``x`` (``timing.fastest_call``; the first call also makes

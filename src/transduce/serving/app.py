@@ -73,10 +73,11 @@ def model_name(runs) -> str:
 
 
 def create_app(facade, settings: ServeSettings = ServeSettings(),
-               compiled: Optional[bool] = None):
+               compiled: Optional[bool] = None, adapters: Optional[dict] = None):
     """The app; its lifespan starts and stops the batcher's worker. ``compiled``: whether the
     decode step is captured (None: as the facade was loaded). A setting the task does not take is
     a ValueError (``--ctc-weight`` for translation, continuous batching for images).
+    ``adapters``: name -> a checkpoint of LoRA adapters of the model, served beside it.
     ``app.state`` holds the service, the batching ``(mode, why)`` and the rest the app runs on."""
     from contextlib import asynccontextmanager
 
@@ -86,6 +87,8 @@ def create_app(facade, settings: ServeSettings = ServeSettings(),
     from ..version import __version__
 
     service = service_for(facade, settings, compiled)
+    if adapters:
+        service.load_adapters(adapters)
     runs, compiled = service.runs, service.compiled
     gate = Gate()
     metrics = Metrics()
@@ -93,7 +96,7 @@ def create_app(facade, settings: ServeSettings = ServeSettings(),
     common = dict(max_wait=settings.max_wait_ms / 1000, queue_limit=settings.queue_limit,
                   compiled=compiled,
                   on_batch=lambda r: metrics.batch(r.sentences, r.tokens, r.seconds, r.done))
-    batcher = ContinuousBatcher(runs, **common) if mode == "continuous" else \
+    batcher = ContinuousBatcher(runs, searches=service, **common) if mode == "continuous" else \
         Batcher(runs, batching=mode != "off", searches=service, **common)
     metrics.gauges = {
         "transduce_queue_sentences": ("Inputs waiting for a batch.", lambda: batcher.waiting),

@@ -10,8 +10,8 @@ once as many requests have come as the previous search answered). Then it search
 one token-budget batch (``data.batching.budget_batches``, the rule of ``translate_ids``), every
 waiting sentence that has the same search settings, oldest first, and hands each request its own
 results in its own order once all of its sentences are done. Requests with different settings
-(beam, alpha, nbest) wait for a batch of their own. With ``batching=False`` the worker serves one
-request at a time, as a one-request-per-search server would: the baseline of
+(beam, alpha, nbest) or other adapters wait for a batch of their own. With ``batching=False``
+the worker serves one request at a time, as a one-request-per-search server would: the baseline of
 ``benchmarks/serve_load.py``.
 """
 
@@ -60,7 +60,8 @@ class Batcher(Worker):
         head = self._queue[0][0]
         if not self.batching:
             return [(job, i) for job, i in self._queue if job is head]
-        return [(job, i) for job, i in self._queue if job.decode == head.decode]
+        return [(job, i) for job, i in self._queue
+                if job.decode == head.decode and job.adapter == head.adapter]
 
     def _next_work(self) -> Optional[list[tuple[Job, int]]]:
         """Wait for work and return the next batch (None: closed and drained)."""
@@ -111,11 +112,13 @@ class Batcher(Worker):
             start = self.clock()
             decode = batch[0][0].decode
             items = [job.sources[i] for job, i in batch]
-            if any(job.phrases for job in jobs):  # (terminology: translation's searches only)
+            # (terminology and adapters: translation's searches only)
+            adapter = {"adapter": jobs[0].adapter} if jobs[0].adapter is not None else {}
+            if any(job.phrases for job in jobs):
                 hyps = self.searches.search(items, decode, [
-                    job.phrases[i] if job.phrases else [] for job, i in batch])
+                    job.phrases[i] if job.phrases else [] for job, i in batch], **adapter)
             else:
-                hyps = self.searches.search(items, decode)
+                hyps = self.searches.search(items, decode, **adapter)
             now = self.clock()
             for job in jobs:
                 job.started = job.started if job.started is not None else start

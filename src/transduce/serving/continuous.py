@@ -5,12 +5,12 @@ one: a short sentence waits for the longest of its batch, and the worker idles w
 just answered send their next requests. Here the worker keeps one ``RunningSearch`` and, between
 two steps:
 
-- **joins**: waiting sentences with the running search's settings, oldest first, while the
-  sentences in flight stay within ``max_sentences`` and ``max_tokens`` (in flight x longest source
-  in flight, the budget of a batch). They join once they are a quarter of the sentences in flight,
-  or once the oldest has waited ``max_wait``: a join's encoder pass costs nearly as much for one
-  sentence as for several. Admission is strictly first-come: it stops at the first
-  waiting sentence that does not fit, or that asks for other settings; the search then runs
+- **joins**: waiting sentences with the running search's settings (and adapters), oldest first,
+  while the sentences in flight stay within ``max_sentences`` and ``max_tokens`` (in flight x
+  longest source in flight, the budget of a batch). They join once they are a quarter of the
+  sentences in flight, or once the oldest has waited ``max_wait``: a join's encoder pass costs
+  nearly as much for one sentence as for several. Admission is strictly first-come: it stops at the
+  first waiting sentence that does not fit, or that asks for other settings; the search then runs
   without new company until that one fits, or until it has drained and a search with the other
   settings starts. So no sentence waits for ever behind a stream of shorter or other ones.
 - **leaves**: a finished sentence's hypotheses go to its request at once (a streaming request
@@ -46,6 +46,7 @@ class ContinuousBatcher(Worker):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.search: Optional[RunningSearch] = None
+        self.adapter: Optional[str] = None  # the running search's adapters (None: the model's)
         self._flight: dict[tuple[int, int], tuple[Job, int]] = {}  # key -> (job, sentence index)
 
     @property
@@ -57,8 +58,8 @@ class ContinuousBatcher(Worker):
         self._drop_cancelled()
         if not self._queue:
             return []
-        decode = self._queue[0][0].decode
-        if self._flight and decode != self.search.decode:
+        decode, adapter = self._queue[0][0].decode, self._queue[0][0].adapter
+        if self._flight and (decode, adapter) != (self.search.decode, self.adapter):
             return []  # the oldest waits for the running search to drain
         lengths = [len(job.sources[i]) + 1 for job, i in self._flight.values()]
         longest, count = max(lengths, default=0), len(lengths)
@@ -67,7 +68,7 @@ class ContinuousBatcher(Worker):
             wider = max(longest, len(job.sources[i]) + 1)
             fits = not count or fits_budget(count + 1, wider, decode.max_tokens,
                                             decode.max_sentences)
-            if job.decode != decode or not fits:
+            if job.decode != decode or job.adapter != adapter or not fits:
                 break
             taken.append((job, i))
             longest, count = wider, count + 1
@@ -108,9 +109,12 @@ class ContinuousBatcher(Worker):
         start = self.clock()
         translator = self.translator
         engine, context = search_precision(translator.precision)
-        if joining and (self.search is None or joining[0][0].decode != self.search.decode):
-            self.search = RunningSearch(translator.model, joining[0][0].decode,
+        head = joining[0][0] if joining else None
+        if head and (self.search is None or (head.decode, head.adapter)
+                     != (self.search.decode, self.adapter)):
+            self.search = RunningSearch(self.searches.model_for(head.adapter), head.decode,
                                         SearchOptions(precision=engine))
+            self.adapter = head.adapter
         search = self.search
         gone = {key for key, (job, _) in self._flight.items() if job.future.cancelled()}
         with torch.inference_mode(), autocast(translator.device, context):

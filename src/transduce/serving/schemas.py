@@ -102,6 +102,9 @@ class TranslateRequest(BaseModel):
     constraints: Optional[list[list[str]]] = Field(None, description="Terminology: per sentence, "
                                                      "the target phrases its translation must "
                                                      "hold ([] for none).")
+    adapter: Optional[str] = Field(None, description="The LoRA adapters to translate with, by the "
+                                                     "name the server gave them (--adapter "
+                                                     "NAME=PATH); none: the model's own weights.")
     alignments: bool = Field(False, description="Add each translation's word alignment as "
                                                 "`alignments`: Pharaoh's source-target word "
                                                 "indices from 0 (\"0-0 1-2\"), read from the "

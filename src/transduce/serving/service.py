@@ -56,6 +56,10 @@ class Service(Searches):
         # what holds the model, its info, folder, device and precision (a parser's translator)
         self.runs = facade
 
+    def load_adapters(self, folders: dict) -> None:
+        """Serve LoRA adapters beside the model (translation's service does)."""
+        raise ValueError("--adapter serves LoRA adapters of translation models")
+
     def described(self) -> str:
         """What the start-up line says of the model beside its task (a translation's languages)."""
         return ""

@@ -41,6 +41,23 @@ class TranslationService(Service):
             raise ValueError("ctc_weight is for transcribing recordings (transduce transcribe); "
                              "the server translates text")
 
+    def load_adapters(self, folders: dict) -> None:
+        """Serve LoRA adapters beside the model: each name's adapters folded into a model of its
+        own (``checkpoint.load_model_from``: base checked against its fingerprint), every weight
+        they leave unchanged shared with the served model rather than copied."""
+        import torch
+
+        from ..checkpoint import load_model_from
+
+        own = self.facade.model.state_dict()
+        for name, folder in folders.items():
+            model, _ = load_model_from(folder, self.facade.device)
+            with torch.no_grad():
+                for key, p in model.named_parameters():
+                    if key in own and torch.equal(p, own[key]):
+                        p.data = own[key]
+            self.adapters[name] = model.eval()
+
     @staticmethod
     def draft_refused(translator, settings: ServeSettings) -> bool:
         return translator.draft is not None and settings.max_beam > 1
@@ -69,6 +86,7 @@ class TranslationService(Service):
                 "max_beam": self.settings.max_beam,
             },
             "limits": {"max_source_tokens": translator.max_source_tokens},
+            "adapters": sorted(self.adapters),
         }
 
     def add_routes(self, app, batcher, name: str) -> None:
@@ -99,13 +117,15 @@ class TranslationService(Service):
                                         f"model's {translator.max_source_tokens}; split the "
                                         "sentence")
             phrases = check_constraints(ask, translator, todo, sources, search, batcher)
+            adapter = check_adapter(ask, batcher.searches.adapters)
             answers: Optional[asyncio.Queue] = asyncio.Queue() if ask.stream else None
             # streaming: each sentence as it is done, from the worker thread to this request's loop
             on_result = (functools.partial(deliver, asyncio.get_running_loop(), answers)
                          if ask.stream else None)
             job = submit(batcher, sources, search, self.noun,
                          attention=ask.attention or ask.alignments, on_result=on_result,
-                         **({"phrases": phrases} if phrases is not None else {}))
+                         **({"phrases": phrases} if phrases is not None else {}),
+                         **({"adapter": adapter} if adapter is not None else {}))
             if answers is not None:
                 return StreamingResponse(stream(ask, todo, job, answers, tokenizer, name, arrived,
                                                 skip), media_type="application/x-ndjson")
@@ -159,6 +179,19 @@ def check_request(
         )
     except ValueError as error:
         raise ApiError(422, str(error)) from None
+
+
+def check_adapter(ask: TranslateRequest, adapters: dict) -> Optional[str]:
+    """A request's ``adapter``: one the server loaded (a 422 naming those it has)."""
+    if ask.adapter is None:
+        return None
+    if ask.adapter not in adapters:
+        served = ", ".join(sorted(adapters)) or "none (serve them with --adapter NAME=PATH)"
+        raise ApiError(422, f"adapter {ask.adapter!r}: this server has {served}")
+    if ask.attention or ask.alignments:
+        raise ApiError(422, "attention and alignments are read from the model's own weights: "
+                            "ask for them without an adapter")
+    return ask.adapter
 
 
 def check_constraints(ask: TranslateRequest, translator, todo: list[int], sources: list,

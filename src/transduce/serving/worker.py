@@ -46,10 +46,17 @@ class Searches:
     def __init__(self, translator: Translator, compiled: bool = False) -> None:
         self.translator, self.compiled = translator, compiled
         self._glued = None
+        self.adapters: dict[str, Any] = {}  # name -> the model with those LoRA adapters folded in
 
-    def search(self, items: list, decode: DecodeConfig, phrases: Optional[list] = None) -> list:
+    def model_for(self, adapter: Optional[str] = None):
+        """The model a request searches with: the served one, or one with its adapters."""
+        return self.translator.model if adapter is None else self.adapters[adapter]
+
+    def search(self, items: list, decode: DecodeConfig, phrases: Optional[list] = None,
+               adapter: Optional[str] = None) -> list:
         """Each item's output, in order (here: its hypotheses, best first); ``phrases``: per item,
-        the target phrases it must hold (``decoding.terminology``), if any."""
+        the target phrases it must hold (``decoding.terminology``), if any; ``adapter``: the name
+        of the adapters to search with."""
         translator = self.translator
         modifiers = []
         if phrases is not None:
@@ -58,7 +65,7 @@ class Searches:
             if self._glued is None:  # (the vocabulary's pieces read once)
                 self._glued = glued_pieces(translator)
             modifiers = [Terminology(phrases, translator.model.config.eos_id, self._glued)]
-        return translate_ids(translator.model, items, decode, precision=translator.precision,
+        return translate_ids(self.model_for(adapter), items, decode, precision=translator.precision,
                              compile=self.compiled, modifiers=modifiers, draft=translator.draft)
 
     def cost(self, item) -> int:
@@ -99,6 +106,7 @@ class Job:
         None  # each sentence's result as it is done (worker thread)
     )
     phrases: Optional[list] = None  # per sentence, the target phrases (ids) it must hold
+    adapter: Optional[str] = None  # the LoRA adapters it is searched with (None: the model's own)
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.sources)
@@ -164,12 +172,14 @@ class Worker:
         attention: bool = False,
         on_result: Optional[Callable[[int, Result], None]] = None,
         phrases: Optional[list] = None,
+        adapter: Optional[str] = None,
     ) -> Job:
         """Queue one request's sentences; ``job.future`` resolves to the job when all are done, and
         ``on_result(i, result)`` (from the worker thread) is told of each sentence as it is done.
-        ``phrases``: per sentence, the terminology its output must hold (dynamic batching)."""
+        ``phrases``: per sentence, the terminology its output must hold (dynamic batching);
+        ``adapter``: the adapters to search with (only requests of the same share a search)."""
         job = Job(list(sources), decode, attention, on_result=on_result,
-                  arrived=self.clock(), phrases=phrases)
+                  arrived=self.clock(), phrases=phrases, adapter=adapter)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed")

@@ -27,7 +27,8 @@ class ExponentialAverage:
             raise ValueError(f"ema must be in (0, 1), got {decay}")
         self.decay = decay
         self.updates = 0
-        named = list(model.named_parameters())  # each shared (tied) tensor once
+        # each shared (tied) tensor once; what training changes (a frozen base has no average)
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.names = [name for name, _ in named]
         self.shadow = [p.detach().float().clone() for _, p in named]
 
@@ -38,7 +39,7 @@ class ExponentialAverage:
     def update(self, model: nn.Module) -> None:
         """Move the averages toward the model's weights (after an optimizer update)."""
         weight = 1.0 - self.current_decay()
-        params = [p.detach().float() for _, p in model.named_parameters()]
+        params = [p.detach().float() for _, p in model.named_parameters() if p.requires_grad]
         torch._foreach_lerp_(self.shadow, params, weight)
         self.updates += 1
 
@@ -60,7 +61,7 @@ class ExponentialAverage:
     @torch.no_grad()
     def applied(self, model: nn.Module) -> Iterator[nn.Module]:
         """The model with the averaged weights in place of its own, restored afterwards."""
-        params = [p for _, p in model.named_parameters()]
+        params = [p for _, p in model.named_parameters() if p.requires_grad]
         saved = [p.detach().clone() for p in params]
         for p, average in zip(params, self.shadow):
             p.copy_(average)

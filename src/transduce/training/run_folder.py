@@ -20,6 +20,7 @@ from ..checkpoint import (
     CheckpointError,
     checkpoint_file,
     list_checkpoints,
+    load_adapted,
     load_weights,
     read_info,
     read_training_state,
@@ -30,6 +31,7 @@ from ..choice import resolve
 from ..config import ModelConfig
 from ..errors import TrainingError, TransduceError
 from ..files import check_output_dir, remove_output, write_marker
+from ..lora import PREFIX as LORA
 from ..reading import read_json
 from .data_setup import check_same_tokenizer
 from .distributed import barrier
@@ -184,9 +186,15 @@ class RunFolder:
             raise CheckpointError(f"{path} is damaged ({error})") from None
 
     def load_weights(self, model, folder: Path) -> None:
-        """Load ``folder``'s weights into ``model``; a partial load is an error naming the keys."""
+        """Load ``folder``'s weights into ``model``; a partial load is an error naming the keys.
+        A checkpoint of adapters loads its base, then them; a base lacks its new adapters."""
+        info = read_info(folder)
+        if "adapter" in info:
+            load_adapted(model, folder, info, self.device)
+            return
         missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"),
                                            self.device)
+        missing = [k for k in missing if not k.rsplit(".", 1)[-1].startswith(LORA)]
         if missing or unexpected:
             raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing "
                                   f"keys {missing[:5]}, unexpected keys {unexpected[:5]}")

@@ -22,6 +22,7 @@ from ..files import write_text
 from ..model import Transformer
 from ..runtime import autocast, check_fits, release_memory
 from . import distributed
+from .adapters import trainable_share, with_adapters
 from .data_setup import TrainingData, check_lengths_against_model, check_model_against_data
 from .ema import ExponentialAverage
 from .loss import label_smoothed_nll, task_loss
@@ -118,14 +119,12 @@ class Trainer:
         )
         self.data, self.meta, self.task, self.collate = data, data.meta, data.task, data.collate
         self.train_set, self.valid_set, self.sampler = data.train_set, data.valid_set, data.sampler
-        self.train_indices, self.tokenizer, self.tokenizer_files = (
-            data.train_indices,
-            data.tokenizer,
-            data.tokenizer_files,
-        )
+        self.train_indices, self.tokenizer = data.train_indices, data.tokenizer
+        self.tokenizer_files = data.tokenizer_files
         check_fits(model_config, self.device, training=True, source="the model to train")
         torch.manual_seed(train_config.seed)
-        model = Transformer(model_config).to(self.device)
+        model = with_adapters(Transformer(model_config), train_config, settings.init_from)
+        model = model.to(self.device)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(train_config.adam_beta1,
                                      train_config.adam_beta2), eps=train_config.adam_eps,
                                      weight_decay=train_config.weight_decay)
@@ -148,7 +147,8 @@ class Trainer:
                          f"in all (now {self.progress.elapsed / 60:.1f} min)")
         elif source is not None:
             self.folder.load_weights(model, source)
-            self.log(f"initialized the weights from {source}")
+            self.log(f"initialized the weights from {source}" + (
+                f"; LoRA adapters train {trainable_share(model)}" if train_config.lora else ""))
         # (its log reads the trainer's: the loop sends lines above its progress bar)
         self.validation = Validation(model_config, self.tc, data, self.device, settings.precision,
                                      self.dist, self.folder, self.checkpoint_info,

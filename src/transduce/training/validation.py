@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import torch
 
+from ..lora import merged
 from . import distributed, scorers
 from .scorers import empty_share
 
@@ -89,11 +90,12 @@ class Validation:
         start, p, model = time.time(), state.progress, state.model
         model.eval()
         score = getattr(scorers, self.task.validation)
-        result = score(self, model)
-        if self.data.extra_set is not None:
-            scores = score(self, model, self.data.extra_set)
-            result.update({f"extra_{key}": scores[key]
-                           for key in ("loss", "ppl", "bleu", "chrf", "sentences")})
+        with merged(model):  # adapters in the weights, where the fast search reads them
+            result = score(self, model)
+            if self.data.extra_set is not None:
+                scores = score(self, model, self.data.extra_set)
+                result.update({f"extra_{key}": scores[key]
+                               for key in ("loss", "ppl", "bleu", "chrf", "sentences")})
         seconds = time.time() - start
         p.valid_seconds += seconds
         result = {"type": "valid", "step": p.step, "epoch": p.epoch + 1, **result,
