@@ -98,6 +98,17 @@ def test_export_folds_adapters_only_when_asked(reverse_run, adapted, tmp_path):
     assert not (tmp_path / "hf").exists()
     cli("export", str(out), "--to", "hf", str(tmp_path / "hf"), "--merge")
     assert (tmp_path / "hf" / "config.json").is_file()
+    from transformers import MarianMTModel
+
+    cli("export", str(reverse_run / "run"), "--to", "hf", str(tmp_path / "base-hf"))
+    key = "model.encoder.layers.0.self_attn.q_proj.weight"
+    folded, base = (MarianMTModel.from_pretrained(str(tmp_path / name)).state_dict()[key]
+                    for name in ("hf", "base-hf"))
+    # the adapters are in the exported weights: the base's plus a product of rank 4 at most
+    assert 0 < torch.linalg.matrix_rank(folded - base) <= 4
+    pytest.importorskip("ctranslate2")
+    cli("export", str(out), "--to", "ctranslate2", str(tmp_path / "ct2"), "--merge")
+    assert (tmp_path / "ct2" / "model.bin").is_file()
 
 
 def test_bad_adapters_are_refused_before_work(reverse_run, adapted, tmp_path):

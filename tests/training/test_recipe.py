@@ -57,6 +57,9 @@ def test_finetune_warms_up_to_a_tenth_and_validates_first_unless_told_otherwise(
     )
     assert kept.peak_lr == 5e-5 and kept.patience == 2 and kept.warmup == tuned.warmup
     assert given_fields(TrainConfig(max_tokens=500, patience=2)) == {"max_tokens", "patience"}
+    # LoRA adapters start at zero: they take auto's peak (measured in docs/finetuning.md)
+    lora, _ = apply_recipe(TrainConfig(max_tokens=500, lora=8), model(), str(data), "finetune")
+    assert lora.peak_lr == pytest.approx(auto.peak_lr) and lora.warmup == tuned.warmup
 
 
 TINY = ("--preset", "tiny", "--max-steps", "1", "--quiet", "--max-tokens", "500")

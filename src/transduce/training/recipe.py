@@ -9,7 +9,8 @@ alike.
 - ``paper``: the configuration as given (its defaults are §5.3's schedule: warmup 4,000,
   lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)).
 - ``finetune``: for a trained model continued on new data (``--init-from``): a warmup of one epoch
-  (50 to 1,000 updates) to a tenth of ``auto``'s peak, the same decay, validation before the first
+  (50 to 1,000 updates) to a tenth of ``auto``'s peak (``auto``'s own with ``--lora``), the same
+  decay, validation before the first
   update and a stop after 5 validations without a better BLEU.
 
 A schedule field given by the user (``given``) is kept: a schedule given in full is not the
@@ -106,8 +107,8 @@ def auto_schedule(
         )
     warmup = int(min(4000, max(100, round(4 * per_epoch))))
     peak = 1e-3 if model.d_model <= 256 else 7e-4
-    if finetune:
-        warmup, peak = int(min(1000, max(50, round(per_epoch)))), peak / 10
+    if finetune:  # (LoRA adapters start at zero and take auto's peak: docs/finetuning.md)
+        warmup, peak = int(min(1000, max(50, round(per_epoch)))), peak if train.lora else peak / 10
     return dataclasses.replace(train, lr_schedule="inverse_sqrt_peak", warmup=warmup, peak_lr=peak)
 
 
