@@ -35,8 +35,8 @@ def add_parser(sub) -> None:
                         "learns on a few thousand pairs in minutes; paper: warmup 4000, lr = "
                         "d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (§5.3); finetune (with "
                         "--init-from): warmup of one epoch (50 to 1000 updates) to a tenth of "
-                        "auto's peak (auto's own with --lora), then the same decay, validation before the first update and "
-                        "early stopping (patience 5)")
+                        "auto's peak (auto's own with --lora), then the same decay, validation "
+                        "before the first update and early stopping (patience 5)")
     p.add_argument("--config", help="a TOML file with [model] and [train] tables")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any model or training option (model.KEY / train.KEY to be "
