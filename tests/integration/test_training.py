@@ -30,7 +30,7 @@ TINY = [
     "--max-tokens",
     "1500",
     "--threads",
-    "1",
+    "2",  # (both of a quiet 2-core machine: the tests run one at a time)
     "--quiet",
     "--precision",
     "fp32",
