@@ -28,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import MULTI30K, machine, save, table  # noqa: E402
 
+from transduce.data.corpus import read_lines  # noqa: E402
+
 
 # the command in a process that reports its own peak resident memory (kB) last on stderr
 MEASURED = ("import resource, sys; from transduce.cli.main import main; code = main(sys.argv[1:]); "
@@ -73,7 +75,7 @@ def main() -> None:
                         str(args.steps), "--set", "valid_every=50", "--set", "patience=0",
                         "--quiet", *extra)
         peak_kb = int(re.findall(r"maxrss (\d+)", log.stderr)[-1])
-        records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        records = [json.loads(line) for line in read_lines(out / "metrics.jsonl")]
         trained = [r for r in records if r["type"] == "train"]
         share = re.search(r"train ([\d,]+) of ([\d,]+) parameters", log.stdout + log.stderr)
         params = share.group(1) if share else "all"

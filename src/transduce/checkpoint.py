@@ -29,7 +29,7 @@ from .version import __version__
 from .config import ModelConfig
 from .errors import TransduceError
 from .files import member, output_dir, recover, recover_all
-from .lora import PREFIX, adapter_of, adapter_state, attach, merge
+from .lora import adapter_of, adapter_state, attach, is_adapter, merge
 from .reading import load_torch, read_json
 from .runtime import check_fits
 
@@ -192,19 +192,14 @@ def load_adapted(model: torch.nn.Module, folder: str | Path, info: dict,
                               "holds now (trained further, averaged or replaced since): adapters "
                               "fit only the weights they were trained on")
     missing, unexpected = load_weights(model, checkpoint_file(base, "model.safetensors"), device)
-    if unexpected or [k for k in missing if not k.rsplit(".", 1)[-1].startswith(PREFIX)]:
+    if unexpected or [k for k in missing if not is_adapter(k)]:
         raise CheckpointError(f"{base}/model.safetensors does not fit {folder}/model.json")
     if adapter_of(model) is None:
         attach(model, settings)
     path = checkpoint_file(folder, "model.safetensors")
-    try:
-        state = load_file(str(path), device=str(device))
-    except Exception as error:  # safetensors raises its own types for a damaged file
-        raise CheckpointError(f"{path} is damaged ({str(error).splitlines()[0]})") from None
-    check_weights(state, model, path)
-    if set(state) != set(adapter_state(model)):
+    missing, unexpected = load_weights(model, path, device)
+    if unexpected or [k for k in missing if is_adapter(k)]:
         raise CheckpointError(f"{path} holds other adapters than {folder}/model.json describes")
-    model.load_state_dict(state, strict=False)
 
 
 def checkpoint_fingerprint(folder: str | Path, info: dict) -> tuple[Optional[str], bool]:

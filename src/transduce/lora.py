@@ -90,10 +90,14 @@ def adapter_of(model: nn.Module):
     return getattr(model, "adapter", None)
 
 
+def is_adapter(name: str) -> bool:
+    """Whether a state-dict name is an adapter's tensor (``....lora_A``, ``....lora_B``)."""
+    return name.rsplit(".", 1)[-1].startswith(PREFIX)
+
+
 def adapter_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The adapters' tensors by their names in the model's state dict."""
-    return {name: p for name, p in model.named_parameters() if name.rsplit(".", 1)[-1]
-            .startswith(PREFIX)}
+    return {name: p for name, p in model.named_parameters() if is_adapter(name)}
 
 
 def _layers(model: nn.Module) -> list[nn.Linear]:

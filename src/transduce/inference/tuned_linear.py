@@ -126,8 +126,6 @@ class TunedLinear:
         )
 
     def _multiply(self, x: Tensor, layout: str) -> Tensor:
-        if layout == "int8":
-            return self.int8(x)
         if layout == "columns":
             return self.columns(x.t()).t().contiguous()
         if layout == "blocks":

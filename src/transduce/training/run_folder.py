@@ -31,7 +31,7 @@ from ..choice import resolve
 from ..config import ModelConfig
 from ..errors import TrainingError, TransduceError
 from ..files import check_output_dir, remove_output, write_marker
-from ..lora import PREFIX as LORA
+from ..lora import is_adapter
 from ..reading import read_json
 from .data_setup import check_same_tokenizer
 from .distributed import barrier
@@ -194,7 +194,7 @@ class RunFolder:
             return
         missing, unexpected = load_weights(model, checkpoint_file(folder, "model.safetensors"),
                                            self.device)
-        missing = [k for k in missing if not k.rsplit(".", 1)[-1].startswith(LORA)]
+        missing = [k for k in missing if not is_adapter(k)]
         if missing or unexpected:
             raise CheckpointError(f"{folder / 'model.safetensors'} does not fit the model: missing "
                                   f"keys {missing[:5]}, unexpected keys {unexpected[:5]}")
