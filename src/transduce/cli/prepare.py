@@ -67,6 +67,11 @@ def add_parser(sub) -> None:
                    help="encode with the tokenizer of this run or checkpoint (one trained here or "
                         "imported from Hugging Face) instead of training a vocabulary: the data "
                         "for fine-tuning that model")
+    p.add_argument("--extend-vocab", type=number(int, 1, 10**6), metavar="N",
+                   help="with --tokenizer: learn up to N new pieces on the training text (for each "
+                        "SentencePiece model of the tokenizer) and add them to it, for a domain "
+                        "whose words the model's pieces split badly; `train --init-from MODEL` "
+                        "then grows the model's embeddings to them")
     p.add_argument("--vocab-size", type=number(int, 8, 10**7), default=None,
                    help="SentencePiece vocabulary size (default 8000; paper: ~37,000 on WMT; "
                         "with --audio: pieces as targets instead of characters)")
@@ -128,6 +133,9 @@ def run(args) -> int:
         raise TransduceError(f"--tokenizer encodes with the model's own vocabulary: "
                              f"{', '.join(vocabulary) or '--monolingual'} cannot apply; leave "
                              f"{'them' if len(vocabulary) > 1 else 'it'} out")
+    if args.extend_vocab and not args.tokenizer:
+        raise TransduceError("--extend-vocab adds pieces to a model's tokenizer: give --tokenizer "
+                             "MODEL (a new vocabulary of its own is --vocab-size)")
     args.vocab_size = 8000 if args.vocab_size is None else args.vocab_size
     args.joint = True if args.joint is None else args.joint
     args.model_type = args.model_type or "bpe"
@@ -187,13 +195,15 @@ def run(args) -> int:
         encoding_errors=args.encoding_errors,
         threads=args.threads,
         tokenizer=args.tokenizer,
+        extend_vocab=args.extend_vocab or 0,
         trees=args.trees,
         tags=args.tags,
         task_prefix=args.task_prefix,
     )
     meta = prepare(options, args.out, force=args.force)
     print(f"prepared {args.out}: "
-          "" + (f"the tokenizer of {meta['tokenizer_from']}, " if args.tokenizer else "")
+          "" + (f"the tokenizer of {meta['tokenizer_from']}"
+                + (" extended" if "extension" in meta else "") + ", " if args.tokenizer else "")
           + f"vocabulary {meta['vocab_size']['src']}"
           + ("" if meta["joint"] else f"/{meta['vocab_size']['tgt']}") + ", splits "
           + ", ".join(f"{k} {v['pairs']:,}" for k, v in meta["splits"].items()))

@@ -220,6 +220,10 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
     elif start is not None and preset is None:  # the model of the checkpoint it starts from
         model = ModelConfig.from_dict(start.info["model"])
         train = TrainConfig(label_smoothing=start.label_smoothing)
+        from ..training.vocabulary import extension_of, grown_fields
+
+        if extension_of(meta, start.folder, start.info):  # (its vocabulary, grown to the data's)
+            data_fields = grown_fields(meta)
     else:
         fits = data_tasks(meta)
         preset = preset or (fits[0].preset if fits else "base")  # the data's first task's
@@ -256,6 +260,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
     train, from_recipe = apply_recipe(train, model, args.data_dir, args.recipe, given, new_run)
     if train.lora and start is None and new_run:
         raise TransduceError("--lora trains adapters on a trained model: give --init-from MODEL")
+    if train.lora and "extension" in meta and new_run:
+        raise TransduceError(f"{args.data_dir} adds pieces to the model's vocabulary, whose new "
+                             "rows must train; --lora freezes them: train without --lora")
     if start is not None:
         print(start.describe(model, train, args.recipe), file=sys.stderr)
     return model, train, preset, from_recipe

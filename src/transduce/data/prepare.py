@@ -67,8 +67,9 @@ def prepare(options: PrepareOptions, out: str | Path, force: bool = False, log=p
         for k, v in vars(o).items()
         if k not in ("chunk_lines", "threads", "train_prefix", "valid_prefix", "test_prefix")
     }
-    if not o.task_prefix:  # (only when given: the fingerprints of datasets prepared without hold)
-        shaping.pop("task_prefix")
+    for later in ("task_prefix", "extend_vocab"):  # (only when given: the fingerprints of
+        if not getattr(o, later):                  # datasets prepared before them hold)
+            shaping.pop(later)
     shaping["format"] = FORMAT_VERSION
     shaping["splits"] = sorted(files)
     print_ = log or (lambda *a, **k: None)
@@ -220,6 +221,13 @@ def _encode_with_model(
     """Encode with a model's own tokenizer: no vocabulary is trained; the ids are the model's."""
     config = borrowed.config
     names = _copy_tokenizer(tmp, borrowed, o)
+    extension = None
+    if o.extend_vocab:
+        from .extend import extend_tokenizer
+
+        extension = {"from": borrowed.fingerprint, "model": str(borrowed.folder),
+                     **extend_tokenizer(tmp, names, config, split_pairs(o, *files["train"]),
+                                        o.extend_vocab, log)}
     tokenizer = Tokenizer.from_roles(
         {role: tmp / name for role, name in names.items()}, unk_id=config.unk_id
     )
@@ -227,7 +235,8 @@ def _encode_with_model(
     if max_len < o.max_len:
         log(f"the model holds {config.max_positions} positions: dropping training pairs over "
             f"{max_len} tokens")
-    log(f"encoding with the tokenizer of {borrowed.folder} (no vocabulary is trained)")
+    log(f"encoding with the tokenizer of {borrowed.folder}"
+        + (" and its new pieces" if extension else " (no vocabulary is trained)"))
     meta = {
         "format": FORMAT_VERSION,
         "transduce_version": __version__,
@@ -236,12 +245,14 @@ def _encode_with_model(
         "joint": config.tgt_vocab_size is None,
         "model_type": None,
         "spm": names,
-        "vocab_size": {"src": config.vocab_size, "tgt": config.target_vocab_size},
+        "vocab_size": extension.pop("vocab_size") if extension else
+        {"src": config.vocab_size, "tgt": config.target_vocab_size},
         "special_ids": {name: getattr(config, name) for name in SPECIAL_IDS},
         "max_len": max_len,
         "max_ratio": o.max_ratio,
         "fingerprint": fp,
         "tokenizer_from": str(borrowed.folder),
+        **({"extension": extension} if extension else {}),
         "splits": {},
         "inputs": {},
     }

@@ -142,9 +142,10 @@ def check_model_against_images(config: ModelConfig, meta: dict, data_dir: str) -
 
 
 def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: str,
-                         warn: Callable[[str], None]) -> None:
+                         warn: Callable[[str], None], grows: bool = False) -> None:
     """The weights of ``folder`` were trained on the ids ``data`` holds: the same tokenizer
-    (fingerprint) and, where the model names them, the same languages. A checkpoint or dataset
+    (fingerprint) and, where the model names them, the same languages; with ``grows``, the data
+    may hold the model's tokenizer extended (``prepare --extend-vocab``). A checkpoint or dataset
     written before fingerprints is compared by its tokenizer files, with a warning."""
     data_dir, meta = data.data_dir, data.meta
     # a classifier: the same classes in the same order; a speech model: the same target
@@ -179,7 +180,7 @@ def check_same_tokenizer(data: "TrainingData", folder: Path, info: dict, flag: s
         warn(f"warning: {older} predate{'s' if ' and ' not in older else ''} tokenizer "
              "fingerprints; their tokenizer "
              "files were compared instead")
-    if model_fp != data_fp:
+    if model_fp != data_fp and not (grows and meta.get("extension", {}).get("from") == model_fp):
         raise refusal(origin, data_dir, meta, f"its tokenizer (fingerprint {model_fp}) is not the "
                                               f"one {data_dir} was "
                       f"prepared with ({data_fp})")
@@ -256,6 +257,14 @@ class TrainingData:
                                           self.tokenizer, self.meta.get("task_prefix", ""))
             self.extra_name = Path(valid_extra).name
             check_lengths_against_model(cfg, {"--valid-extra": self.extra_set}, valid_extra)
+
+    @property
+    def tokenizer_info(self) -> dict:
+        """What a checkpoint's model.json says of its tokenizer: the files by role and, for a
+        vocabulary extended by ``prepare --extend-vocab``, the fingerprint it was derived from."""
+        derived = self.meta.get("extension", {}).get("from")
+        return {**{role: path.name for role, path in self.tokenizer_roles.items()},
+                **({"derived_from": derived} if derived else {})}
 
     def _image_data(self) -> None:
         """The image splits, the sampler of shuffled batches of ``batch_size`` images."""

@@ -37,6 +37,7 @@ from .data_setup import check_same_tokenizer
 from .distributed import barrier
 from .ema import EMA_FILE, ExponentialAverage
 from .progress import Progress
+from .vocabulary import FIELDS, extension_of, load_grown
 
 # the model options a run started --init-from a checkpoint may change: they shape training, not
 # weights
@@ -69,6 +70,8 @@ class RunFolder:
         self.lock: Optional[RunLock] = None  # held from prepare() until release()
         # a SummaryWriter once metrics are written (False: TensorBoard is not installed)
         self.tensorboard: Any = None
+        # the extension of the model's vocabulary the data holds (``init_source``), or None
+        self.extension: Optional[dict] = None
 
     def prepare(self, model_config: ModelConfig, train_config, resume: bool) -> None:
         """Check the run directory and take its lock.
@@ -187,7 +190,11 @@ class RunFolder:
 
     def load_weights(self, model, folder: Path) -> None:
         """Load ``folder``'s weights into ``model``; a partial load is an error naming the keys.
-        A checkpoint of adapters loads its base, then them; a base lacks its new adapters."""
+        A checkpoint of adapters loads its base, then them; a base lacks its new adapters. Grown
+        to the data's vocabulary where ``init_source`` found it extended."""
+        if self.extension is not None:
+            load_grown(model, folder, self.extension, self.device)
+            return
         info = read_info(folder)
         if "adapter" in info:
             load_adapted(model, folder, info, self.device)
@@ -211,15 +218,22 @@ class RunFolder:
         except (TransduceError, TypeError, ValueError) as error:
             raise TrainingError(f"--init-from {path}: {error}") from None
         mine = model_config.to_dict()
+        self.extension = extension_of(data.meta, folder, info)
+        grown = set(FIELDS) if self.extension else set()
         diff = sorted(
             k
             for k in set(theirs) | set(mine)
-            if theirs.get(k) != mine.get(k) and k not in REGULARIZATION
+            if theirs.get(k) != mine.get(k) and k not in REGULARIZATION and k not in grown
         )
         if diff:
             raise TrainingError(f"--init-from {path}: its model differs in {', '.join(diff)}; use "
                                 "the same options")
-        check_same_tokenizer(data, folder, info, "--init-from", self.warn)
+        check_same_tokenizer(data, folder, info, "--init-from", self.warn, grows=True)
+        if self.extension:
+            self.log(f"{data.data_dir} extends the tokenizer of {folder}: "
+                     + ", ".join(f"{len(self.extension['new'][side]):,} new {name} rows"
+                                 for side, name in (("src", "source"), ("tgt", "target")))
+                     + ", each the mean of the rows of the pieces that spelled it")
         return folder
 
     def write_metrics(self, record: dict) -> None:

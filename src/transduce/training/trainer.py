@@ -183,7 +183,7 @@ class Trainer:
         """What a checkpoint says of its run: model, languages, tokenizer, classes, trees..."""
         keys = ("src", "tgt", "task_prefix", "classes", "chars", "pieces", "trees", "tags")
         return {"model": self.cfg.to_dict(), **{k: self.meta[k] for k in keys if k in self.meta},
-                "tokenizer": {role: path.name for role, path in self.data.tokenizer_roles.items()}}
+                "tokenizer": self.data.tokenizer_info}
 
     def save(self) -> None:
         """A checkpoint of the run as it stands (atomic; the last ``keep_last`` are kept)."""
