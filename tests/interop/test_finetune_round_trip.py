@@ -195,3 +195,44 @@ def test_a_finetuned_marian_model_translates_alike_in_transduce_transformers_and
     )
     for result, mine in zip(results, outputs):
         assert [target_ids[p] for p in result.hypotheses[0]] == mine[:19]
+
+
+@pytest.mark.parametrize(
+    "separate", [False, True], ids=["shared vocab.json", "separate vocabularies"]
+)
+def test_a_marian_models_extended_vocabulary_exports_to_hugging_face(tmp_path, separate):
+    raw = tmp_path / "raw"
+    write_reverse_task(raw, n_train=600, n_valid=10)
+    hf_dir = marian_folder(tmp_path / "opus-mt", raw, separate)
+    domain = tmp_path / "domain"
+    write_reverse_task(domain, n_train=300, n_valid=10, seed=4)
+    for path in domain.iterdir():  # new words of the same letters
+        path.write_text(path.read_text().replace("cat", "catsat").replace("dog", "dogmat"))
+    cli("import-hf", str(hf_dir), "--out", str(tmp_path / "imported"))
+    cli("prepare", "--tokenizer", str(tmp_path / "imported"), "--extend-vocab", "10",
+        "--train-prefix", str(domain / "train"), "--valid-prefix", str(domain / "valid"),
+        "--src", "en", "--tgt", "de", "--out", str(tmp_path / "data"))
+    cli("train", str(tmp_path / "data"), "--out", str(tmp_path / "tuned"), "--init-from",
+        str(tmp_path / "imported"), "--max-steps", "1", "--precision", "fp32", "--quiet")
+    vocab = json.loads((hf_dir / "vocab.json").read_text())
+    tuned = load(tmp_path / "tuned", device="cpu")
+    assert tuned.model.config.vocab_size == len(vocab) + 10
+    cli("export", str(tmp_path / "tuned"), "--to", "hf", str(tmp_path / "hf"))
+    grown = json.loads((tmp_path / "hf" / "vocab.json").read_text())
+    for name in ("vocab.json",) + (("target_vocab.json",) if separate else ()):
+        before = json.loads((hf_dir / name).read_text())
+        grown = json.loads((tmp_path / "hf" / name).read_text())
+        assert {p: grown[p] for p in before} == before and len(grown) == len(before) + 10
+    tokenizer = transformers.MarianTokenizer.from_pretrained(tmp_path / "hf")
+    lines = ["catsat dogmat the", "dogmat sees catsat"]
+    ids = tuned.tokenizer.encode_src(lines)
+    assert any(i >= len(vocab) for row in ids for i in row)  # the new pieces are used
+    encoded = tokenizer(lines, return_tensors="pt", padding=True)
+    pad = tuned.model.config.pad_id
+    assert [[t for t in row if t != pad] for row in encoded.input_ids.tolist()] == [
+        x + [0] for x in ids]
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    with torch.no_grad():
+        generated = hf.generate(**encoded, num_beams=1, do_sample=False, max_new_tokens=10)
+    assert tokenizer.batch_decode(generated, skip_special_tokens=True) == tuned.translate(
+        lines, beam=1, max_len_a=0, max_len_b=10)

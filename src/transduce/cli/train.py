@@ -220,9 +220,9 @@ def resolve_configs(args, meta: dict) -> tuple[ModelConfig, TrainConfig, str, bo
     elif start is not None and preset is None:  # the model of the checkpoint it starts from
         model = ModelConfig.from_dict(start.info["model"])
         train = TrainConfig(label_smoothing=start.label_smoothing)
-        from ..training.vocabulary import extension_of, grown_fields
+        from ..training.vocabulary import check_extends, grown_fields
 
-        if extension_of(meta, start.folder, start.info):  # (its vocabulary, grown to the data's)
+        if check_extends(meta, start.folder, start.info, args.data_dir):  # (grown to the data's)
             data_fields = grown_fields(meta)
     else:
         fits = data_tasks(meta)

@@ -179,7 +179,9 @@ def append_pieces(model: bytes, pieces: Iterable[tuple[str, float]]) -> bytes:
     out = bytearray(model)
     for piece, score in pieces:
         text = piece.encode("utf-8")
-        entry = b"\x0a" + _varint(len(text)) + text + b"\x15" + struct.pack("<f", score) + b"\x18\x01"
+        # piece (field 1, bytes), score (field 2, float), type (field 3) NORMAL
+        entry = b"\x0a" + _varint(len(text)) + text + b"\x15" + struct.pack("<f", score) \
+            + b"\x18\x01"
         out += b"\x0a" + _varint(len(entry)) + entry
     return bytes(out)
 

@@ -27,7 +27,7 @@ class PrepareOptions:
     threads: int = 2
     seed: int = 1
     tokenizer: Optional[str] = None  # a model's run or checkpoint whose tokenizer encodes the text
-    extend_vocab: int = 0  # (with tokenizer) up to this many new pieces learned on the training text
+    extend_vocab: int = 0  # (with tokenizer) up to this many new pieces learned on the train split
     # the splits are treebanks (PREFIX.trees): words -> linearized trees (``data/trees.py``), the
     # target a closed vocabulary of its brackets and placeholder, no length-ratio filter
     trees: bool = False

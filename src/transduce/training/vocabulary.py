@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 
 from ..checkpoint import CheckpointError, checkpoint_fingerprint, load_model_from
+from ..errors import TrainingError
 
 # the weights with one row per piece, and the side whose pieces they hold
 ROWS = {
@@ -36,6 +37,22 @@ def extension_of(meta: dict, folder: Path, info: dict) -> Optional[dict]:
         return None
     fingerprint, _ = checkpoint_fingerprint(folder, info)
     return extension if extension.get("from") == fingerprint else None
+
+
+def check_extends(meta: dict, folder: Path, info: dict, data_dir: str) -> Optional[dict]:
+    """The data's extension of the checkpoint ``folder``'s tokenizer; None for data without one.
+
+    Raises:
+        TrainingError: the data extends another tokenizer.
+    """
+    extension = extension_of(meta, folder, info)
+    if extension is None and "extension" in meta:
+        fingerprint, _ = checkpoint_fingerprint(folder, info)
+        raise TrainingError(f"{data_dir} extends the tokenizer of {meta['extension']['model']} "
+                            f"(fingerprint {meta['extension']['from']}), not that of --init-from "
+                            f"{folder} ({fingerprint}): prepare it with --tokenizer {folder} "
+                            "--extend-vocab N, or start from that model")
+    return extension
 
 
 def grown_fields(meta: dict) -> dict:
