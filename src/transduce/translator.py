@@ -218,18 +218,20 @@ class Translator:
 
     def attention(self, sources: Sequence[str] | Sequence[Sequence[int]],
                   targets: Optional[Sequence[str] | Sequence[Sequence[int]]] = None,
-                  decode: Optional[DecodeConfig] = None, **options):
+                  decode: Optional[DecodeConfig] = None, model=None, **options):
         """Every layer's and head's attention weights (``model.Attention``: ``encoder``,
         ``decoder`` and ``cross``, each a ``(B, heads, rows, columns)`` tensor a layer) while the
         model produces ``targets`` from ``sources``, in one teacher-forced pass
         (``decoding.forced_attention``). Both are lines of text as ``translate`` takes them, or
         token ids (without start and eos); ``targets`` left out are the model's own translations
-        (search options as ``translate``'s)."""
+        (search options as ``translate``'s). ``model``: another of the same vocabulary to read
+        them from (the served one with a request's adapters folded in)."""
+        model = self.model if model is None else model
         if sources and isinstance(sources[0], str):
             sources = self.encode(listed(sources, "lines", "Translator.attention"), strict=True)
         if targets is None:
             decode = search_settings(decode, options)
-            targets = [h[0].tokens for h in translate_ids(self.model, sources, decode,
+            targets = [h[0].tokens for h in translate_ids(model, sources, decode,
                                                           precision=self.precision)]
         elif targets and isinstance(targets[0], str):
             targets = self.tokenizer.encode_tgt(listed(targets, "targets",
@@ -237,7 +239,7 @@ class Translator:
         if len(targets) != len(sources):
             raise TransduceError(f"{len(sources)} sources but {len(targets)} targets; give one "
                                  "target for each source, or none")
-        return forced_attention(self.model, sources, targets, self.precision)
+        return forced_attention(model, sources, targets, self.precision)
 
     @property
     def max_source_tokens(self) -> int:

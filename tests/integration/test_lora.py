@@ -148,8 +148,9 @@ def test_bad_adapters_are_refused_before_work(reverse_run, adapted, tmp_path):
 @pytest.mark.parametrize("batching", ["dynamic", "continuous"])
 def test_adapters_are_served_beside_their_base(reverse_run, adapted, batching):
     """``serve --adapter NAME=PATH``: a request naming the adapters gets what the adapters' own
-    checkpoint translates (the same hypotheses and scores), one without gets the base's; requests
-    of both kinds in one queue are each searched with their own weights."""
+    checkpoint translates (the same hypotheses and scores, attention and alignments), one without
+    gets the base's; requests of both kinds in one queue are each searched with their own
+    weights."""
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
@@ -166,12 +167,23 @@ def test_adapters_are_served_beside_their_base(reverse_run, adapted, batching):
     base = load(reverse_run / "run")
     expected = {"dogs": nbest(load(folder)), None: nbest(base)}
     assert expected["dogs"] != expected[None]  # (the adapters moved the scores)
+    asked = {"text": lines, "beam": 2, "attention": True, "alignments": True}
+    with TestClient(create_app(load(folder), ServeSettings(batching=batching)),
+                    base_url="http://127.0.0.1") as alone:
+        own = alone.post("/v1/translate", json=asked).json()
     app = create_app(base, ServeSettings(batching=batching), adapters={"dogs": folder})
     with TestClient(app, base_url="http://127.0.0.1") as client:
         for adapter in ("dogs", None, "dogs"):
             body = client.post("/v1/translate", json={"text": lines, "beam": 2, "nbest": 2,
                                                       **({"adapter": adapter} if adapter else {})})
             assert body.json()["hypotheses"] == expected[adapter], adapter
+        # the attention and alignments the adapters' search read: as the adapters' own checkpoint
+        # serves them, not the base's
+        looked = {a: client.post("/v1/translate", json={**asked, **({"adapter": a} if a else {})})
+                  .json() for a in ("dogs", None)}
+        assert looked["dogs"]["attention"] != looked[None]["attention"]
+        for key in ("attention", "alignments", "translations"):
+            assert looked["dogs"][key] == own[key], key
         unknown = client.post("/v1/translate", json={"text": lines, "adapter": "cats"})
         assert unknown.status_code == 422 and "this server has dogs" in unknown.text
         assert client.get("/v1/model").json()["adapters"] == ["dogs"]

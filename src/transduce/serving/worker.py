@@ -253,13 +253,18 @@ class Worker:
     def _attention(self, done: list[tuple[Job, int, list[Hypothesis]]]) -> dict[int, np.ndarray]:
         """The cross-attention of the done sentences whose request asks for it, by position in
         ``done``."""
-        wanted = [n for n, (job, _, _) in enumerate(done) if job.attention]
-        weights = cross_attention(
-            self.translator,
-            [done[n][0].sources[done[n][1]] for n in wanted],
-            [done[n][2][0].tokens for n in wanted],
-        )
-        return dict(zip(wanted, weights))
+        found: dict[int, np.ndarray] = {}
+        for adapter in dict.fromkeys(job.adapter for job, _, _ in done if job.attention):
+            wanted = [n for n, (job, _, _) in enumerate(done)
+                      if job.attention and job.adapter == adapter]
+            weights = cross_attention(
+                self.translator,
+                [done[n][0].sources[done[n][1]] for n in wanted],
+                [done[n][2][0].tokens for n in wanted],
+                self.searches.model_for(adapter),
+            )
+            found.update(zip(wanted, weights))
+        return found
 
     def _deliver(self, done: list[tuple[Job, int, list[Hypothesis]]], now: float) -> None:
         """Hand each done sentence ``(job, index, hypotheses)`` to its request (streamed at once
@@ -297,14 +302,16 @@ def resolve(
 
 
 def cross_attention(
-    translator: Translator, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]
+    translator: Translator, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
+    model=None,
 ) -> list[np.ndarray]:
     """Each pair's cross-attention, ``(layers, len(target) + 1, len(source) + 1)`` averaged over
     heads, from one teacher-forced pass of the batch over the model's own outputs: the weights the
-    search used when it produced each target piece (and eos)."""
+    search used when it produced each target piece (and eos). ``model``: the one that searched
+    (a request's adapters folded in), if not the translator's."""
     if not sources:
         return []
-    weights = translator.attention(sources, targets)
+    weights = translator.attention(sources, targets, model=model)
     stacked = (
         torch.stack([w.float().mean(1) for w in weights.cross], 1).cpu().numpy()
     )  # (B, L, T, S)
