@@ -3,6 +3,8 @@ the presets' sizes against Hugging Face's, and the configuration errors."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -214,7 +216,7 @@ def test_the_ctc_loss_is_pytorchs_over_the_encoders_positions():
     expected = torch.nn.functional.ctc_loss(
         torch.log_softmax(logits, -1).transpose(0, 1), torch.tensor([[5, 6, 7], [8, 0, 0]]),
         positions, torch.tensor([3, 1]), blank=0, reduction="sum")
-    mixed = with_ctc(model, torch.tensor(10.0), tgt_out, 0)
+    mixed = with_ctc(model, torch.tensor(10.0), SimpleNamespace(tgt_out=tgt_out, pad_id=0))
     torch.testing.assert_close(mixed, 0.6 * 10.0 + 0.4 * expected)
     assert model.ctc_output is None  # used once
     model.eval()

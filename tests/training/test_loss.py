@@ -36,6 +36,7 @@ def test_the_task_declares_the_loss_terms_it_adds():
 
     loss, tgt_out = torch.tensor(10.0), torch.tensor([[3, 4, 2]])
     assert TASKS["speech-recognition"].losses == ("ctc",)
-    assert task_loss(TASKS["translation"], model(), loss, tgt_out, 0) is loss
-    joint = task_loss(TASKS["speech-recognition"], model(), loss, tgt_out, 0)
+    batch = SimpleNamespace(tgt_out=tgt_out, pad_id=0)
+    assert task_loss(TASKS["translation"], model(), loss, batch) is loss
+    joint = task_loss(TASKS["speech-recognition"], model(), loss, batch)
     assert joint != loss and joint > 0.5 * loss  # (1 - w) x loss + w x CTC

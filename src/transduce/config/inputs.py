@@ -26,6 +26,10 @@ def check_inputs(c) -> None:
     if c.ctc_weight and c.input != "audio" or not 0 <= c.ctc_weight < 1:
         raise ValueError(f"ctc_weight={c.ctc_weight}: a CTC head is for input='audio', with "
                          "0 <= ctc_weight < 1")
+    if c.tag_weight and (c.input != "tokens" or c.architecture != "encoder-decoder") \
+            or not 0 <= c.tag_weight < 1:
+        raise ValueError(f"tag_weight={c.tag_weight}: a tagging head is for a parser (an "
+                         "encoder-decoder of tokens), with 0 <= tag_weight < 1")
     if c.input == "tokens":
         return
     if c.input == "audio":  # speech recognition: frames in, the transcript's tokens out
@@ -67,6 +71,7 @@ def front_end_size(c, embeddings: int, positions: int, output: int) -> tuple[int
     """The numbers of the embeddings, position tables and output a model of ``ModelConfig`` c
     holds, given those of a model of tokens (``ModelConfig.size_estimate``)."""
     D = c.d_model
+    output += (c.target_vocab_size * D + c.target_vocab_size) if c.tag_weight else 0
     if c.input == "image":  # the patches' projection, [CLS] and positions; no tokens
         return (c.channels * c.patch_size**2 + 1) * D, (c.num_patches + 1) * D, output
     if c.input == "audio":  # two convolutions, the encoder's positions; the target's tokens

@@ -117,6 +117,10 @@ class ModelConfig(ConfigMixin):
         ctc_weight: with input="audio", w > 0 adds a CTC head on the encoder (blank = pad_id) and
             trains on (1 - w) x the decoder's loss + w x CTC's (Watanabe et al. 2017's joint
             training; it teaches the alignment that a small corpus is slow to give attention).
+        tag_weight: a parser trained on tagged trees (``prepare --trees --tags``): w > 0 adds a
+            linear head on the encoder that predicts each source word's part-of-speech tag (the
+            target's tags in order) and trains on (1 - w) x the decoder's loss + w x the tags'
+            (a word-aligned signal for the encoder from the first update).
         image_size, patch_size, channels: with input="image", square images of image_size pixels
             (a multiple of patch_size) and that many channels, cut into patches of patch_size x
             patch_size: (image_size / patch_size)^2 positions, plus [CLS] (any max_positions).
@@ -182,6 +186,7 @@ class ModelConfig(ConfigMixin):
     conv_channels: int = 0
     source_positions: int = 0
     ctc_weight: float = 0.0
+    tag_weight: float = 0.0
 
     def __post_init__(self) -> None:
         check_numbers(self)

@@ -190,6 +190,8 @@ class Batch:
         return int(self.tgt_out.ne(self.pad_id).sum())
 
     pad_id: int = 0
+    # a parser's batch for a tagging head: each source word's tag (B, S), pad where it has none
+    src_tags: Optional[Tensor] = None
 
     @property
     def inputs(self) -> tuple[Tensor, ...]:
@@ -199,15 +201,16 @@ class Batch:
     def to(self, device, non_blocking: bool = False) -> "Batch":
         """The batch on ``device``; with ``non_blocking`` (from pinned memory) the copy overlaps
         compute."""
-        src = None if self.src is None else self.src.to(device, non_blocking=non_blocking)
+        src, tags = (None if t is None else t.to(device, non_blocking=non_blocking)
+                     for t in (self.src, self.src_tags))
         return Batch(src, self.tgt_in.to(device, non_blocking=non_blocking),
-                     self.tgt_out.to(device, non_blocking=non_blocking), self.indices, self.pad_id)
+                     self.tgt_out.to(device, non_blocking=non_blocking), self.indices, self.pad_id,
+                     tags)
 
     def pin_memory(self) -> "Batch":
-        src = None if self.src is None else self.src.pin_memory()
-        return Batch(
-            src, self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.indices, self.pad_id
-        )
+        src, tags = (None if t is None else t.pin_memory() for t in (self.src, self.src_tags))
+        return Batch(src, self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.indices,
+                     self.pad_id, tags)
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int, prefix: int | None = None,

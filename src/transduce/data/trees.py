@@ -332,3 +332,19 @@ def _close(out: list[str], stack: list[tuple[str, int, int]], used: int) -> None
         out.append(f"){label}")
     else:
         del out[at:]  # (only empty constituents opened after it)
+
+
+def word_tags(src, tgt_out, leaves, pad_id: int):
+    """Each source word's tag ``(B, S)`` in a batch of tagged trees (``prepare --trees --tags``):
+    the target's tags in order (``leaves``: whether each target id is a tag), one a word; pad at
+    eos and padding, and for a sentence whose tags do not count its source tokens (subword
+    pieces), which then teaches no tags."""
+    import torch
+
+    is_leaf = leaves.to(tgt_out.device)[tgt_out]  # (B, T)
+    counted = is_leaf.sum(1) == (src != pad_id).sum(1) - 1  # (without eos)
+    tags = torch.full_like(src, pad_id)
+    rank = is_leaf.long().cumsum(1) - 1
+    rows, cols = (is_leaf & counted[:, None]).nonzero(as_tuple=True)
+    tags[rows, rank[rows, cols]] = tgt_out[rows, cols]
+    return tags

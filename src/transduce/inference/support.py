@@ -78,6 +78,7 @@ SUPPORTED: dict[str, Rule] = {
     "conv_channels": ANY,
     "source_positions": ANY,
     "ctc_weight": ANY,  # (the CTC head is trained, not decoded with)
+    "tag_weight": ANY,  # (nor the tagging head)
 }
 # what the model reads and predicts are named first: an image classifier is refused as one
 FIRST = ("input", "classes")

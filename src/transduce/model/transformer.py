@@ -80,6 +80,10 @@ class Transformer(nn.Module):
         # the decoder; ``ctc_output`` holds the last training pass's (logits, positions)
         self.ctc = nn.Linear(c.d_model, c.target_vocab_size) if c.ctc_weight else None
         self.ctc_output: Optional[tuple[Tensor, Tensor]] = None
+        # a parser's part-of-speech tags of the source words, predicted from the encoder beside
+        # the decoder; ``tag_output`` holds the last training pass's logits (B, S, V)
+        self.tagger = nn.Linear(c.d_model, c.target_vocab_size) if c.tag_weight else None
+        self.tag_output: Optional[Tensor] = None
         self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
         # T5's buckets: one table per stack, bidirectional in the encoder, causal in the decoder
@@ -166,6 +170,8 @@ class Transformer(nn.Module):
             memory_mask = self.src_embed.mask(src)
             if self.ctc is not None and self.training:
                 self.ctc_output = (self.ctc(memory), memory_mask[:, 0, 0].sum(1))
+            if self.tagger is not None and self.training:
+                self.tag_output = self.tagger(memory)
         else:
             memory, enc_w, memory_mask = None, [], None
         T = tgt_in.size(1)
@@ -267,7 +273,7 @@ class Transformer(nn.Module):
             ("embeddings", [self.src_embed, self.tgt_embed]),
             ("encoder", [self.encoder, self.encoder_norm, self.encoder_relative]),
             ("decoder", [self.decoder, self.decoder_norm, self.decoder_relative]),
-            ("output", [self.output, self.output_transform, self.ctc]),
+            ("output", [self.output, self.output_transform, self.ctc, self.tagger]),
         ]
         for name, modules in groups:
             for module in filter(None, modules):

@@ -39,4 +39,5 @@ TASK = Task(
     family=encoder_decoder_family,
     flags=("beam", "alpha", "length_penalty", "stop", "max_len_a", "max_len_b", "max_tokens",
            "max_sentences"),
+    losses=("tags",),  # with the model's tag_weight (none without a tagging head)
 )

@@ -26,6 +26,7 @@ from ..data.images import ImageSet, collate_images
 from ..data.spans import collate_spans, span_counts
 from ..data.speech import SpeechSet, collate_speech, target_vocabulary
 from ..data.tokenizer import named_languages
+from ..data.trees import word_tags
 from ..errors import TrainingError
 from ..tasks import Task, data_tasks, model_tasks, task_of
 
@@ -257,6 +258,19 @@ class TrainingData:
                                           self.tokenizer, self.meta.get("task_prefix", ""))
             self.extra_name = Path(valid_extra).name
             check_lengths_against_model(cfg, {"--valid-extra": self.extra_set}, valid_extra)
+        self.leaves = self._tags() if cfg.tag_weight else None
+
+    def _tags(self):
+        """Which target ids are part-of-speech tags, for a parser's tagging head (tag_weight)."""
+        from ..decoding.brackets import WORD, BracketVocabulary
+
+        pieces = self.tokenizer.tgt_pieces(list(range(self.cfg.target_vocab_size)))
+        vocabulary = BracketVocabulary(pieces, self.cfg.eos_id)
+        if not (self.meta.get("trees") and vocabulary.tagged):
+            raise TrainingError(f"tag_weight={self.cfg.tag_weight}: the tagging head learns the "
+                                f"tags of tagged trees, which {self.data_dir} does not hold; "
+                                "prepare them with `transduce prepare --trees --tags`")
+        return vocabulary.kind == WORD
 
     @property
     def tokenizer_info(self) -> dict:
@@ -373,4 +387,7 @@ class TrainingData:
                                  tc.noise_density, tc.mean_span, rng)
         if split is None and self.train_indices is not None:
             indices = self.train_indices[indices]  # positions among the short pairs -> in the split
-        return collate(data, indices, cfg.pad_id, cfg.start_id, cfg.eos_id)
+        batch = collate(data, indices, cfg.pad_id, cfg.start_id, cfg.eos_id)
+        if self.leaves is not None:
+            batch.src_tags = word_tags(batch.src, batch.tgt_out, self.leaves, cfg.pad_id)
+        return batch

@@ -33,7 +33,7 @@ def label_smoothed_nll(
     return (loss * keep).sum(), (nll * keep).sum()
 
 
-def with_ctc(model, loss: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
+def with_ctc(model, loss: Tensor, batch) -> Tensor:
     """A speech model's ``(1 - w) * loss + w * CTC`` (Watanabe et al. 2017; w = ctc_weight): CTC's
     loss of the last training pass's encoder predictions against the transcripts ``tgt_out`` (eos
     last; blank = pad), summed over recordings as ``loss`` is over tokens. ``loss`` as it is for
@@ -41,6 +41,7 @@ def with_ctc(model, loss: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
     w = model.config.ctc_weight
     if not w or model.ctc_output is None:
         return loss
+    tgt_out, pad_id = batch.tgt_out, batch.pad_id
     logits, positions = model.ctc_output
     model.ctc_output = None
     logprobs = torch.log_softmax(logits.float(), dim=-1).transpose(0, 1)  # (S, B, V)
@@ -50,12 +51,27 @@ def with_ctc(model, loss: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
     return (1 - w) * loss + w * ctc
 
 
-# the loss terms a task may add (``Task.losses``), each (model, loss, tgt_out, pad_id) -> loss
-EXTRAS = {"ctc": with_ctc}
+def with_tags(model, loss: Tensor, batch) -> Tensor:
+    """A parser's ``(1 - w) * loss + w * tagging`` (w = tag_weight): the cross-entropy of the last
+    training pass's tag predictions for each source word against the batch's ``src_tags`` (pad
+    where a word has none), summed over words as ``loss`` is over tokens. ``loss`` as it is for a
+    model without a tagging head."""
+    w = model.config.tag_weight
+    if not w or model.tag_output is None or batch.src_tags is None:
+        return loss
+    logits, model.tag_output = model.tag_output, None
+    tagging = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1),
+                                                batch.src_tags.flatten(), reduction="sum",
+                                                ignore_index=batch.pad_id)
+    return (1 - w) * loss + w * tagging
 
 
-def task_loss(task, model, loss: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
+# the loss terms a task may add (``Task.losses``), each (model, loss, batch) -> loss
+EXTRAS = {"ctc": with_ctc, "tags": with_tags}
+
+
+def task_loss(task, model, loss: Tensor, batch) -> Tensor:
     """``loss`` with the terms ``task`` adds (``Task.losses``), in order."""
     for name in task.losses:
-        loss = EXTRAS[name](model, loss, tgt_out, pad_id)
+        loss = EXTRAS[name](model, loss, batch)
     return loss

@@ -229,7 +229,7 @@ class Trainer:
                 loss, nll = label_smoothed_nll(
                     logits.flatten(0, -2), target, tc.label_smoothing, batch.pad_id
                 )
-                loss = task_loss(self.task, self.model, loss, batch.tgt_out, batch.pad_id)
+                loss = task_loss(self.task, self.model, loss, batch)
                 balance = self.model.moe_loss()  # the experts' load balance (None: dense)
             scaled = loss * world / total_tokens
             if balance is not None:
