@@ -74,6 +74,7 @@ def test_the_new_rows_start_as_the_mean_of_the_pieces_that_spelled_them(reverse_
     assert info["tokenizer"]["derived_from"] == extension["from"]
     assert info["tokenizer"]["fingerprint"] == meta["tokenizer_fingerprint"] != extension["from"]
     assert info["model"]["vocab_size"] == 76
+    assert f"extended from {extension['from']}" in cli("info", str(grown / "tuned")).stdout
     # the domain's text in fewer pieces, with the new ids, and the model translates it
     model = load(grown / "tuned", device="cpu")
     ids = model.tokenizer.encode_src(["tabby hamster über"])[0]

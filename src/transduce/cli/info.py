@@ -130,6 +130,10 @@ def describe_run(path: Path) -> int:
             else ""
         )
     )
+    derived = info.get("tokenizer", {}).get("derived_from")
+    if derived:
+        print(f"  tokenizer  {info['tokenizer'].get('fingerprint')}, extended from {derived} "
+              "(prepare --extend-vocab)")
     adapter = info.get("adapter")
     if adapter:
         print(f"  adapters   LoRA rank {adapter['rank']}, alpha {adapter['alpha']:g}, on "
