@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from transduce import load
+from transduce.data.corpus import read_lines
 from transduce.training.vocabulary import grow
 
 from ..helpers import cli
@@ -97,7 +98,7 @@ def test_the_export_to_hugging_face_keeps_the_new_ids(grown):
     cli("export", str(grown / "tuned"), str(grown / "hf"), "--to", "hf")
     tokenizer = transformers.MarianTokenizer.from_pretrained(grown / "hf")
     model = load(grown / "tuned", device="cpu")
-    lines = (grown / "raw" / "valid.en").read_text().splitlines()[:8]
+    lines = list(read_lines(grown / "raw" / "valid.en"))[:8]
     assert [tokenizer(line).input_ids for line in lines] == [
         row + [model.model.config.eos_id] for row in model.tokenizer.encode_src(lines)]
     hf = transformers.MarianMTModel.from_pretrained(grown / "hf").eval()

@@ -41,6 +41,11 @@ def test_the_tagging_loss_is_the_heads_cross_entropy_over_the_tagged_words():
     model.eval()
     model(src, tgt_in)
     assert model.tag_output is None  # computed only in training
+    torch.manual_seed(0)  # the head draws its weights after the model's: the rest starts alike
+    plain = Transformer(ModelConfig.preset("tiny", vocab_size=20)).state_dict()
+    torch.manual_seed(0)
+    headed = Transformer(config).state_dict()
+    assert all(torch.equal(plain[k], headed[k]) for k in plain)
     with pytest.raises(ValueError, match="a tagging head is for a parser"):
         ModelConfig.preset("gpt-tiny", vocab_size=20, tag_weight=0.25)
 

@@ -27,7 +27,8 @@ from typing import Callable, Iterable, Optional
 import sentencepiece as spm
 
 from ..errors import DataError
-from .tokenizer import spm_model_type
+from .binarize import chunks
+from .tokenizer import _read_vocab, spm_model_type
 
 UNKNOWN = None  # a character the model does not know and that is not learned: never merged
 # a unigram piece's score above the two pieces it joins, so that Viterbi prefers it to them
@@ -212,7 +213,7 @@ def extend_tokenizer(folder: Path, names: dict[str, str], config, pairs: Iterabl
     for side, role in vocab_roles.items():
         if role in names:  # (one dict for a shared vocab.json: new ids continue across sides)
             vocabs[side] = vocabs.get("src") if role == "vocab" and "src" in vocabs \
-                else _read(folder / names[role])
+                else _read_vocab(folder / names[role])
     rows = {"src": config.vocab_size, "tgt": config.target_vocab_size}
     learners: dict[str, Learner] = {}
     for side in ("src", "tgt"):
@@ -224,10 +225,10 @@ def extend_tokenizer(folder: Path, names: dict[str, str], config, pairs: Iterabl
         if side not in vocabs and size != rows[side]:
             raise DataError(f"the model has {rows[side]:,} rows for the {size:,} pieces of its "
                             f"{name}: --extend-vocab needs them equal, or a vocab.json")
-    for pair in _chunks(pairs):
+    for chunk in chunks(iter(pairs), CHUNK):
         for name, learner in learners.items():
-            learner.count([line for side, lines in zip(("src", "tgt"), pair)
-                           if names[side] == name for line in lines])
+            learner.count([line for pair in chunk for side, line in zip(("src", "tgt"), pair)
+                           if names[side] == name])
     learned = {name: learner.learn(budget) for name, learner in learners.items()}
     for name, pieces in learned.items():
         path, sp = folder / name, learners[name].processor
@@ -262,21 +263,3 @@ def extend_tokenizer(folder: Path, names: dict[str, str], config, pairs: Iterabl
         f"{'source' if side == 'src' else 'target'} {len(record['new'][side]):,} new pieces "
         f"({rows[side]:,} -> {record['vocab_size'][side]:,} ids)" for side in ("src", "tgt")))
     return record
-
-
-def _read(path: Path) -> dict[str, int]:
-    return {p: int(i) for p, i in json.loads(path.read_text(encoding="utf-8")).items()}
-
-
-def _chunks(pairs: Iterable[tuple[str, str]]):
-    src: list[str] = []
-    tgt: list[str] = []
-    for s, t in pairs:
-        src.append(s)
-        tgt.append(t)
-        if len(src) == CHUNK:
-            yield src, tgt
-            src, tgt = [], []
-    if src:
-        yield src, tgt
-

@@ -80,10 +80,6 @@ class Transformer(nn.Module):
         # the decoder; ``ctc_output`` holds the last training pass's (logits, positions)
         self.ctc = nn.Linear(c.d_model, c.target_vocab_size) if c.ctc_weight else None
         self.ctc_output: Optional[tuple[Tensor, Tensor]] = None
-        # a parser's part-of-speech tags of the source words, predicted from the encoder beside
-        # the decoder; ``tag_output`` holds the last training pass's logits (B, S, V)
-        self.tagger = nn.Linear(c.d_model, c.target_vocab_size) if c.tag_weight else None
-        self.tag_output: Optional[Tensor] = None
         self.rotary = Rotary(c.d_k, c.max_positions) if c.positional == "rope" else None
         self.alibi = ALiBi(c.n_heads) if c.positional == "alibi" else None
         # T5's buckets: one table per stack, bidirectional in the encoder, causal in the decoder
@@ -93,6 +89,12 @@ class Transformer(nn.Module):
         (t5_init if c.init == "t5" else paper_init)(self)
         if c.tying in ("decoder", "all"):  # the output shares the (target's, or only) embedding
             self.output.weight = tgt_tokens.weight if c.has_decoder else tokens.weight
+        # a parser's part-of-speech tags of the source words, predicted from the encoder beside
+        # the decoder; ``tag_output`` holds the last training pass's logits (B, S, V). Made after
+        # the model's own weights are drawn, so that a model with the head starts from the same
+        # weights as one without (a lever measured against the model it adds to).
+        self.tagger = nn.Linear(c.d_model, c.target_vocab_size) if c.tag_weight else None
+        self.tag_output: Optional[Tensor] = None
         # the mixture-of-experts layers, found once (a tuple: not registered twice), for the train
         # step
         self._experts = tuple(m for m in self.modules() if isinstance(m, MixtureOfExperts))

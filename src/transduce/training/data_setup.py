@@ -266,7 +266,7 @@ class TrainingData:
 
         pieces = self.tokenizer.tgt_pieces(list(range(self.cfg.target_vocab_size)))
         vocabulary = BracketVocabulary(pieces, self.cfg.eos_id)
-        if not (self.meta.get("trees") and vocabulary.tagged):
+        if not ("tags" in self.task.losses and vocabulary.tagged):
             raise TrainingError(f"tag_weight={self.cfg.tag_weight}: the tagging head learns the "
                                 f"tags of tagged trees, which {self.data_dir} does not hold; "
                                 "prepare them with `transduce prepare --trees --tags`")
