@@ -88,3 +88,24 @@ def test_int8_products_are_every_rows_own():
     dense = Dense(weight, bias, int8=True)  # a decoder's product: int8 at every row count
     for rows in (1, 5, 40):
         assert dense.layout(torch.randn(rows, 64)) == "int8"
+
+
+def test_a_folded_scale_keeps_the_models_integers():
+    """The fast step folds 1/sqrt(d_k) into the queries' weights; int8 quantizes the model's own
+    weights and applies the scale after: the same integers as the unscaled layer, though scaled
+    weights would round otherwise where a weight lies halfway between two steps (here each does)."""
+    from transduce.inference.int8 import Int8Linear
+    from transduce.inference.tuned_linear import TunedLinear as Dense
+
+    halves = torch.cat([torch.tensor([127.0]), torch.arange(126) + 0.5])  # one step is 1
+    weight = halves[None] * torch.tensor([[1.0], [0.25], [4.0]])
+
+    def integers(layer):
+        return torch.ops.quantized.linear_unpack(layer.packed)[0].int_repr()
+
+    own = integers(Int8Linear(weight, None))
+    for factor in (6**-0.5, 10**-0.5, 0.3, torch.tensor([0.3, 6**-0.5, 1.0])):
+        assert torch.equal(integers(Dense(weight, None, int8=True, scale=factor).int8), own)
+    x = torch.randn(4, 127)
+    folded = Int8Linear(weight, torch.ones(3), 0.3)(x)
+    assert torch.allclose(folded, 0.3 * Int8Linear(weight, torch.ones(3))(x), atol=1e-4)

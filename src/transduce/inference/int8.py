@@ -23,9 +23,13 @@ class Int8Linear(nn.Module):
     ``x' = (x - lo) / r``, ``r = hi - lo``. Each row's integers, and so its output, are then the
     same whatever the other rows: 128 levels over the row's own range (fbgemm's 7-bit activations,
     safe from overflow on every CPU), what one row quantized alone gets.
+
+    ``scale`` (a number, or one per output row) multiplies the layer after its weights are
+    quantized: the integers are those of the model's own weights, whatever a fast path folds in.
     """
 
-    def __init__(self, weight: Tensor, bias: Optional[Tensor]) -> None:
+    def __init__(self, weight: Tensor, bias: Optional[Tensor],
+                 scale: float | Tensor = 1.0) -> None:
         super().__init__()
         if weight.device.type != "cpu":
             raise ValueError("int8 decoding runs on the CPU only; use --precision fp16 or bf16 on "
@@ -35,13 +39,17 @@ class Int8Linear(nn.Module):
             raise ValueError("int8 needs PyTorch's fbgemm quantized engine, which this build lacks "
                              f"(engines: {', '.join(engines)}); use --precision fp32")
         weight = weight.detach().float()
-        self.bias = None if bias is None else bias.detach().float()
-        scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
+        scale = scale.detach().double() if isinstance(scale, Tensor) else scale
+        self.bias = None if bias is None else (bias.detach().double() * scale).float()
+        steps = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-8).double()  # (out,)
+        integers = torch.round(weight / steps.float()[:, None]).clamp_(-127, 127)
+        scales = steps * scale  # (the folded scale, exactly the same integers)
         # quantized tensors are deprecated in favour of torchao, not a dependency
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            qweight = torch.quantize_per_channel(
-                weight, scales, torch.zeros_like(scales, dtype=torch.long), 0, torch.qint8
+            qweight = torch.quantize_per_channel(  # (i s) / s rounds back to i
+                integers * scales.float()[:, None], scales,
+                torch.zeros_like(scales, dtype=torch.long), 0, torch.qint8
             )
             previous = torch.backends.quantized.engine
             torch.backends.quantized.engine = "fbgemm"  # a packed weight keeps its kernel

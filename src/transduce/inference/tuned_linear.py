@@ -49,10 +49,11 @@ class TunedLinear:
                  scale: float | Tensor = 1.0, bf16: bool = False) -> None:
         weight = weight.detach()
         bias = None if bias is None else bias.detach()
+        # int8's integers are the model's own weights' (the scale applied after quantizing)
+        self.int8 = Int8Linear(weight, bias, scale) if int8 else None
         if isinstance(scale, Tensor) or scale != 1.0:
             weight = weight * (scale[:, None] if isinstance(scale, Tensor) else scale)
             bias = None if bias is None else bias * scale
-        self.int8 = Int8Linear(weight, bias) if int8 else None
         self.weight = weight  # (out, in)
         self.bias = bias
         self.bias_column = None if bias is None else bias[:, None]  # (out, 1)
