@@ -6,6 +6,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -14,6 +16,27 @@ import torch
 
 MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 RESULTS = Path(__file__).resolve().parent / "results"
+# the command in a process that reports its own peak resident memory (kB) last on stderr
+MEASURED = ("import resource, sys; from transduce.cli.main import main; code = main(sys.argv[1:]); "
+            "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
+            "sys.exit(code)")
+
+
+def transduce(*args: str, memory: bool = False) -> subprocess.CompletedProcess:
+    """Run a transduce command; exit with its error output if it fails. ``memory``: its stderr
+    ends with ``maxrss KB``, the process's peak resident memory."""
+    command = ["-c", MEASURED] if memory else ["-m", "transduce"]
+    result = subprocess.run([sys.executable, *command, *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"transduce {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+    return result
+
+
+def bleu(run: Path, prefix: str, suffix: str = "", beam: int = 4) -> float:
+    """sacreBLEU of ``transduce evaluate`` on the English-German pair ``prefix.en/.de`` + suffix."""
+    out = transduce("evaluate", str(run), "--src", f"{prefix}.en{suffix}", "--ref",
+                    f"{prefix}.de{suffix}", "--json", "--beam", str(beam))
+    return json.loads(out.stdout)["bleu"]
 
 
 def measure(fn: Callable[[], float | None], trials: int, warmup: int = 2) -> dict:

@@ -19,30 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import MULTI30K, machine, save, table  # noqa: E402
+from common import MULTI30K, bleu, machine, save, table, transduce  # noqa: E402
 
 from transduce.data.corpus import read_lines  # noqa: E402
 from transduce.data.tokenizer import Tokenizer  # noqa: E402
-
-
-def transduce(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "transduce", *args], capture_output=True,
-                            text=True)
-    if result.returncode != 0:
-        sys.exit(f"transduce {' '.join(args)} failed:\n{result.stderr[-3000:]}")
-    return result
-
-
-def bleu(run: Path, prefix: str, suffix: str = "") -> float:
-    out = transduce("evaluate", str(run), "--src", f"{prefix}.en{suffix}", "--ref",
-                    f"{prefix}.de{suffix}", "--json", "--beam", "4")
-    return json.loads(out.stdout)["bleu"]
 
 
 def coverage(data: Path, test: str) -> dict[str, str]:

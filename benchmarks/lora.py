@@ -20,35 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import MULTI30K, machine, save, table  # noqa: E402
+from common import MULTI30K, bleu, machine, save, table, transduce  # noqa: E402
 
 from transduce.data.corpus import read_lines  # noqa: E402
-
-
-# the command in a process that reports its own peak resident memory (kB) last on stderr
-MEASURED = ("import resource, sys; from transduce.cli.main import main; code = main(sys.argv[1:]); "
-            "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
-            "sys.exit(code)")
-
-
-def transduce(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True,
-                            text=True)
-    if result.returncode != 0:
-        sys.exit(f"transduce {' '.join(args)} failed:\n{result.stderr[-3000:]}")
-    return result
-
-
-def bleu(run: Path, prefix: str, suffix: str = "") -> float:
-    out = transduce("evaluate", str(run), "--src", f"{prefix}.en{suffix}", "--ref",
-                    f"{prefix}.de{suffix}", "--json", "--beam", "4")
-    return json.loads(out.stdout)["bleu"]
 
 
 def main() -> None:
@@ -73,7 +52,7 @@ def main() -> None:
         log = transduce("train", str(work / "data" / "dogs"), "--out", str(out), "--init-from",
                         str(work / "general"), "--recipe", "finetune", "--max-steps",
                         str(args.steps), "--set", "valid_every=50", "--set", "patience=0",
-                        "--quiet", *extra)
+                        "--quiet", *extra, memory=True)
         peak_kb = int(re.findall(r"maxrss (\d+)", log.stderr)[-1])
         records = [json.loads(line) for line in read_lines(out / "metrics.jsonl")]
         trained = [r for r in records if r["type"] == "train"]

@@ -32,9 +32,8 @@ class Parser:
     def __init__(self, translator: Translator) -> None:
         self.translator = translator
         tokenizer, config = translator.tokenizer, translator.model.config
-        pieces = tokenizer.tgt_pieces(list(range(config.target_vocab_size)))
         try:
-            self.vocabulary = BracketVocabulary(pieces, config.eos_id)
+            self.vocabulary = BracketVocabulary.of(tokenizer, config)
         except ValueError:
             raise TransduceError(f"{translator.folder}: its target vocabulary has no brackets and "
                                  f"no {PLACEHOLDER}; it is a translation model, not a parser "

@@ -66,6 +66,12 @@ class BracketVocabulary:
                              "not a parser's (prepare --trees)")
         self.word_ids = (self.kind == WORD).nonzero().squeeze(1).tolist()
 
+    @classmethod
+    def of(cls, tokenizer, config) -> "BracketVocabulary":
+        """The vocabulary of a model's targets (``config``: its ``ModelConfig``)."""
+        pieces = tokenizer.tgt_pieces(list(range(config.target_vocab_size)))
+        return cls(pieces, config.eos_id)
+
 
 class BracketRules:
     """The constraint for the sentences of one search (``words``: each one's number of words); see

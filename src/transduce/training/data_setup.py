@@ -264,8 +264,7 @@ class TrainingData:
         """Which target ids are part-of-speech tags, for a parser's tagging head (tag_weight)."""
         from ..decoding.brackets import WORD, BracketVocabulary
 
-        pieces = self.tokenizer.tgt_pieces(list(range(self.cfg.target_vocab_size)))
-        vocabulary = BracketVocabulary(pieces, self.cfg.eos_id)
+        vocabulary = BracketVocabulary.of(self.tokenizer, self.cfg)
         if not ("tags" in self.task.losses and vocabulary.tagged):
             raise TrainingError(f"tag_weight={self.cfg.tag_weight}: the tagging head learns the "
                                 f"tags of tagged trees, which {self.data_dir} does not hold; "

@@ -80,8 +80,7 @@ def parsing(v, model) -> dict:
     ds, tokenizer = v.data.valid_set, v.data.tokenizer
     result = _pair_losses(v, model, ds)
     n = _counted(v, ds)
-    pieces = tokenizer.tgt_pieces(list(range(v.cfg.target_vocab_size)))
-    vocabulary = BracketVocabulary(pieces, v.cfg.eos_id)
+    vocabulary = BracketVocabulary.of(tokenizer, v.cfg)
     words = [line.split() for line in ds.raw_text("src")[:n]]
     decode = replace(DecodeConfig(**PARSING), beam=v.tc.valid_beam,
                      max_tokens=max(v.tc.max_tokens, 2048))
