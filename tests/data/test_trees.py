@@ -199,6 +199,25 @@ def test_tags_in_the_target_read_back_as_the_trees_own():
     assert " ".join(repair("(S DT NN <unk> )S".split(), 3, tags=True)) == "(S DT NN XX )S"
 
 
+def test_bare_closing_brackets_read_back_as_the_tree(tmp_path):
+    """``prepare --bare-close``: each constituent closes with ``)``, which closes whatever is open;
+    every CRAFT development tree reads back as itself."""
+    tree = one("( (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .)) )")
+    words, target = linearize(tree, tags=True, bare_close=True)
+    assert " ".join(target) == "(S (NP DT NN ) (VP VBZ ) . )"
+    assert str(delinearize(target, words, tags=True)) == str(tree)
+    assert " ".join(repair("(S (NP DT ) NN".split(), 2, tags=True)) == "(S (NP DT )NP NN )S"
+    with pytest.raises(TreeError, match="token 3: \\) closes nothing"):
+        delinearize(["(S", "XX", ")", ")"], ["a"])
+    path = tmp_path / "t.trees"
+    path.write_text("(TOP (NP (NN Abstract)))\n", encoding="utf-8")
+    assert list(tree_pairs(path, bare_close=True)) == [("Abstract", "(NP XX )")]
+    if (CRAFT / "dev.trees.gz").is_file():
+        for tree in read_trees(CRAFT / "dev.trees.gz")[:500]:
+            words, target = linearize(tree, tags=True, bare_close=True)
+            assert str(delinearize(target, words, tags=True)) == str(tree)
+
+
 def test_brackets_in_the_input_words_are_written_as_the_treebank_writes_them():
     """A sentence with "(" or ")" among its words (as raw text has them) still gives a tree that
     reads back: the leaves are -LRB- and -RRB-, inside a word too."""

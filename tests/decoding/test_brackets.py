@@ -21,6 +21,9 @@ PIECES = ["<pad>", "<s>", "</s>", "<unk>", "\u2581XX", "\u2581(S", "\u2581)S", "
 # a tagging parser's (prepare --trees --tags): part-of-speech tags instead of the placeholder
 TAGGED = ["<pad>", "<s>", "</s>", "<unk>", "\u2581NN", "\u2581(S", "\u2581)S", "\u2581(NP",
           "\u2581)NP", "\u2581DT", "\u2581-LRB-", "\u2581(VP", "\u2581)VP"]
+# closing brackets without labels (prepare --trees --tags --bare-close)
+BARE = ["<pad>", "<s>", "</s>", "<unk>", "\u2581NN", "\u2581(S", "\u2581)", "\u2581(NP",
+        "\u2581DT", "\u2581(VP"]
 
 
 def parser_model(seed: int, sharpen: float, device, pieces=PIECES) -> Transformer:
@@ -38,10 +41,10 @@ def tokens(ids: list[int], pieces=PIECES) -> list[str]:
 
 @pytest.mark.parametrize("beam", [1, 4])
 @pytest.mark.parametrize("seed,sharpen", [(1, 1.0), (3, 8.0)])
-@pytest.mark.parametrize("pieces", [PIECES, TAGGED], ids=["placeholder", "tags"])
+@pytest.mark.parametrize("pieces", [PIECES, TAGGED, BARE], ids=["placeholder", "tags", "bare"])
 def test_every_output_is_a_tree_over_its_words(beam, seed, sharpen, pieces, device):
     model = parser_model(seed, sharpen, device, pieces)
-    tagged = pieces is TAGGED
+    tagged = pieces is not PIECES
     g = torch.Generator().manual_seed(seed)
     words = [int(n) for n in torch.randint(1, 12, (9,), generator=g)]
     sources = [torch.randint(4, 40, (n,), generator=g).tolist() for n in words]
@@ -83,6 +86,26 @@ def test_the_rules_allow_exactly_the_continuations_of_a_tree():
     rules.advance(torch.tensor([PIECES.index("\u2581XX")]))
     allowed = rules.mask(torch.zeros(1, len(PIECES)), torch.tensor([2]))
     assert tokens(allowed[0].isfinite().nonzero().squeeze(1).tolist()) == [")S"]
+
+
+def test_a_bare_closing_bracket_closes_the_innermost_constituent_whatever_its_label():
+    vocabulary = BracketVocabulary(BARE, 2)
+    rules = BracketRules(vocabulary, [3])
+    rules.begin(1, torch.device("cpu"))
+
+    def allowed(room: int) -> set[str]:
+        mask = rules.mask(torch.zeros(1, len(BARE)), torch.tensor([room]))
+        return set(tokens(mask[0].isfinite().nonzero().squeeze(1).tolist(), BARE))
+
+    for token, then in (("(S", {"(S", "(NP", "(VP", "NN", "DT"}),
+                        ("(NP", {"(S", "(NP", "(VP", "NN", "DT"}),
+                        ("DT", {"(S", "(NP", "(VP", "NN", "DT", ")"}),
+                        (")", {"(S", "(NP", "(VP", "NN", "DT"}),  # the root stays open
+                        ("NN", {"(S", "(NP", "(VP", "NN", "DT"}),
+                        ("NN", {")"}),
+                        (")", {"</s>"})):
+        rules.advance(torch.tensor([BARE.index("\u2581" + token)]))
+        assert allowed(10) == then, token
 
 
 def test_a_vocabulary_without_brackets_is_refused():

@@ -66,7 +66,7 @@ def parser_run(tmp_path_factory):
     return root
 
 
-def test_prepare_tags_puts_the_part_of_speech_tags_in_the_target(parser_run):
+def test_prepare_tags_puts_the_tags_in_the_target_and_bare_close_drops_closing_labels(parser_run):
     root = parser_run
     cli("prepare", "--trees", "--tags", "--train-prefix", str(root / "train"), "--vocab-size", "40",
         "--out", str(root / "tagged"))
@@ -91,6 +91,15 @@ def test_prepare_tags_puts_the_part_of_speech_tags_in_the_target(parser_run):
         check=False,
     )
     assert refused.returncode == 2 and "--tags is for a treebank" in refused.stderr
+    cli("prepare", "--trees", "--tags", "--bare-close", "--train-prefix", str(root / "train"),
+        "--vocab-size", "40", "--out", str(root / "bare"))
+    meta = json.loads((root / "bare" / "meta.json").read_text())
+    target = spm.SentencePieceProcessor(model_file=str(root / "bare" / meta["spm"]["tgt"]))
+    pieces = {target.id_to_piece(i).lstrip("\u2581") for i in range(target.get_piece_size())}
+    assert meta["bare_close"] is True and {"NNS", "(NP", ")"} <= pieces and ")VP" not in pieces
+    refused = cli("prepare", "--bare-close", "--train-prefix", str(root / "train"), "--src", "a",
+                  "--tgt", "b", "--out", str(root / "x"), check=False)
+    assert refused.returncode == 2 and "--bare-close is for a treebank" in refused.stderr
 
 
 def words_of(line: str) -> list[str]:

@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--tags", action="store_true",
                    help="with --trees: each word's part-of-speech tag in the target instead of the "
                         "placeholder XX (a parser that tags as it parses)")
+    p.add_argument("--bare-close", action="store_true",
+                   help="with --trees: close each constituent with a bare ) instead of )LABEL (the "
+                        "constrained search still closes the innermost one)")
     p.add_argument("--task-prefix", default="", metavar="TEXT",
                    help="put TEXT before every source sentence (T5's text-to-text tasks, e.g. "
                         "\"translate English to German: \"); a model trained on the data puts it "
@@ -125,8 +128,9 @@ def run(args) -> int:
         )
         if value is not None
     ]
-    if args.tags and not args.trees:
-        raise TransduceError("--tags is for a treebank: add --trees")
+    for flag, value in (("--tags", args.tags), ("--bare-close", args.bare_close)):
+        if value and not args.trees:
+            raise TransduceError(f"{flag} is for a treebank: add --trees")
     if args.trees:
         _tree_defaults(args, vocabulary)
     if args.tokenizer and (vocabulary or args.monolingual):
@@ -198,6 +202,7 @@ def run(args) -> int:
         extend_vocab=args.extend_vocab or 0,
         trees=args.trees,
         tags=args.tags,
+        bare_close=args.bare_close,
         task_prefix=args.task_prefix,
     )
     meta = prepare(options, args.out, force=args.force)

@@ -136,7 +136,7 @@ def split_pairs(o: PrepareOptions, src: Path, tgt: Path) -> Iterator[tuple[str, 
     if o.trees:
         from .trees import tree_pairs
 
-        return tree_pairs(src, o.encoding_errors, o.tags)
+        return tree_pairs(src, o.encoding_errors, o.tags, o.bare_close)
     return read_pairs(src, tgt, o.encoding_errors)
 
 

@@ -32,6 +32,7 @@ class PrepareOptions:
     # target a closed vocabulary of its brackets and placeholder, no length-ratio filter
     trees: bool = False
     tags: bool = False  # (trees) the part-of-speech tags in the target instead of the placeholder
+    bare_close: bool = False  # (trees) closing brackets without their labels
     # text put before every source sentence (T5's tasks: "translate English to German: "); the
     # models trained on the data put it there too when they translate
     task_prefix: str = ""

@@ -201,6 +201,7 @@ def _prepare_into(tmp: Path, files: dict, o: PrepareOptions, fp: str, log,
         "spm": models,
         "trees": o.trees,
         "tags": o.tags,
+        "bare_close": o.bare_close,
         "vocab_size": {
             "src": tokenizer.src.get_piece_size(),
             "tgt": tokenizer.tgt.get_piece_size(),

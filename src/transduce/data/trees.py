@@ -10,9 +10,11 @@ and each preterminal (the part-of-speech tag and its word) replaced by one place
     source: The dog barks .
     target: (S (NP XX XX )NP (VP XX )VP XX )S
 
-Closing labels make the target longer but let a reader (and a constrained search) check each bracket
-against the one it closes. The treebank's outer bracket without a label (or labeled ``TOP`` or
-``ROOT``) is the root; its children are linearized one after the other (almost always one).
+Closing labels make the vocabulary larger but let a reader (and a constrained search) check each
+bracket against the one it closes; ``bare_close`` writes each closing bracket ``)`` without its
+label (the search still closes the innermost open constituent with it). The treebank's outer
+bracket without a label (or labeled ``TOP`` or ``ROOT``) is the root; its children are linearized
+one after the other (almost always one).
 
 Cleaning (``clean``), as parsing evaluation does: empty elements (``-NONE-``) and the
 constituents left without words by their removal go; function tags and coindexation go
@@ -203,10 +205,11 @@ def clean(tree: Tree) -> Tree | None:
     return made[0][0] if made[0] else None  # type: ignore[return-value]
 
 
-def linearize(tree: Tree, tags: bool = False) -> tuple[list[str], list[str]]:
+def linearize(tree: Tree, tags: bool = False,
+              bare_close: bool = False) -> tuple[list[str], list[str]]:
     """``(words, target)``: the sentence and the bracket sequence described in the module
     docstring; ``tags``: each word's part-of-speech tag in the target instead of the placeholder
-    (a parser that tags too)."""
+    (a parser that tags too); ``bare_close``: closing brackets without their labels."""
     target: list[str] = []
     for kind, node in walk(tree):
         if kind == "word" or node is tree and tree.label in ROOTS:
@@ -215,7 +218,8 @@ def linearize(tree: Tree, tags: bool = False) -> tuple[list[str], list[str]]:
             if kind == "open":
                 target.append(node.label if tags else PLACEHOLDER)
         else:
-            target.append(f"({node.label}" if kind == "open" else f"){node.label}")
+            target.append(f"({node.label}" if kind == "open"
+                          else ")" if bare_close else f"){node.label}")
     return tree.words(), target
 
 
@@ -246,8 +250,8 @@ def delinearize(target: Sequence[str], words: Sequence[str], tag: str = PLACEHOL
             node = Tree(token[1:])
             stack[-1].children.append(node)
             stack.append(node)
-        elif token.startswith(")") and len(token) > 1:
-            if len(stack) == 1 or stack[-1].label != token[1:]:
+        elif token.startswith(")"):  # (a bare ")" closes whatever is open)
+            if len(stack) == 1 or token[1:] not in ("", stack[-1].label):
                 opened = stack[-1].label if len(stack) > 1 else "nothing"
                 raise TreeError(f"token {k}: {token} closes {opened}")
             if not stack[-1].children:
@@ -269,18 +273,18 @@ def escape(word: str) -> str:
 
 
 def tree_pairs(
-    path, encoding_errors: str = "strict", tags: bool = False
+    path, encoding_errors: str = "strict", tags: bool = False, bare_close: bool = False
 ) -> Iterator[tuple[str, str]]:
     """A treebank file as parallel text: per tree (cleaned), its words and its linearized target
-    (``tags``: with the part-of-speech tags), each joined by spaces. Errors name the file and
-    line."""
+    (``tags``: with the part-of-speech tags; ``bare_close``: closing brackets without labels),
+    each joined by spaces. Errors name the file and line."""
     text = "\n".join(read_lines(path, encoding_errors))
     for line, tree in parse_trees(text, str(path)):
         cleaned = clean(tree)
         if cleaned is None:
             raise TreeError(f"{path}, line {line}: the tree has no words once its empty elements "
                             "go")
-        words, target = linearize(cleaned, tags)
+        words, target = linearize(cleaned, tags, bare_close)
         yield " ".join(words), " ".join(target)
 
 
@@ -308,7 +312,7 @@ def repair(target: Sequence[str], words: int, root: str = "S", tags: bool = Fals
             if used < words and not closed:
                 stack.append((token[1:], len(out), used))
                 out.append(token)
-        elif token.startswith(")") and len(token) > 1 and stack:
+        elif token.startswith(")") and stack:
             _close(out, stack, used)
     if used < words and not stack:
         if out:  # the root closed early: open it again

@@ -8,7 +8,8 @@ linearization of ``data/trees.py``: ``(NP`` opens, ``)NP`` closes, ``XX`` stands
   root closes nothing opens), and only when what must follow still fits in the output's room;
 - ``XX`` places the next word, inside an open constituent, while words are left;
 - ``)L`` closes the innermost open constituent, whose label it must be, once it holds a word (the
-  root closes only after the last word);
+  root closes only after the last word); in a vocabulary of bare ``)`` (``prepare --bare-close``)
+  that one token closes every label;
 - eos ends the output once the root is closed.
 
 The room is what the search allows the sentence (``common.max_lengths``): a token is allowed only
@@ -48,11 +49,16 @@ class BracketVocabulary:
         for i, t in enumerate(tokens):
             if t == PLACEHOLDER:
                 self.kind[i] = WORD
+            elif t == ")":  # closes any label that has no closing token of its own
+                self.kind[i] = CLOSE
+                bare = i
             elif len(t) > 1 and t[0] in "()":
                 self.kind[i] = OPEN if t[0] == "(" else CLOSE
                 self.label[i] = index[t[1:]]
                 if t[0] == ")":
                     self.close_id[index[t[1:]]] = i
+        if ")" in tokens:
+            self.close_id[self.close_id < 0] = bare
         self.tagged = PLACEHOLDER not in tokens
         if self.tagged:
             for i, t in enumerate(tokens):
