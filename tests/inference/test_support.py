@@ -310,7 +310,7 @@ def _int8_step_is_the_models_own(model, src, monkeypatch):
 
     import torch.nn.functional as F
 
-    from transduce.inference import Int8Linear
+    from transduce.inference.int8 import Int8Linear, quantize_linears
 
     def rounded_weights(self, x):
         weight = torch.ops.quantized.linear_unpack(self.packed)[0].dequantize()
@@ -318,10 +318,7 @@ def _int8_step_is_the_models_own(model, src, monkeypatch):
 
     monkeypatch.setattr(Int8Linear, "forward", rounded_weights)
     quantized, reference = FastDecoder(model, "int8"), copy.deepcopy(model)
-    for parent in list(reference.decoder.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, torch.nn.Linear):
-                setattr(parent, name, Int8Linear(child.weight, child.bias))
+    quantize_linears(reference.decoder)
     reference.output = Int8Linear(model.output.weight, None)
     with torch.no_grad():
         memory = model.encode(src)

@@ -46,6 +46,7 @@ class BracketVocabulary:
         self.kind = torch.zeros(len(tokens), dtype=torch.long)
         self.label = torch.full((len(tokens),), -1, dtype=torch.long)
         self.close_id = torch.full((len(labels),), -1, dtype=torch.long)  # per label
+        bare = None  # the id of a bare ")", which closes any label
         for i, t in enumerate(tokens):
             if t == PLACEHOLDER:
                 self.kind[i] = WORD
@@ -57,7 +58,7 @@ class BracketVocabulary:
                 self.label[i] = index[t[1:]]
                 if t[0] == ")":
                     self.close_id[index[t[1:]]] = i
-        if ")" in tokens:
+        if bare is not None:
             self.close_id[self.close_id < 0] = bare
         self.tagged = PLACEHOLDER not in tokens
         if self.tagged:

@@ -71,10 +71,11 @@ class Int8Linear(nn.Module):
 def quantize_encoder(model) -> None:
     """Replace every ``nn.Linear`` of the encoder by an ``Int8Linear``, in place (the decoder's int8
     weights live in its ``FastDecoder``)."""
-    _quantize(model.encoder)
+    quantize_linears(model.encoder)
 
 
-def _quantize(root: nn.Module) -> None:
+def quantize_linears(root: nn.Module) -> None:
+    """Replace every ``nn.Linear`` under ``root`` by an ``Int8Linear`` of its weights, in place."""
     for parent in list(root.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
